@@ -1,0 +1,79 @@
+"""Loading rule files: ``yaml.safe_load`` only, every problem collected into one :class:`PatternError`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import regex
+import yaml
+
+from .errors import PatternError
+
+logger = logging.getLogger("factforge")
+
+# Per-call regex time budget in seconds; a pattern that exceeds it is logged and skipped.
+REGEX_TIMEOUT = 0.05
+
+
+def default_patterns_dir() -> Path:
+    """The ``patterns/`` folder of this checkout (factforge is installed editable)."""
+    return Path(__file__).resolve().parent.parent / "patterns"
+
+
+class Problems:
+    """Collects problems while a rule file is validated; :meth:`raise_if_any` raises them all at once."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, where: str, what: str) -> None:
+        self.items.append(f"{where}: {what}")
+
+    def raise_if_any(self, header: str = "invalid pattern files") -> None:
+        if self.items:
+            raise PatternError(f"{header} ({len(self.items)} problem(s)):\n  " + "\n  ".join(self.items))
+
+
+def read_yaml(path: Path, problems: Problems) -> Any:
+    """Parse one YAML file safely; a parse error becomes a problem, not an exception."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        problems.add(str(path), f"cannot read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        return None
+
+
+def yaml_files(directory: Path, glob: str = "*.yaml") -> Iterator[Path]:
+    """The rule files in a folder, in a stable order."""
+    yield from sorted(directory.glob(glob))
+
+
+def compile_regex(pattern: str, where: str, problems: Problems, flags: int = 0) -> regex.Pattern[str] | None:
+    """Compile with the ``regex`` module (V1 semantics off, IGNORECASE etc. via flags)."""
+    try:
+        return regex.compile(pattern, flags)
+    except (regex.error, TypeError) as exc:
+        problems.add(where, f"regex does not compile: {exc}")
+        return None
+
+
+def safe_finditer(rx: regex.Pattern[str], text: str, rule_id: str) -> list[regex.Match[str]]:
+    """All matches of ``rx`` in ``text``, or none if the regex exceeds its time budget (logged)."""
+    try:
+        return list(rx.finditer(text, timeout=REGEX_TIMEOUT))
+    except TimeoutError:
+        logger.warning("regex of rule %s timed out on %d chars; skipped", rule_id, len(text))
+        return []
+
+
+def safe_search(rx: regex.Pattern[str], text: str, rule_id: str) -> regex.Match[str] | None:
+    """First match of ``rx`` in ``text``, or None if the regex exceeds its time budget (logged)."""
+    try:
+        return rx.search(text, timeout=REGEX_TIMEOUT)
+    except TimeoutError:
+        logger.warning("regex of rule %s timed out on %d chars; skipped", rule_id, len(text))
+        return None

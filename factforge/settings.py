@@ -1,0 +1,158 @@
+"""Settings from environment variables, validated once into a frozen dataclass."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import ConfigError
+
+VISIBILITIES = ("private", "team", "global")
+EMBEDDERS = ("local", "ollama", "none")
+LOCAL_EMBED_MODEL = "all-MiniLM-L6-v2-int8"
+LOCAL_EMBED_DIM = 384
+# Dimensions of common Ollama embedding models; others need FACTFORGE_EMBED_DIM.
+OLLAMA_EMBED_DIMS: Mapping[str, int] = {
+    "nomic-embed-text": 768, "mxbai-embed-large": 1024, "all-minilm": 384, "snowflake-arctic-embed": 1024,
+    "bge-m3": 1024,
+}
+
+# Default visibility by category: personal facts stay private, team knowledge is shared with the team.
+DEFAULT_VISIBILITY: Mapping[str, str] = {
+    "preference": "private",
+    "identity": "private",
+    "instruction": "private",
+    "temporal": "private",
+    "other": "private",
+    "policy": "team",
+    "decision": "team",
+    "technology": "team",
+}
+
+
+def _default_home() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("factforge", appauthor=False))
+
+
+def _float(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number") from None
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name}={value} is outside {lo}..{hi}")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a whole number") from None
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name}={value} is outside {lo}..{hi}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """All of factforge's configuration. Build with :meth:`from_env` or :func:`dataclasses.replace`."""
+
+    database_url: str | None = None
+    home: Path = field(default_factory=_default_home)
+    ollama_host: str = "http://127.0.0.1:11434"
+    llm_model: str = "llama3.2"
+    llm_timeout: float = 60.0
+    llm_enabled: bool = True
+    embedder: str = "local"
+    embed_model: str = "nomic-embed-text"
+    embed_dim: int = 384
+    high_confidence: float = 0.85
+    medium_confidence: float = 0.6
+    user_subject: str = "User"
+    team_subject: str = "Team"
+    max_message_chars: int = 2000
+    queue_max_attempts: int = 5
+    dedup_similarity: float = 0.95
+    secrets_mode: str = "redact"
+    patterns_dir: Path | None = None
+    default_visibility: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VISIBILITY))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read and validate every ``FACTFORGE_*`` variable (and ``OLLAMA_HOST``)."""
+        env = os.environ if env is None else env
+        home_raw = env.get("FACTFORGE_HOME")
+        home = Path(home_raw).expanduser() if home_raw else _default_home()
+        embedder = env.get("FACTFORGE_EMBEDDER", "local")
+        if embedder not in EMBEDDERS:
+            raise ConfigError(f"FACTFORGE_EMBEDDER={embedder!r} must be one of {', '.join(EMBEDDERS)}")
+        secrets_mode = env.get("FACTFORGE_SECRETS", "redact")
+        if secrets_mode not in ("redact", "drop"):
+            raise ConfigError(f"FACTFORGE_SECRETS={secrets_mode!r} must be 'redact' or 'drop'")
+        high = _float(env, "FACTFORGE_HIGH_CONFIDENCE", 0.85, 0.0, 1.0)
+        medium = _float(env, "FACTFORGE_MEDIUM_CONFIDENCE", 0.6, 0.0, 1.0)
+        if medium > high:
+            raise ConfigError(f"FACTFORGE_MEDIUM_CONFIDENCE={medium} is above FACTFORGE_HIGH_CONFIDENCE={high}")
+        visibility = dict(DEFAULT_VISIBILITY)
+        for pair in filter(None, (p.strip() for p in env.get("FACTFORGE_VISIBILITY", "").split(","))):
+            category, _, vis = pair.partition("=")
+            if vis not in VISIBILITIES:
+                raise ConfigError(f"FACTFORGE_VISIBILITY entry {pair!r}: visibility must be one of {VISIBILITIES}")
+            visibility[category.strip()] = vis
+        embed_model = env.get("FACTFORGE_EMBED_MODEL") or "nomic-embed-text"
+        if env.get("FACTFORGE_EMBED_DIM"):
+            embed_dim = _int(env, "FACTFORGE_EMBED_DIM", 384, 1, 16000)
+        elif embedder == "ollama":
+            known = OLLAMA_EMBED_DIMS.get(embed_model.split(":")[0])
+            if known is None:
+                raise ConfigError(f"unknown dimension for embedding model {embed_model!r}: set FACTFORGE_EMBED_DIM")
+            embed_dim = known
+        else:
+            embed_dim = LOCAL_EMBED_DIM
+        patterns_raw = env.get("FACTFORGE_PATTERNS_DIR")
+        url = env.get("FACTFORGE_DATABASE_URL") or None
+        if url is not None and not url.startswith(("postgresql", "postgres://")):
+            raise ConfigError("FACTFORGE_DATABASE_URL must be a postgresql:// URL")
+        return cls(
+            database_url=url,
+            home=home,
+            ollama_host=env.get("OLLAMA_HOST") or "http://127.0.0.1:11434",
+            llm_model=env.get("FACTFORGE_LLM_MODEL") or "llama3.2",
+            llm_timeout=_float(env, "FACTFORGE_LLM_TIMEOUT", 60.0, 0.1, 3600.0),
+            llm_enabled=env.get("FACTFORGE_LLM", "on").lower() not in ("off", "0", "false", "no"),
+            embedder=embedder,
+            embed_model=embed_model,
+            embed_dim=embed_dim,
+            high_confidence=high,
+            medium_confidence=medium,
+            user_subject=env.get("FACTFORGE_USER_SUBJECT") or "User",
+            team_subject=env.get("FACTFORGE_TEAM_SUBJECT") or "Team",
+            max_message_chars=_int(env, "FACTFORGE_MAX_MESSAGE_CHARS", 2000, 100, 10_000_000),
+            queue_max_attempts=_int(env, "FACTFORGE_QUEUE_MAX_ATTEMPTS", 5, 1, 1000),
+            dedup_similarity=_float(env, "FACTFORGE_DEDUP_SIMILARITY", 0.95, 0.5, 1.0),
+            secrets_mode=secrets_mode,
+            patterns_dir=Path(patterns_raw) if patterns_raw else None,
+            default_visibility=visibility,
+        )
+
+    def with_(self, **changes: object) -> Settings:
+        """A copy with some fields changed."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment once."""
+    return Settings.from_env()

