@@ -1,10 +1,91 @@
-"""factforge: rules-first fact-extraction memory for AI agents, stored in PostgreSQL + pgvector."""
+"""factforge: rules-first fact-extraction memory for AI agents, stored in PostgreSQL + pgvector.
+
+``import factforge`` is cheap: the database and LLM layers load on first use of their names.
+"""
 
 from __future__ import annotations
 
 import logging
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    ConfigError,
+    DatabaseError,
+    EmbeddedServerError,
+    EmbedderError,
+    EmbeddingMismatchError,
+    FactforgeError,
+    InputError,
+    LLMError,
+    LLMParseError,
+    LLMUnavailableError,
+    NotFoundError,
+    PatternError,
+    SchemaError,
+    ValidationError,
+)
+from .settings import Settings, get_settings
+from .types import Entity, Explanation, Extraction, Fact, GateDecision, Relationship, Span
 
 logging.getLogger("factforge").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+
+# name -> module that defines it, imported on first access.
+_LAZY = {
+    "Memory": "memory",
+    "AsyncMemory": "memory",
+    "RememberResult": "memory",
+    "DrainReport": "memory",
+    "Extractor": "extract",
+    "extract": "extract",
+    "Store": "store",
+    "StoredFact": "store",
+    "Scope": "store",
+    "Provenance": "store",
+    "SearchHit": "search",
+    "search": "search",
+    "parse_inline": "inline",
+    "inline_prompt": "inline",
+    "InlineResult": "inline",
+    "OllamaLLM": "llm",
+    "AsyncOllamaLLM": "llm",
+    "LLMRequest": "llm",
+    "LLMResult": "llm",
+    "PatternLibrary": "patterns",
+    "Gatekeeper": "gatekeeper",
+    "ingest_file": "ingest",
+    "IngestSummary": "ingest",
+}
+
+__all__ = [
+    "__version__",
+    "ConfigError", "DatabaseError", "EmbeddedServerError", "EmbedderError", "EmbeddingMismatchError",
+    "FactforgeError", "InputError", "LLMError", "LLMParseError", "LLMUnavailableError", "NotFoundError",
+    "PatternError", "SchemaError", "ValidationError",
+    "Settings", "get_settings",
+    "Entity", "Explanation", "Extraction", "Fact", "GateDecision", "Relationship", "Span",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'factforge' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .extract import Extractor, extract
+    from .gatekeeper import Gatekeeper
+    from .ingest import IngestSummary, ingest_file
+    from .inline import InlineResult, inline_prompt, parse_inline
+    from .llm import AsyncOllamaLLM, LLMRequest, LLMResult, OllamaLLM
+    from .memory import AsyncMemory, DrainReport, Memory, RememberResult
+    from .patterns import PatternLibrary
+    from .search import SearchHit, search
+    from .store import Provenance, Scope, Store, StoredFact

@@ -1,0 +1,367 @@
+"""The ``factforge`` command. Thin: each command parses its arguments, makes one library call and prints.
+
+Library errors become one line on stderr and exit code 1 (2 for usage errors), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .errors import FactforgeError
+from .jsonout import fact_line, to_jsonable
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "team_chat.jsonl"
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(to_jsonable(obj), ensure_ascii=False))
+
+
+def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    cells = [[str(c) for c in header]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [min(max(len(r[i]) for r in cells), 70) for i in range(len(header))]
+    out = []
+    for n, row in enumerate(cells):
+        out.append("  ".join(c[: widths[i]].ljust(widths[i]) for i, c in enumerate(row)).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def _when(value: str) -> datetime:
+    from .inputs import check_timestamp
+
+    ts = check_timestamp(value)
+    assert ts is not None
+    return ts
+
+
+def _memory(args: argparse.Namespace, **kw: Any) -> Any:
+    from .memory import Memory
+
+    return Memory(getattr(args, "database_url", None), **kw)
+
+
+# -- commands ---------------------------------------------------------------------------------------------
+
+
+def cmd_extract(args: argparse.Namespace) -> int:
+    from .extract import Extractor
+    from .settings import get_settings
+
+    settings = get_settings()
+    extractor = Extractor(settings, settings.patterns_dir)
+    llm = None
+    if not args.no_llm and settings.llm_enabled:
+        from .llm import OllamaLLM
+
+        llm = OllamaLLM(settings)
+    if args.json:
+        from .streams import extract_stream
+
+        for out in extract_stream(sys.stdin, extractor, llm):
+            _print_json(out)
+            sys.stdout.flush()
+        return 0
+    if not args.text:
+        raise SystemExit("factforge extract: give TEXT, or --json to read JSON lines on stdin")
+    from .streams import extract_stream
+
+    (out,) = list(extract_stream([json.dumps({"text": " ".join(args.text)})], extractor, llm))
+    if "error" in out:
+        raise FactforgeError(out["error"])
+    gate = out["gate"]
+    print(f"gate: {'passed' if gate['passed'] else 'dropped (' + str(gate['reason']) + ')'}"
+          f"{'  · needs LLM' if out['needs_llm'] else ''}{'  · LLM: ' + out['llm_error'] if 'llm_error' in out else ''}")
+    if out["facts"]:
+        print(_table([(f["category"], f"{f['confidence']:.2f}", f["method"], f["rule"], f["content"])
+                      for f in out["facts"]], ("category", "conf", "method", "rule", "fact")))
+    else:
+        print("no facts")
+    return 0
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from .ingest import ingest_file
+
+    with _memory(args, background=False) as memory:
+        summary = ingest_file(memory, Path(args.file), show_progress=None if not args.quiet else False,
+                              wait_for_llm=args.wait_llm)
+    if args.json:
+        _print_json(summary.as_dict())
+    else:
+        _print_summary(summary.as_dict())
+    return 1 if summary.errors and args.strict else 0
+
+
+def _print_summary(s: dict[str, Any]) -> None:
+    print(f"{s['lines']} lines: {s['turns']} turns, {s['activities']} activity sessions, "
+          f"{s['duplicates']} already ingested, in {s['seconds']:.2f}s")
+    cats = ", ".join(f"{k} {v}" for k, v in sorted(s["facts_by_category"].items())) or "none"
+    print(f"facts stored: {s['facts']} ({cats})")
+    drops = ", ".join(f"{k} {v}" for k, v in sorted(s["dropped_by_reason"].items())) or "none"
+    print(f"dropped by the gatekeeper: {drops}")
+    print(f"queued for the LLM: {s['queued_for_llm']}")
+    for err in s["errors"]:
+        print(f"skipped {err}", file=sys.stderr)
+
+
+def cmd_facts(args: argparse.Namespace) -> int:
+    with _memory(args, llm=None, embedder=None, background=False) as memory:
+        rows = memory.facts(
+            agent_id=args.agent, team_id=args.team, categories=args.category or None,
+            include_history=args.history, limit=args.limit,
+            **({"as_of": _when(args.as_of)} if args.as_of else {}),
+        )
+    if args.json:
+        for f in rows:
+            _print_json(f)
+        return 0
+    print(_table([(f.category, f"{f.confidence:.2f}", f.visibility, f.agent_id, f.mention_count,
+                   ("(superseded) " if f.superseded_at else "") + f.content) for f in rows],
+                 ("category", "conf", "scope", "agent", "seen", "fact")) if rows else "no facts")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    with _memory(args, llm=None, background=False) as memory:
+        hits = memory.search(
+            " ".join(args.query), agent_id=args.agent, team_id=args.team, k=args.k,
+            categories=args.category or None, include_history=args.history, mode=args.mode,
+        )
+    if args.json:
+        for h in hits:
+            _print_json(h)
+        return 0
+    print(_table([(i + 1, f"{h.fused_score:.4f}", h.vector_rank, h.bm25_rank, h.category, h.content)
+                  for i, h in enumerate(hits)], ("#", "score", "vec", "bm25", "category", "fact"))
+          if hits else "no results")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with _memory(args, llm=None, embedder=None, background=False) as memory:
+        stats = memory.stats()
+    if args.json:
+        _print_json(stats)
+    else:
+        for key, value in stats.items():
+            print(f"{key}: {json.dumps(to_jsonable(value), ensure_ascii=False)}")
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    selector = {k: v for k, v in (("fact_id", args.id), ("agent_id", args.agent), ("session_id", args.session),
+                                  ("category", args.category), ("text", args.text)) if v}
+    if not selector:
+        raise SystemExit("factforge forget: name what to forget (--id, --agent, --session, --category, --text)")
+    with _memory(args, llm=None, embedder=None, background=False) as memory:
+        count = memory.forget(dry_run=not args.yes, **selector)
+    print(f"{count} fact(s) {'deleted' if args.yes else 'would be deleted; re-run with --yes to delete them'}")
+    return 0
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from . import db
+    from .settings import get_settings
+
+    settings = get_settings()
+    url = db.database_url(settings)
+    if args.action == "upgrade":
+        db.upgrade(url, settings)
+        print("database schema is up to date")
+    elif args.action == "downgrade":
+        db.downgrade(url, args.revision)
+        print(f"database schema downgraded to {args.revision}")
+    else:
+        print(url)
+    return 0
+
+
+def cmd_llm_drain(args: argparse.Namespace) -> int:
+    with _memory(args, background=False) as memory:
+        report = memory.drain(limit=args.limit)
+        counts = memory.store.queue_counts()
+    if args.json:
+        _print_json({"report": report, "queue": counts})
+    else:
+        print(f"processed {report.processed}: {report.stored_facts} facts stored, {report.retried_later} to retry, "
+              f"{report.failed} failed; queue now {dict(counts)}")
+    return 0
+
+
+def cmd_patterns(args: argparse.Namespace) -> int:
+    if args.action == "misses":
+        with _memory(args, llm=None, embedder=None, background=False) as memory:
+            misses = memory.store.top_misses(args.n)
+        print(_table([(m.count, m.text[:100]) for m in misses], ("count", "message")) if misses else "no misses")
+        return 0
+    from .patterns import PatternLibrary
+    from .settings import get_settings
+
+    library = PatternLibrary.from_dir(get_settings().patterns_dir)  # loading validates every rule
+    if args.action == "check":
+        print(f"{len(library.rules)} rules load and pass their examples")
+        return 0
+    failures = library.check()
+    for failure in failures:
+        print(failure)
+    print(f"{len(library.rules)} rules, {len(failures)} failing example(s)")
+    return 1 if failures else 0
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    from . import embed
+    from .db import database_url
+    from .settings import get_settings
+
+    settings = get_settings()
+    embedder = embed.make_embedder(settings)
+    if embedder is None:
+        raise FactforgeError("no embedder configured (FACTFORGE_EMBEDDER=none)")
+    url = database_url(settings)
+    if args.action == "reset":
+        embed.reset_embeddings(url, embedder)
+    count = embed.backfill(url, embedder)
+    print(f"embedded {count} fact(s) with {embedder.model}")
+    return 0
+
+
+def cmd_prompt(args: argparse.Namespace) -> int:
+    from .inline import inline_prompt
+
+    print(inline_prompt())
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The README's main job: ingest the bundled team chat, then show what was stored and search it."""
+    from .ingest import ingest_file
+
+    path = Path(args.file) if args.file else EXAMPLE
+    with _memory(args, background=False) as memory:
+        summary = ingest_file(memory, path, show_progress=False)
+        _print_summary(summary.as_dict())
+        if summary.queued and memory.settings.llm_enabled:
+            report = memory.drain(limit=summary.queued)
+            print(f"LLM: {report.stored_facts} facts from {report.processed} queued turns; "
+                  f"{report.retried_later} wait in the queue (is Ollama running at {memory.settings.ollama_host}?)")
+        agent, team = args.agent, args.team
+        rows = memory.facts(agent_id=agent, team_id=team, limit=50)
+        print(f"\nfacts visible to agent {agent!r} in team {team!r}:")
+        print(_table([(f.category, f"{f.confidence:.2f}", f.visibility, f.mention_count, f.content) for f in rows],
+                     ("category", "conf", "scope", "seen", "fact")))
+        for query in args.query or ["authentication provider", "null checks in PR reviews"]:
+            hits = memory.search(query, agent_id=agent, team_id=team, k=3)
+            print(f"\nsearch {query!r}:")
+            for h in hits:
+                print(f"  {h.fused_score:.4f}  {h.content}")
+    return 0
+
+
+# -- parser ---------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser; every command's help is what the README documents."""
+    p = argparse.ArgumentParser(prog="factforge", description="Rules-first fact-extraction memory for AI agents.")
+    p.add_argument("--database-url", help="PostgreSQL URL (default: FACTFORGE_DATABASE_URL or the embedded server)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(fn=fn)
+        return sp
+
+    sp = add("demo", cmd_demo, "Ingest the bundled example team chat, list the stored facts and search them.")
+    sp.add_argument("--file", help="a JSON-lines file instead of examples/team_chat.jsonl")
+    sp.add_argument("--agent", default="review-bot", help="agent whose view is shown (default review-bot)")
+    sp.add_argument("--team", default="platform", help="team of that agent (default platform)")
+    sp.add_argument("--query", action="append", help="a search to run (repeatable)")
+
+    sp = add("extract", cmd_extract, "Extract facts from TEXT (or JSON lines on stdin with --json); no database.")
+    sp.add_argument("text", nargs="*", help="the message to extract from")
+    sp.add_argument("--json", action="store_true", help="read JSON lines {text|user,assistant,timestamp} on stdin")
+    sp.add_argument("--no-llm", action="store_true", help="guarantee the LLM is never contacted")
+
+    sp = add("ingest", cmd_ingest, "Ingest a JSON-lines file of turns or activity sessions (resumable, idempotent).")
+    sp.add_argument("file", help="JSON lines: {user, assistant, agent_id, team_id, session_id, timestamp} or activity")
+    sp.add_argument("--wait-llm", action="store_true", help="run the LLM on queued turns before returning")
+    sp.add_argument("--json", action="store_true", help="print the summary as JSON")
+    sp.add_argument("--quiet", action="store_true", help="no progress bar even on a terminal")
+    sp.add_argument("--strict", action="store_true", help="exit 1 if any line was skipped as malformed")
+
+    sp = add("facts", cmd_facts, "List the facts an agent may see (own private, its team's, global).")
+    sp.add_argument("--agent", help="the agent whose view to show")
+    sp.add_argument("--team", help="the agent's team")
+    sp.add_argument("--category", action="append", help="only this category (repeatable)")
+    sp.add_argument("--history", action="store_true", help="include superseded facts")
+    sp.add_argument("--as-of", help="the facts that were valid at this ISO 8601 time")
+    sp.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    sp.add_argument("--json", action="store_true", help="one JSON object per fact")
+
+    sp = add("search", cmd_search, "Hybrid (vector + BM25) search over the facts an agent may see.")
+    sp.add_argument("query", nargs="+", help="what to look for (web-search syntax: quotes, -exclude, or)")
+    sp.add_argument("--agent", help="the searching agent")
+    sp.add_argument("--team", help="the agent's team")
+    sp.add_argument("-k", type=int, default=10, help="number of results (default 10)")
+    sp.add_argument("--category", action="append", help="only this category (repeatable)")
+    sp.add_argument("--history", action="store_true", help="include superseded facts")
+    sp.add_argument("--mode", choices=("hybrid", "vector", "bm25"), default="hybrid", help="ranking (default hybrid)")
+    sp.add_argument("--json", action="store_true", help="one JSON object per hit, with why it was found")
+
+    sp = add("stats", cmd_stats, "Counts: facts by category and method, queue, LLM calls and tokens.")
+    sp.add_argument("--json", action="store_true", help="print as JSON")
+
+    sp = add("forget", cmd_forget, "Delete facts (a dry-run count unless --yes).")
+    sp.add_argument("--id", help="one fact id")
+    sp.add_argument("--agent", help="every fact of this agent")
+    sp.add_argument("--session", help="every fact of this session")
+    sp.add_argument("--category", help="facts of this category (with the other selectors)")
+    sp.add_argument("--text", help="facts whose content contains this text")
+    sp.add_argument("--yes", action="store_true", help="really delete")
+
+    sp = add("db", cmd_db, "Database schema: upgrade, downgrade, or print the URL in use.")
+    sp.add_argument("action", choices=("upgrade", "downgrade", "url"))
+    sp.add_argument("revision", nargs="?", default="base", help="downgrade target (default base)")
+
+    sp = add("llm", cmd_llm_drain, "LLM queue: `llm drain` processes waiting work with backoff.")
+    sp.add_argument("action", choices=("drain",))
+    sp.add_argument("--limit", type=int, help="at most this many queue items")
+    sp.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    sp = add("patterns", cmd_patterns, "Pattern library: check (load), test (run examples), misses (what no rule caught).")
+    sp.add_argument("action", choices=("check", "test", "misses"))
+    sp.add_argument("-n", type=int, default=20, help="how many misses to show (default 20)")
+
+    sp = add("embed", cmd_embed, "Embeddings: backfill missing vectors, or reset after changing the embedder.")
+    sp.add_argument("action", choices=("backfill", "reset"))
+
+    add("prompt", cmd_prompt, "Print the prompt snippet that teaches an agent's LLM the inline <ff:...> tags.")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``factforge`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except FactforgeError as exc:
+        print(f"factforge: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("factforge: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

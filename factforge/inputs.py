@@ -1,0 +1,72 @@
+"""Checking caller input once, at the edge: field values, timestamps, JSON lines, input keys."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import InputError
+
+# Characters a field value may not contain: PostgreSQL text cannot hold NUL.
+_FORBIDDEN = ("\x00",)
+
+
+def check_text(name: str, value: object, *, required: bool = False) -> str | None:
+    """The value as a string, or an InputError naming the field and what is wrong."""
+    if value is None:
+        if required:
+            raise InputError(f"{name} is required")
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"{name} must be a string, got {type(value).__name__}")
+    if any(ch in value for ch in _FORBIDDEN):
+        raise InputError(f"{name} contains a NUL byte")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(f"{name} is not valid Unicode text (lone surrogate or undecodable bytes)") from None
+    if required and not value.strip():
+        raise InputError(f"{name} must not be empty")
+    return value
+
+
+def check_timestamp(value: datetime | str | None) -> datetime | None:
+    """An aware datetime (naive ones are taken as UTC) from a datetime or an ISO 8601 string."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise InputError(f"timestamp {value!r} is not ISO 8601") from None
+    if not isinstance(value, datetime):
+        raise InputError(f"timestamp must be a datetime or an ISO 8601 string, got {type(value).__name__}")
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def source_key(*parts: object) -> str:
+    """A stable key for one input (turn or activity dialogue): re-ingesting it finds the same key."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(b"\x1f")
+        h.update(("" if part is None else str(part)).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def iter_json_lines(lines: Iterable[str]) -> Iterable[tuple[int, dict[str, Any] | InputError]]:
+    """Parse JSON lines; a bad line yields an :class:`InputError` in its place, the rest go on."""
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield no, InputError(f"line {no}: not JSON ({exc.msg} at column {exc.colno})")
+            continue
+        if not isinstance(obj, dict):
+            yield no, InputError(f"line {no}: expected a JSON object, got {type(obj).__name__}")
+            continue
+        yield no, obj

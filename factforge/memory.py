@@ -1,0 +1,565 @@
+"""The library's front door: a :class:`Memory` bound to one database.
+
+Data flows one way: text -> extraction (gate, patterns, NER; no database) -> store; what the rules could not
+answer is put in the extraction queue *before* anything else happens, so a crash, an unreachable Ollama or a
+broken reply never loses it. The LLM works from the queue, in a background thread or through :meth:`drain`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import partial
+from typing import Any, TypeVar
+
+from .errors import EmbedderError, InputError, LLMError, ValidationError
+from .inputs import check_text, check_timestamp, source_key
+from .extract import Extractor
+from .inline import parse_inline
+from .secrets import SecretScanner
+from .settings import VISIBILITIES, Settings, get_settings
+from .store import Provenance, Scope, Store, StoredFact
+from .types import Entity, Extraction, Fact, GateDecision, Relationship
+
+logger = logging.getLogger("factforge.memory")
+
+T = TypeVar("T")
+
+@dataclass(frozen=True, slots=True)
+class RememberResult:
+    """What one :meth:`Memory.remember` or :meth:`Memory.observe` call did."""
+
+    facts: tuple[StoredFact, ...]
+    gate: GateDecision
+    queued: bool
+    duplicate: bool
+    clean_reply: str | None = None
+    inline_skipped: tuple[tuple[str, str], ...] = ()
+    extraction: Extraction | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DrainReport:
+    """Outcome of one pass over the extraction queue."""
+
+    processed: int = 0
+    stored_facts: int = 0
+    failed: int = 0
+    retried_later: int = 0
+    rejections: Mapping[str, int] = field(default_factory=dict)
+
+
+class Memory:
+    """Fact memory bound to one PostgreSQL database (the embedded one unless a URL is given).
+
+    ``llm``: an object with ``extract(LLMRequest) -> LLMResult`` (default: Ollama per settings; ``None``
+    disables the LLM, work then waits in the queue). ``background``: run queued LLM work in a thread so
+    :meth:`remember` returns as soon as the pattern facts are stored.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        settings: Settings | None = None,
+        llm: Any = "auto",
+        embedder: Any = "auto",
+        background: bool = True,
+    ) -> None:
+        self.settings = settings or get_settings()
+        if url is not None:
+            self.settings = self.settings.with_(database_url=url)
+        self.store = Store.open(self.settings)
+        self.extractor = Extractor(self.settings, self.settings.patterns_dir)
+        self.secrets = SecretScanner.from_dir(self.settings.patterns_dir)
+        self._llm = self._make_llm() if llm == "auto" else llm
+        self._embedder = self._make_embedder() if embedder == "auto" else embedder
+        self._background = background
+        self._worker: threading.Thread | None = None
+        self._worker_lock = threading.Lock()
+        self._closed = False
+
+    # -- construction helpers ------------------------------------------------------------------------
+
+    def _make_llm(self) -> Any:
+        if not self.settings.llm_enabled:
+            return None
+        from .llm import OllamaLLM
+
+        return OllamaLLM(self.settings)
+
+    def _make_embedder(self) -> Any:
+        from .embed import make_embedder
+
+        try:
+            return make_embedder(self.settings)
+        except EmbedderError as exc:
+            logger.warning("no embedder (%s); facts are stored without vectors, backfill later", exc)
+            return None
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    def remember(
+        self,
+        *,
+        user: str,
+        assistant: str | None = None,
+        agent_id: str,
+        team_id: str | None = None,
+        session_id: str | None = None,
+        timestamp: datetime | str | None = None,
+        visibility: str | None = None,
+        wait_for_llm: bool = False,
+    ) -> RememberResult:
+        """Extract and store the facts of one conversation turn; returns the stored facts.
+
+        Pattern facts are stored at once. If the rules did not answer the turn, it is queued for the LLM
+        (processed in the background, or before returning when ``wait_for_llm`` is true).
+        """
+        user = check_text("user", user, required=True) or ""
+        assistant = check_text("assistant", assistant)
+        agent_id = check_text("agent_id", agent_id, required=True) or ""
+        team_id = check_text("team_id", team_id)
+        session_id = check_text("session_id", session_id)
+        ts = check_timestamp(timestamp)
+        self._check_visibility(visibility, team_id)
+
+        clean_reply, inline_facts, inline_entities, inline_rels, skipped = None, (), (), (), ()
+        if assistant and ("<ff:" in assistant or "<vm:" in assistant):
+            parsed = parse_inline(assistant)
+            clean_reply, skipped = parsed.clean_reply, parsed.skipped
+            inline_facts, inline_entities, inline_rels = parsed.facts, parsed.entities, parsed.relationships
+            assistant = clean_reply
+
+        extraction = self.extractor.extract_turn(user, assistant, timestamp=ts)
+        key = source_key("turn", agent_id, team_id, session_id, ts.isoformat() if ts else None, user, assistant)
+        provenance = Provenance(
+            source_key=key,
+            session_id=session_id,
+            user_message=self._redact(user),
+            assistant_message=self._redact(assistant),
+            message_ts=ts,
+        )
+        result = self._store_extraction(
+            extraction,
+            provenance,
+            agent_id=agent_id,
+            team_id=team_id,
+            visibility=visibility,
+            kind="conversation",
+            extra_facts=inline_facts,
+            extra_entities=inline_entities,
+            extra_relationships=inline_rels,
+            payload={"kind": "turn", "user": user, "assistant": assistant},
+            wait_for_llm=wait_for_llm,
+        )
+        return RememberResult(
+            facts=result[0],
+            gate=extraction.gate,
+            queued=result[1],
+            duplicate=result[2],
+            clean_reply=clean_reply,
+            inline_skipped=skipped,
+            extraction=extraction,
+        )
+
+    def observe(
+        self,
+        *,
+        activity_session_id: str,
+        agent_id: str,
+        intent: str | None = None,
+        dialogue: Sequence[Mapping[str, str]] | str | None = None,
+        events: Sequence[Mapping[str, Any] | str] | None = None,
+        team_id: str | None = None,
+        timestamp: datetime | str | None = None,
+        visibility: str | None = None,
+        wait_for_llm: bool = False,
+    ) -> RememberResult:
+        """Extract and store the facts of an observed activity session (the observational pathway).
+
+        ``dialogue`` is a list of ``{"speaker", "text"}`` (or one string); ``events`` a list of strings or
+        ``{"text"|"description": ...}``. Provenance goes to ``source_activity_session``.
+        """
+        activity_session_id = check_text("activity_session_id", activity_session_id, required=True) or ""
+        agent_id = check_text("agent_id", agent_id, required=True) or ""
+        team_id = check_text("team_id", team_id)
+        intent = check_text("intent", intent)
+        ts = check_timestamp(timestamp)
+        self._check_visibility(visibility, team_id)
+        text = _activity_text(dialogue, events)
+        if not text.strip():
+            raise InputError("observe() needs a non-empty dialogue or events")
+        extraction = self.extractor.extract(text, timestamp=ts)
+        key = source_key("activity", agent_id, team_id, activity_session_id, ts.isoformat() if ts else None, text)
+        provenance = Provenance(
+            source_key=key,
+            session_id=activity_session_id,
+            user_message=self._redact(text),
+            activity_session=activity_session_id,
+            message_ts=ts,
+        )
+        facts, queued, duplicate = self._store_extraction(
+            extraction,
+            provenance,
+            agent_id=agent_id,
+            team_id=team_id,
+            visibility=visibility,
+            kind="activity",
+            intent=intent,
+            payload={"kind": "activity", "user": text, "assistant": None},
+            wait_for_llm=wait_for_llm,
+        )
+        return RememberResult(facts=facts, gate=extraction.gate, queued=queued, duplicate=duplicate,
+                              extraction=extraction)
+
+    def _check_visibility(self, visibility: str | None, team_id: str | None) -> None:
+        if visibility is None:
+            return
+        if visibility not in VISIBILITIES:
+            raise ValidationError(f"visibility {visibility!r} must be one of {', '.join(VISIBILITIES)}")
+        if visibility == "team" and not team_id:
+            raise ValidationError("visibility 'team' needs a team_id")
+
+    def _redact(self, text: str | None) -> str | None:
+        if text is None:
+            return None
+        red = self.secrets.redact(text)
+        if red.count and self.settings.secrets_mode == "drop":
+            return "[DROPPED: message contained a secret]"
+        return red.text
+
+    def _visibility_for(self, fact: Fact, requested: str | None, team_id: str | None) -> str:
+        vis = requested or self.settings.default_visibility.get(fact.category, "private")
+        if vis == "team" and not team_id:
+            return "private"
+        return vis
+
+    def _store_extraction(
+        self,
+        extraction: Extraction,
+        provenance: Provenance,
+        *,
+        agent_id: str,
+        team_id: str | None,
+        visibility: str | None,
+        kind: str,
+        payload: dict[str, Any],
+        wait_for_llm: bool,
+        intent: str | None = None,
+        extra_facts: Sequence[Fact] = (),
+        extra_entities: Sequence[Entity] = (),
+        extra_relationships: Sequence[Relationship] = (),
+    ) -> tuple[tuple[StoredFact, ...], bool, bool]:
+        session_id = provenance.session_id
+        if session_id is not None:
+            self.store.upsert_session(session_id, kind=kind, agent_id=agent_id, team_id=team_id, intent=intent)
+        if self.store.turn_seen(provenance.source_key):
+            # Seen before (re-ingest, retry after a crash): the turn is recorded last, so everything it
+            # produced is already stored; doing nothing keeps re-runs exact.
+            return (), False, True
+        facts = list(extraction.facts) + list(extra_facts)
+        stored = self._save(
+            facts,
+            provenance,
+            agent_id=agent_id,
+            team_id=team_id,
+            visibility=visibility,
+            entities=list(extraction.entities) + list(extra_entities),
+            relationships=list(extraction.relationships) + list(extra_relationships),
+        )
+        queued = False
+        if extraction.needs_llm:
+            # Queued before anything can fail: the LLM works from the queue, never from memory only.
+            self.store.enqueue(
+                provenance.source_key,
+                {
+                    **payload,
+                    "user": self._redact(payload.get("user")),
+                    "assistant": self._redact(payload.get("assistant")),
+                    "agent_id": agent_id,
+                    "team_id": team_id,
+                    "session_id": session_id,
+                    "activity_session": provenance.activity_session,
+                    "timestamp": provenance.message_ts.isoformat() if provenance.message_ts else None,
+                    "visibility": visibility,
+                },
+            )
+            queued = True
+            if not extraction.facts and extraction.gate.passed:
+                self.store.record_miss(extraction.text)
+        self.store.record_turn(
+            provenance.source_key,
+            session_id=session_id,
+            activity_session=provenance.activity_session,
+            agent_id=agent_id,
+            team_id=team_id,
+            user_message=provenance.user_message,
+            assistant_message=provenance.assistant_message,
+            message_ts=provenance.message_ts,
+            gate_reason=extraction.gate.reason,
+            fact_count=len(stored),
+        )
+        if queued:
+            if wait_for_llm:
+                self.drain()
+            elif self._background and self._llm is not None:
+                self._kick_worker()
+        return tuple(stored), queued, False
+
+    def _save(
+        self,
+        facts: Sequence[Fact],
+        provenance: Provenance,
+        *,
+        agent_id: str,
+        team_id: str | None,
+        visibility: str | None,
+        entities: Sequence[Entity] = (),
+        relationships: Sequence[Relationship] = (),
+    ) -> list[StoredFact]:
+        if not facts and not entities:
+            return []
+        vectors = self._embed([f.content for f in facts])
+        groups: dict[str, list[int]] = {}
+        for i, fact in enumerate(facts):
+            groups.setdefault(self._visibility_for(fact, visibility, team_id), []).append(i)
+        stored: list[StoredFact] = []
+        if not groups:  # entities with no fact still count as mentions
+            groups = {"private": []}
+        for vis, idx in groups.items():
+            scope = Scope(agent_id=agent_id, team_id=team_id, visibility=vis)
+            stored += self.store.save(
+                [facts[i] for i in idx],
+                scope,
+                provenance,
+                entities=entities,
+                relationships=relationships,
+                embeddings=[vectors[i] for i in idx] if vectors is not None else None,
+                embedding_model=getattr(self._embedder, "model", None) if vectors is not None else None,
+            )
+            entities, relationships = (), ()  # upserted once per call, not once per scope
+        return stored
+
+    def _embed(self, texts: Sequence[str]) -> list[list[float]] | None:
+        if self._embedder is None or not texts:
+            return None
+        try:
+            return self._embedder.embed(list(texts))
+        except EmbedderError as exc:
+            logger.warning("embedding failed (%s); facts stored without vectors, run `factforge embed backfill`", exc)
+            return None
+
+    # -- the LLM queue -------------------------------------------------------------------------------
+
+    def drain(self, *, limit: int | None = None) -> DrainReport:
+        """Process due items of the extraction queue with the LLM; failures back off and retry later."""
+        if self._llm is None:
+            return DrainReport()
+        from .llm import LLMRequest, merge  # noqa: F401  (merge documents the contract: pattern + LLM)
+
+        processed = stored_n = failed = retried = 0
+        rejections: Counter[str] = Counter()
+        while limit is None or processed < limit:
+            items = self.store.claim_due(1 if limit is None else min(16, limit - processed))
+            if not items:
+                break
+            for item in items:
+                processed += 1
+                p = item.payload
+                ts = check_timestamp(p.get("timestamp"))
+                extraction = (
+                    self.extractor.extract_turn(p.get("user") or "", p.get("assistant"), timestamp=ts)
+                    if p.get("kind") == "turn"
+                    else self.extractor.extract(p.get("user") or "", timestamp=ts)
+                )
+                request = LLMRequest(
+                    text=extraction.text,
+                    user=p.get("user"),
+                    assistant=p.get("assistant"),
+                    timestamp=ts,
+                    hints=extraction.hints,
+                    known_entities=tuple(self.store.known_entities(20)),
+                )
+                started = time.perf_counter()
+                try:
+                    result = self._llm.extract(request)
+                except LLMError as exc:
+                    self.store.record_llm_call(
+                        self.settings.llm_model, False, 0, 0, (time.perf_counter() - started) * 1000, str(exc)
+                    )
+                    status = self.store.fail(item.id, str(exc), self.settings.queue_max_attempts)
+                    if status == "failed":
+                        failed += 1
+                    else:
+                        retried += 1
+                    continue
+                usage = result.usage
+                self.store.record_llm_call(
+                    self.settings.llm_model, True, usage.prompt_tokens, usage.output_tokens, usage.latency_ms, None
+                )
+                rejections.update(result.rejections)
+                provenance = Provenance(
+                    source_key=item.source_key,
+                    session_id=p.get("session_id"),
+                    user_message=p.get("user"),
+                    assistant_message=p.get("assistant"),
+                    activity_session=p.get("activity_session"),
+                    message_ts=ts,
+                )
+                saved = self._save(
+                    result.facts,
+                    provenance,
+                    agent_id=p["agent_id"],
+                    team_id=p.get("team_id"),
+                    visibility=p.get("visibility"),
+                    entities=result.entities,
+                    relationships=result.relationships,
+                )
+                stored_n += len(saved)
+                self.store.complete(item.id)
+        return DrainReport(processed, stored_n, failed, retried, dict(rejections))
+
+    def _kick_worker(self) -> None:
+        with self._worker_lock:
+            if self._worker is not None and self._worker.is_alive():
+                return
+            self._worker = threading.Thread(target=self._work, name="factforge-llm", daemon=True)
+            self._worker.start()
+
+    def _work(self) -> None:
+        try:
+            self.drain()
+        except Exception:  # a background thread must not die silently: the queue keeps the work
+            logger.exception("background LLM drain failed; the work stays queued")
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the background LLM worker (if any) is idle."""
+        worker = self._worker
+        if worker is not None:
+            worker.join(timeout)
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        agent_id: str | None,
+        team_id: str | None = None,
+        k: int = 10,
+        **filters: Any,
+    ) -> list[Any]:
+        """Hybrid (vector + BM25) search over the facts this agent may see; see :func:`factforge.search.search`."""
+        from .search import search
+
+        query = check_text("query", query, required=True) or ""
+        return search(self.store.url, query, agent_id=agent_id, team_id=team_id, k=k, embedder=self._embedder,
+                      **filters)
+
+    def facts(self, *, agent_id: str | None, team_id: str | None = None, **filters: Any) -> list[StoredFact]:
+        """List the facts this agent may see, newest first."""
+        return self.store.facts(agent_id=agent_id, team_id=team_id, **filters)
+
+    def forget(self, *, dry_run: bool = False, **selector: Any) -> int:
+        """Delete facts by id, agent, session or filter; returns how many (would be) deleted."""
+        return self.store.forget(dry_run=dry_run, **selector)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts: facts by category and method, queue depth, LLM calls and tokens, misses."""
+        return self.store.stats()
+
+    def close(self) -> None:
+        """Wait for background work and release the database connections."""
+        if self._closed:
+            return
+        self._closed = True
+        self.wait(timeout=self.settings.llm_timeout)
+        self.store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _activity_text(dialogue: Sequence[Mapping[str, str]] | str | None,
+                   events: Sequence[Mapping[str, Any] | str] | None) -> str:
+    lines: list[str] = []
+    if isinstance(dialogue, str):
+        lines.append(dialogue)
+    elif dialogue is not None:
+        if not isinstance(dialogue, Sequence):
+            raise InputError("dialogue must be a string or a list of {speaker, text}")
+        for i, turn in enumerate(dialogue):
+            if not isinstance(turn, Mapping) or not isinstance(turn.get("text"), str):
+                raise InputError(f"dialogue[{i}] must be an object with a string 'text'")
+            check_text(f"dialogue[{i}].text", turn["text"])
+            # The speaker's words only: "Name:" prefixes would make every line look like dialogue metadata.
+            lines.append(turn["text"])
+    for i, event in enumerate(events or ()):
+        if isinstance(event, str):
+            lines.append(check_text(f"events[{i}]", event) or "")
+        elif isinstance(event, Mapping):
+            text = event.get("text") or event.get("description")
+            if not isinstance(text, str):
+                raise InputError(f"events[{i}] needs a string 'text' or 'description'")
+            lines.append(check_text(f"events[{i}].text", text) or "")
+        else:
+            raise InputError(f"events[{i}] must be a string or an object")
+    return "\n".join(line.strip() for line in lines if line.strip())
+
+
+class AsyncMemory:
+    """The asyncio face of :class:`Memory`: same code, each call run in a worker thread.
+
+    Database and extraction work is blocking; running the one implementation in ``asyncio.to_thread``
+    keeps a single code path instead of a copied async one.
+    """
+
+    def __init__(self, url: str | None = None, **kwargs: Any) -> None:
+        self._memory = Memory(url, **kwargs)
+
+    @property
+    def memory(self) -> Memory:
+        return self._memory
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.to_thread(partial(fn, *args, **kwargs))
+
+    async def remember(self, **kwargs: Any) -> RememberResult:
+        return await self._run(self._memory.remember, **kwargs)
+
+    async def observe(self, **kwargs: Any) -> RememberResult:
+        return await self._run(self._memory.observe, **kwargs)
+
+    async def search(self, query: str, **kwargs: Any) -> list[Any]:
+        return await self._run(self._memory.search, query, **kwargs)
+
+    async def facts(self, **kwargs: Any) -> list[StoredFact]:
+        return await self._run(self._memory.facts, **kwargs)
+
+    async def forget(self, **kwargs: Any) -> int:
+        return await self._run(self._memory.forget, **kwargs)
+
+    async def drain(self, **kwargs: Any) -> DrainReport:
+        return await self._run(self._memory.drain, **kwargs)
+
+    async def stats(self) -> dict[str, Any]:
+        return await self._run(self._memory.stats)
+
+    async def close(self) -> None:
+        await self._run(self._memory.close)
+
+    async def __aenter__(self) -> AsyncMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
