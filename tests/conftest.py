@@ -43,7 +43,10 @@ def pg_server_url() -> Iterator[str]:
         server = get_server(tmp / "pg", cleanup_mode="delete")
         url = "postgresql+psycopg://" + server.get_uri().split("://", 1)[1]
     cfg = Config(str(Path(__file__).resolve().parent.parent / "alembic.ini"))
-    cfg.attributes.update(url=url, embed_dim=TEST_EMBED_DIM, embed_model="test-embedder")
+    from factforge.settings import LOCAL_EMBED_MODEL
+
+    # The schema is created for the offline default embedder, so Memory/Store open it without a mismatch.
+    cfg.attributes.update(url=url, embed_dim=TEST_EMBED_DIM, embed_model=LOCAL_EMBED_MODEL)
     if external:
         command.downgrade(cfg, "base")
     command.upgrade(cfg, "head")

@@ -32,7 +32,9 @@ def _embed_model() -> str:
         from factforge.settings import get_settings
 
         s = get_settings()
-        model = s.embed_model if s.embedder == "ollama" else "all-MiniLM-L6-v2-int8"
+        from factforge.settings import LOCAL_EMBED_MODEL
+
+        model = s.embed_model if s.embedder == "ollama" else LOCAL_EMBED_MODEL
     return str(model)
 
 
