@@ -66,8 +66,8 @@ def db_url(pg_server_url: str) -> Iterator[str]:
         existing = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
         tables = [t for t in DATA_TABLES if t in existing]
         extra = sorted(existing - set(DATA_TABLES) - {"alembic_version", "factforge_meta", "fact_categories"})
-        # Tables added by later migrations (term statistics and the like) are emptied too.
-        tables += [t for t in extra if t.startswith(("bm25_", "ff_"))]
+        # Tables added by later migrations are emptied too.
+        tables += [t for t in extra if t.startswith("ff_")]  # bm25_* follow facts via its TRUNCATE trigger
         if tables:
             conn.execute("TRUNCATE " + ", ".join(tables) + " RESTART IDENTITY CASCADE")
     yield pg_server_url

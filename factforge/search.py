@@ -1,0 +1,196 @@
+"""Scoped hybrid search: HNSW vector neighbours + real BM25 over the stored tsvector, fused by RRF (k=60).
+
+Scope is enforced in SQL on every path: an agent sees its own private facts, its team's team facts and
+global facts. BM25 uses the term statistics that triggers keep in ``bm25_terms``/``bm25_corpus`` (document
+frequency per lexeme, corpus size and total length), so IDF and length normalisation cost no scan.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from .errors import DatabaseError, EmbedderError, ValidationError
+from .store import visible_clause
+
+logger = logging.getLogger("factforge.search")
+
+__all__ = ["SearchHit", "search", "RRF_K", "BM25_K1", "BM25_B"]
+
+RRF_K = 60
+BM25_K1 = 1.2
+BM25_B = 0.75
+MODES = ("hybrid", "vector", "bm25")
+_OPERATORS = re.compile(r'(^|\s)-\S|"|\bor\b', re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One result and why it was found: its rank on each path (None = not found there) and fused score."""
+
+    id: UUID
+    content: str
+    category: str
+    confidence: float
+    method: str
+    visibility: str
+    agent_id: str | None
+    team_id: str | None
+    entities: tuple[str, ...]
+    fused_score: float
+    vector_rank: int | None
+    bm25_rank: int | None
+    vector_distance: float | None
+    bm25_score: float | None
+    superseded_at: datetime | None
+    last_seen_at: datetime
+
+
+def _filters(agent_id: str | None, team_id: str | None, categories: Sequence[str] | None, include_history: bool,
+             since: datetime | None, until: datetime | None, entity: str | None, method: str | None
+             ) -> tuple[str, dict[str, Any]]:
+    where, params = visible_clause(agent_id, team_id)
+    clauses = [where]
+    if not include_history:
+        clauses.append("f.superseded_at IS NULL")
+    if categories:
+        clauses.append("f.category = ANY(%(cats)s)")
+        params["cats"] = list(categories)
+    if since is not None:
+        clauses.append("f.last_seen_at >= %(since)s")
+        params["since"] = since
+    if until is not None:
+        clauses.append("f.first_seen_at <= %(until)s")
+        params["until"] = until
+    if entity:
+        clauses.append("EXISTS (SELECT 1 FROM unnest(f.entities) e WHERE lower(e) = lower(%(entity)s))")
+        params["entity"] = entity
+    if method:
+        clauses.append("f.extraction_method = %(method)s")
+        params["method"] = method
+    return " AND ".join(clauses), params
+
+
+def _tsquery_sql(query: str) -> str:
+    """websearch_to_tsquery for queries with operators ("quotes", -not, or); otherwise any-term matching,
+    so a fact with some of the words is still a candidate and BM25 ranks the ones with all words first."""
+    if _OPERATORS.search(query):
+        return "websearch_to_tsquery('english', %(q)s)"
+    return ("coalesce(nullif(replace(plainto_tsquery('english', %(q)s)::text, ' & ', ' | '), '')::tsquery, "
+            "plainto_tsquery('english', %(q)s))")
+
+
+def bm25_sql(where: str, limit_param: str = "n") -> str:
+    return f"""
+        WITH q AS (SELECT {{tsq}} AS tsq),
+        terms AS (SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', %(q)s)) u),
+        corpus AS (SELECT greatest(n_docs, 1) AS n, greatest(total_len::float8 / greatest(n_docs, 1), 1) AS avgdl
+                   FROM bm25_corpus WHERE id = 1
+                   UNION ALL SELECT 1, 1 WHERE NOT EXISTS (SELECT 1 FROM bm25_corpus WHERE id = 1)),
+        idf AS (SELECT t.lexeme, ln(1 + (c.n - coalesce(b.df, 0) + 0.5) / (coalesce(b.df, 0) + 0.5)) AS idf
+                FROM terms t CROSS JOIN corpus c LEFT JOIN bm25_terms b ON b.lexeme = t.lexeme),
+        cand AS (SELECT f.id, f.tsv FROM facts f, q WHERE f.tsv @@ q.tsq AND {where})
+        SELECT cand.id, sum(i.idf * (coalesce(array_length(u.positions, 1), 1) * ({BM25_K1} + 1))
+                   / (coalesce(array_length(u.positions, 1), 1)
+                      + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length(cand.tsv) / c.avgdl))) AS score
+        FROM cand CROSS JOIN corpus c CROSS JOIN LATERAL unnest(cand.tsv) u JOIN idf i ON i.lexeme = u.lexeme
+        GROUP BY cand.id ORDER BY score DESC, cand.id LIMIT %({limit_param})s
+    """
+
+
+def search(
+    url: str,
+    query: str,
+    *,
+    agent_id: str | None,
+    team_id: str | None = None,
+    k: int = 10,
+    embedder: Any = None,
+    categories: Iterable[str] | None = None,
+    include_history: bool = False,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    entity: str | None = None,
+    method: str | None = None,
+    mode: Literal["hybrid", "vector", "bm25"] | str = "hybrid",
+    candidates: int | None = None,
+    ef_search: int = 100,
+) -> list[SearchHit]:
+    """The ``k`` best facts for ``query`` that the caller may see; see the module docstring."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    from .db import conninfo
+
+    if mode not in MODES:
+        raise ValidationError(f"search mode {mode!r} must be one of {', '.join(MODES)}")
+    if not isinstance(k, int) or k < 1 or k > 1000:
+        raise ValidationError("k must be an integer between 1 and 1000")
+    if not query or not query.strip():
+        raise ValidationError("query must not be empty")
+    n = candidates or max(40, k * 4)
+    where, params = _filters(agent_id, team_id, list(categories or ()), include_history, since, until, entity, method)
+    params.update(q=query, n=n)
+    vector = None
+    if mode != "bm25" and embedder is not None:
+        try:
+            vector = embedder.embed([query])[0]
+        except EmbedderError as exc:
+            logger.warning("query embedding failed (%s); keyword search only", exc)
+    if mode == "vector" and vector is None:
+        raise ValidationError("vector search needs an embedder (FACTFORGE_EMBEDDER is 'none' or it failed)")
+    ranks_v: dict[UUID, tuple[int, float]] = {}
+    ranks_b: dict[UUID, tuple[int, float]] = {}
+    try:
+        with psycopg.connect(conninfo(url)) as conn:
+            register_vector(conn)
+            if vector is not None:
+                import numpy as np
+
+                conn.execute(f"SET LOCAL hnsw.ef_search = {int(max(ef_search, n))}")
+                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                rows = conn.execute(
+                    f"SELECT f.id, f.embedding <=> %(v)s AS d FROM facts f WHERE f.embedding IS NOT NULL AND {where} "
+                    "ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",
+                    {**params, "v": np.array(vector, dtype=np.float32)},
+                ).fetchall()
+                # relaxed_order may return neighbours slightly out of order: rank by the exact distance.
+                for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1]), 1):
+                    ranks_v[fid] = (rank, float(d))
+            if mode != "vector":
+                sql = bm25_sql(where).replace("{tsq}", _tsquery_sql(query))
+                for rank, (fid, score) in enumerate(conn.execute(sql, params).fetchall(), 1):
+                    ranks_b[fid] = (rank, float(score))
+            fused: dict[UUID, float] = {}
+            for ranks in (ranks_v, ranks_b):
+                for fid, (rank, _) in ranks.items():
+                    fused[fid] = fused.get(fid, 0.0) + 1.0 / (RRF_K + rank)
+            top = sorted(fused, key=lambda i: (-fused[i], str(i)))[:k]
+            if not top:
+                return []
+            rows = conn.execute(
+                "SELECT id, content, category, confidence, extraction_method, visibility, agent_id, team_id, "
+                "entities, superseded_at, last_seen_at FROM facts WHERE id = ANY(%(ids)s)",
+                {"ids": top},
+            ).fetchall()
+    except psycopg.Error as exc:
+        raise DatabaseError(f"search failed: {str(exc).strip().splitlines()[0]}") from None
+    by_id = {r[0]: r for r in rows}
+    hits = []
+    for fid in top:
+        r = by_id.get(fid)
+        if r is None:  # deleted between the two queries
+            continue
+        v, b = ranks_v.get(fid), ranks_b.get(fid)
+        hits.append(SearchHit(
+            id=fid, content=r[1], category=r[2], confidence=float(r[3]), method=r[4], visibility=r[5],
+            agent_id=r[6], team_id=r[7], entities=tuple(r[8] or ()), fused_score=fused[fid],
+            vector_rank=v[0] if v else None, bm25_rank=b[0] if b else None, vector_distance=v[1] if v else None,
+            bm25_score=b[1] if b else None, superseded_at=r[9], last_seen_at=r[10],
+        ))
+    return hits

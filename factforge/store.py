@@ -1,0 +1,701 @@
+"""PostgreSQL storage of facts: idempotent writes, provenance, scopes, supersession, the LLM queue.
+
+All SQL of the write path lives here. Reads for search live in :mod:`factforge.search`. A :class:`Store`
+is safe to share between threads (SQLAlchemy's pool hands each call its own connection).
+
+Lifecycle, by rule:
+
+* the same fact again (same normalised content, same scope) is a *mention*: ``mention_count`` grows and a
+  ``fact_sources`` row records where it was said; nothing is duplicated;
+* a paraphrase (cosine similarity >= ``FACTFORGE_DEDUP_SIMILARITY``, same category, same entities, same
+  slots) is a mention of the fact already stored;
+* a fact that makes an older one outdated (``patterns/supersession.yaml``) marks it superseded: the old row
+  stays, with ``superseded_at``/``superseded_by``, so history and ``as_of`` queries keep working.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from .errors import DatabaseError, NotFoundError, ValidationError
+from .lifecycle import SupersessionRules
+from .settings import VISIBILITIES, Settings
+from .types import Entity, Fact, Relationship
+
+logger = logging.getLogger("factforge.store")
+
+__all__ = ["Provenance", "QueueItem", "Miss", "Scope", "Store", "StoredFact", "content_hash", "normalize_content"]
+
+_PUNCT_END = re.compile(r"[\s.!?;:,。！？；：，]+$")
+_SPACES = re.compile(r"\s+")
+
+
+def normalize_content(content: str) -> str:
+    """The form two facts are compared in: NFKC, case-folded, single spaces, no trailing punctuation."""
+    text = unicodedata.normalize("NFKC", content).casefold().strip()
+    text = _SPACES.sub(" ", text)
+    return _PUNCT_END.sub("", text)
+
+
+def content_hash(content: str) -> str:
+    return hashlib.sha256(normalize_content(content).encode("utf-8")).hexdigest()
+
+
+def normalize_entity(name: str) -> str:
+    return _SPACES.sub(" ", unicodedata.normalize("NFKC", name).casefold().strip())
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Who may see a fact: ``private`` to one agent, ``team`` to one team, or ``global``."""
+
+    agent_id: str | None
+    team_id: str | None = None
+    visibility: str = "private"
+
+    def __post_init__(self) -> None:
+        if self.visibility not in VISIBILITIES:
+            raise ValidationError(f"visibility {self.visibility!r} must be one of {', '.join(VISIBILITIES)}")
+        if self.visibility == "private" and not self.agent_id:
+            raise ValidationError("a private fact needs an agent_id")
+        if self.visibility == "team" and not self.team_id:
+            raise ValidationError("a team fact needs a team_id")
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a fact came from."""
+
+    source_key: str
+    session_id: str | None = None
+    user_message: str | None = None
+    assistant_message: str | None = None
+    activity_session: str | None = None
+    message_ts: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFact:
+    """A fact as stored. ``action``: 'new', 'mention' (same fact again) or 'paraphrase' (near duplicate)."""
+
+    id: UUID
+    content: str
+    category: str
+    confidence: float
+    method: str
+    rule_id: str | None
+    entities: tuple[str, ...]
+    subject: str | None
+    relation: str | None
+    slots: Mapping[str, Any]
+    explanation: Mapping[str, Any]
+    visibility: str
+    agent_id: str | None
+    team_id: str | None
+    source_session: str | None
+    source_activity_session: str | None
+    mention_count: int
+    first_seen_at: datetime
+    last_seen_at: datetime
+    valid_from: datetime | None
+    valid_to: datetime | None
+    superseded_by: UUID | None
+    superseded_at: datetime | None
+    created_at: datetime
+    action: str = "stored"
+    supersedes: tuple[UUID, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueItem:
+    id: int
+    source_key: str
+    payload: Mapping[str, Any]
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    text: str
+    count: int
+
+
+_FACT_COLS = (
+    "id, content, category, confidence, extraction_method, rule_id, entities, subject, relation, slots, "
+    "explanation, visibility, agent_id, team_id, source_session, source_activity_session, mention_count, "
+    "first_seen_at, last_seen_at, valid_from, valid_to, superseded_by, superseded_at, created_at"
+)
+
+
+def _stored(row: Mapping[str, Any], action: str = "stored", supersedes: Sequence[UUID] = ()) -> StoredFact:
+    return StoredFact(
+        id=row["id"], content=row["content"], category=row["category"], confidence=float(row["confidence"]),
+        method=row["extraction_method"], rule_id=row["rule_id"], entities=tuple(row["entities"] or ()),
+        subject=row["subject"], relation=row["relation"], slots=row["slots"] or {},
+        explanation=row["explanation"] or {}, visibility=row["visibility"], agent_id=row["agent_id"],
+        team_id=row["team_id"], source_session=row["source_session"],
+        source_activity_session=row["source_activity_session"], mention_count=row["mention_count"],
+        first_seen_at=row["first_seen_at"], last_seen_at=row["last_seen_at"], valid_from=row["valid_from"],
+        valid_to=row["valid_to"], superseded_by=row["superseded_by"], superseded_at=row["superseded_at"],
+        created_at=row["created_at"], action=action, supersedes=tuple(supersedes),
+    )
+
+
+def _explanation_json(fact: Fact) -> str:
+    data = asdict(fact.explanation)
+    return json.dumps(data, ensure_ascii=False, default=str)
+
+
+def visible_clause(agent_id: str | None, team_id: str | None, alias: str = "f") -> tuple[str, dict[str, Any]]:
+    """SQL restricting facts to what an agent may see (everything when both are None: the analyst's view)."""
+    if agent_id is None and team_id is None:
+        return "TRUE", {}
+    return (
+        f"({alias}.visibility = 'global'"
+        f" OR ({alias}.visibility = 'team' AND {alias}.team_id = %(v_team)s)"
+        f" OR ({alias}.visibility = 'private' AND {alias}.agent_id = %(v_agent)s))",
+        {"v_team": team_id, "v_agent": agent_id},
+    )
+
+
+class Store:
+    """The facts database. Open with :meth:`open`; it migrates a new database to the current schema."""
+
+    def __init__(self, url: str, settings: Settings, engine: Any) -> None:
+        self.url = url
+        self.settings = settings
+        self.engine = engine
+        self.rules = SupersessionRules.from_dir(settings.patterns_dir)
+
+    @classmethod
+    def open(cls, settings: Settings) -> Store:
+        from sqlalchemy import create_engine, event
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from . import db
+
+        url = db.database_url(settings)
+        db.ensure_schema(url, settings)
+        try:
+            engine = create_engine(url, pool_size=4, max_overflow=4, pool_pre_ping=True)
+
+            @event.listens_for(engine, "connect")
+            def _register(dbapi_conn: Any, _record: Any) -> None:
+                from pgvector.psycopg import register_vector
+
+                register_vector(dbapi_conn)
+
+            with engine.connect():
+                pass
+        except SQLAlchemyError as exc:
+            raise DatabaseError(db.describe_connect_error(exc, url)) from None
+        return cls(url, settings, engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def _tx(self) -> Iterator[Any]:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            orig = getattr(exc, "orig", None) or exc
+            raise DatabaseError(f"database error: {str(orig).strip().splitlines()[0]}") from exc
+
+    def _all(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Mapping[str, Any]]:
+        with self._tx() as conn:
+            return [dict(r) for r in conn.exec_driver_sql(sql, dict(params or {})).mappings()]
+
+    # -- sessions and turns --------------------------------------------------------------------------
+
+    def upsert_session(self, session_id: str, *, kind: str = "conversation", agent_id: str | None = None,
+                       team_id: str | None = None, intent: str | None = None) -> None:
+        with self._tx() as conn:
+            conn.exec_driver_sql(
+                "INSERT INTO sessions (id, kind, agent_id, team_id, intent) "
+                "VALUES (%(id)s, %(kind)s, %(agent)s, %(team)s, %(intent)s) "
+                "ON CONFLICT (id) DO UPDATE SET last_seen_at = now(), "
+                "intent = coalesce(excluded.intent, sessions.intent)",
+                {"id": session_id, "kind": kind, "agent": agent_id, "team": team_id, "intent": intent},
+            )
+
+    def turn_seen(self, key: str) -> bool:
+        return bool(self._all("SELECT 1 AS one FROM turns WHERE key = %(k)s", {"k": key}))
+
+    def record_turn(self, key: str, *, session_id: str | None = None, activity_session: str | None = None,
+                    agent_id: str | None = None, team_id: str | None = None, user_message: str | None = None,
+                    assistant_message: str | None = None, message_ts: datetime | None = None,
+                    gate_reason: str | None = None, fact_count: int = 0) -> None:
+        """Record a processed turn (last, after its facts and queue row: a crash before it means a redo)."""
+        with self._tx() as conn:
+            inserted = conn.exec_driver_sql(
+                "INSERT INTO turns (key, session_id, activity_session, agent_id, team_id, user_message, "
+                "assistant_message, message_ts, gate_reason, fact_count) VALUES (%(key)s, %(session)s, "
+                "%(activity)s, %(agent)s, %(team)s, %(user)s, %(assistant)s, %(ts)s, %(reason)s, %(n)s) "
+                "ON CONFLICT (key) DO NOTHING RETURNING key",
+                {"key": key, "session": session_id, "activity": activity_session, "agent": agent_id,
+                 "team": team_id, "user": user_message, "assistant": assistant_message, "ts": message_ts,
+                 "reason": gate_reason, "n": fact_count},
+            ).first()
+            if inserted and session_id is not None:
+                conn.exec_driver_sql(
+                    "UPDATE sessions SET turn_count = turn_count + 1, last_seen_at = now() WHERE id = %(id)s",
+                    {"id": session_id},
+                )
+
+    def last_assistant_message(self, session_id: str) -> str | None:
+        """The assistant's reply in the latest turn of a session (what a bare "yes" confirms)."""
+        rows = self._all("SELECT assistant_message FROM turns WHERE session_id = %(s)s "
+                         "ORDER BY created_at DESC, message_ts DESC NULLS LAST LIMIT 1", {"s": session_id})
+        return rows[0]["assistant_message"] if rows else None
+
+    # -- facts ---------------------------------------------------------------------------------------
+
+    def save(
+        self,
+        facts: Sequence[Fact],
+        scope: Scope,
+        provenance: Provenance,
+        *,
+        entities: Sequence[Entity] = (),
+        relationships: Sequence[Relationship] = (),
+        embeddings: Sequence[Sequence[float] | None] | None = None,
+        embedding_model: str | None = None,
+    ) -> list[StoredFact]:
+        """Store facts in one transaction; the same fact again becomes a mention, never a duplicate row."""
+        if embeddings is not None and len(embeddings) != len(facts):
+            raise ValidationError(f"{len(facts)} facts but {len(embeddings)} embeddings")
+        out: list[StoredFact] = []
+        with self._tx() as conn:
+            entity_ids = self._upsert_entities(conn, entities)
+            for i, fact in enumerate(facts):
+                vector = embeddings[i] if embeddings is not None else None
+                out.append(self._save_one(conn, fact, scope, provenance, vector, embedding_model))
+            for sf in out:
+                self._link_entities(conn, sf, entity_ids, entities)
+            if relationships:
+                self._save_relationships(conn, relationships, entity_ids, out[0].id if out else None)
+        return out
+
+    def _save_one(self, conn: Any, fact: Fact, scope: Scope, prov: Provenance, vector: Sequence[float] | None,
+                  embedding_model: str | None) -> StoredFact:
+        from pgvector import Vector
+
+        h = content_hash(fact.content)
+        seen = prov.message_ts or datetime.now(timezone.utc)
+        params: dict[str, Any] = {
+            "content": fact.content.strip(), "category": fact.category, "confidence": float(fact.confidence),
+            "method": fact.method, "rule_id": fact.rule_id, "entities": list(fact.entities),
+            "subject": fact.subject, "relation": fact.relation, "slots": json.dumps(dict(fact.slots), default=str),
+            "explanation": _explanation_json(fact), "session": prov.session_id,
+            "user_msg": prov.user_message, "assistant_msg": prov.assistant_message,
+            "activity": prov.activity_session, "agent": scope.agent_id, "team": scope.team_id,
+            "visibility": scope.visibility, "embedding": Vector(list(vector)) if vector is not None else None,
+            "model": embedding_model if vector is not None else None, "hash": h, "seen": seen,
+            "valid_from": fact.valid_from, "valid_to": fact.valid_to,
+        }
+        if params["session"] is not None:
+            exists = conn.exec_driver_sql("SELECT 1 FROM sessions WHERE id = %(s)s", {"s": params["session"]}).first()
+            if not exists:
+                params["session"] = None
+        row = None
+        action = "new"
+        if vector is not None:
+            row = self._paraphrase_of(conn, fact, scope, params)
+            if row is not None:
+                action = "paraphrase"
+        if row is None:
+            row = conn.exec_driver_sql(
+                f"""
+                INSERT INTO facts (content, category, confidence, extraction_method, rule_id, entities, subject,
+                    relation, slots, explanation, source_session, source_user_message, source_assistant_message,
+                    source_activity_session, agent_id, team_id, visibility, embedding, embedding_model,
+                    content_hash, first_seen_at, last_seen_at, valid_from, valid_to)
+                VALUES (%(content)s, %(category)s, %(confidence)s, %(method)s, %(rule_id)s, %(entities)s,
+                    %(subject)s, %(relation)s, %(slots)s::jsonb, %(explanation)s::jsonb, %(session)s,
+                    %(user_msg)s, %(assistant_msg)s, %(activity)s, %(agent)s, %(team)s, %(visibility)s,
+                    %(embedding)s, %(model)s, %(hash)s, %(seen)s, %(seen)s, %(valid_from)s, %(valid_to)s)
+                ON CONFLICT (content_hash, visibility, coalesce(agent_id, ''), coalesce(team_id, ''))
+                    WHERE superseded_at IS NULL
+                DO UPDATE SET mention_count = facts.mention_count + 1,
+                    last_seen_at = greatest(facts.last_seen_at, excluded.last_seen_at),
+                    confidence = greatest(facts.confidence, excluded.confidence),
+                    embedding = coalesce(facts.embedding, excluded.embedding),
+                    embedding_model = coalesce(facts.embedding_model, excluded.embedding_model)
+                RETURNING {_FACT_COLS}, (xmax = 0) AS inserted
+                """,
+                params,
+            ).mappings().one()
+            action = "new" if row["inserted"] else "mention"
+        added_source = conn.exec_driver_sql(
+            "INSERT INTO fact_sources (fact_id, source_key, session_id, activity_session, agent_id, user_message, "
+            "assistant_message, message_ts) VALUES (%(id)s, %(key)s, %(session)s, %(activity)s, %(agent)s, "
+            "%(user_msg)s, %(assistant_msg)s, %(ts)s) ON CONFLICT (fact_id, source_key) DO NOTHING RETURNING id",
+            {**params, "id": row["id"], "key": prov.source_key, "ts": prov.message_ts},
+        ).first()
+        if action != "new" and added_source is None:
+            # The same source said it again (a retried queue item): not a new mention.
+            row = conn.exec_driver_sql(
+                f"UPDATE facts SET mention_count = greatest(1, mention_count - 1) WHERE id = %(id)s "
+                f"AND %(undo)s RETURNING {_FACT_COLS}",
+                {"id": row["id"], "undo": action == "mention"},
+            ).mappings().first() or row
+        superseded: list[UUID] = []
+        if action == "new":
+            superseded = self._supersede(conn, row, seen)
+        return _stored(row, action, superseded)
+
+    def _paraphrase_of(self, conn: Any, fact: Fact, scope: Scope, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        threshold = self.settings.dedup_similarity
+        cand = conn.exec_driver_sql(
+            f"""
+            SELECT {_FACT_COLS}, 1 - (embedding <=> %(embedding)s) AS similarity FROM facts
+            WHERE superseded_at IS NULL AND embedding IS NOT NULL AND category = %(category)s
+              AND visibility = %(visibility)s AND agent_id IS NOT DISTINCT FROM %(agent)s
+              AND team_id IS NOT DISTINCT FROM %(team)s AND content_hash <> %(hash)s
+            ORDER BY embedding <=> %(embedding)s LIMIT 1
+            """,
+            params,
+        ).mappings().first()
+        if cand is None or float(cand["similarity"]) < threshold:
+            return None
+        if {normalize_entity(e) for e in cand["entities"]} != {normalize_entity(e) for e in fact.entities}:
+            return None
+        if cand["slots"] and fact.slots and dict(cand["slots"]) != dict(fact.slots):
+            return None
+        old_words, new_words = normalize_content(cand["content"]).split(), normalize_content(fact.content).split()
+        if sorted(old_words) == sorted(new_words):
+            # Same words in another order ("X over Y" / "Y over X"): a different claim, not a paraphrase.
+            return None
+        return conn.exec_driver_sql(
+            f"UPDATE facts SET mention_count = mention_count + 1, "
+            f"last_seen_at = greatest(last_seen_at, %(seen)s), confidence = greatest(confidence, %(confidence)s) "
+            f"WHERE id = %(id)s RETURNING {_FACT_COLS}",
+            {"id": cand["id"], "seen": params["seen"], "confidence": params["confidence"]},
+        ).mappings().one()
+
+    def _supersede(self, conn: Any, new: Mapping[str, Any], at: datetime) -> list[UUID]:
+        """Apply the supersession rules to a newly stored fact; returns the ids it made outdated."""
+        done: list[UUID] = []
+        for rule in self.rules.for_fact(new["category"], new["relation"]):
+            where, params = rule.sql(new)
+            if where is None:
+                continue
+            rows = conn.exec_driver_sql(
+                f"""
+                UPDATE facts AS f SET superseded_at = %(at)s, superseded_by = %(new_id)s,
+                    valid_to = CASE WHEN f.valid_to IS NULL THEN greatest(coalesce(f.valid_from, %(at)s), %(at)s)
+                                    ELSE f.valid_to END
+                WHERE f.superseded_at IS NULL AND f.id <> %(new_id)s
+                  AND f.visibility = %(vis)s AND f.team_id IS NOT DISTINCT FROM %(team)s
+                  AND (%(vis)s <> 'private' OR f.agent_id = %(agent)s)
+                  AND f.first_seen_at <= %(at)s
+                  AND {where}
+                RETURNING f.id
+                """,
+                {**params, "at": at, "new_id": new["id"], "vis": new["visibility"], "team": new["team_id"],
+                 "agent": new["agent_id"]},
+            ).fetchall()
+            if rows:
+                logger.info("rule %s: %s supersedes %d fact(s)", rule.id, new["content"], len(rows))
+            done += [r[0] for r in rows]
+        return done
+
+    def _upsert_entities(self, conn: Any, entities: Sequence[Entity]) -> dict[str, int]:
+        ids: dict[str, int] = {}
+        for ent in entities:
+            norm = normalize_entity(ent.name)
+            if not norm or norm in ids:
+                continue
+            row = conn.exec_driver_sql(
+                "INSERT INTO entities (name, normalized_name, type) VALUES (%(name)s, %(norm)s, %(type)s) "
+                "ON CONFLICT (normalized_name, type) DO UPDATE SET mention_count = entities.mention_count + 1, "
+                "last_seen_at = now() RETURNING id",
+                {"name": ent.name, "norm": norm, "type": ent.type},
+            ).one()
+            ids[norm] = row[0]
+        return ids
+
+    def _entity_id(self, conn: Any, name: str, ids: dict[str, int], type_: str = "concept") -> int:
+        norm = normalize_entity(name)
+        if norm in ids:
+            return ids[norm]
+        row = conn.exec_driver_sql(
+            "SELECT id FROM entities WHERE normalized_name = %(n)s ORDER BY mention_count DESC LIMIT 1", {"n": norm}
+        ).first()
+        if row is None:
+            row = conn.exec_driver_sql(
+                "INSERT INTO entities (name, normalized_name, type) VALUES (%(name)s, %(n)s, %(t)s) "
+                "ON CONFLICT (normalized_name, type) DO UPDATE SET last_seen_at = now() RETURNING id",
+                {"name": name, "n": norm, "t": type_},
+            ).one()
+        ids[norm] = row[0]
+        return row[0]
+
+    def _link_entities(self, conn: Any, fact: StoredFact, ids: dict[str, int], entities: Sequence[Entity]) -> None:
+        types = {normalize_entity(e.name): e.type for e in entities}
+        for name in fact.entities:
+            if not name.strip():
+                continue
+            eid = self._entity_id(conn, name, ids, types.get(normalize_entity(name), "concept"))
+            conn.exec_driver_sql(
+                "INSERT INTO fact_entities (fact_id, entity_id) VALUES (%(f)s, %(e)s) ON CONFLICT DO NOTHING",
+                {"f": fact.id, "e": eid},
+            )
+
+    def _save_relationships(self, conn: Any, rels: Sequence[Relationship], ids: dict[str, int],
+                            fact_id: UUID | None) -> None:
+        for rel in rels:
+            src, dst = self._entity_id(conn, rel.source, ids), self._entity_id(conn, rel.target, ids)
+            if src == dst:
+                continue
+            conn.exec_driver_sql(
+                "INSERT INTO relationships (source_id, target_id, label, fact_id) VALUES (%(s)s, %(t)s, %(l)s, %(f)s) "
+                "ON CONFLICT (source_id, target_id, label) DO UPDATE SET "
+                "mention_count = relationships.mention_count + 1, last_seen_at = now()",
+                {"s": src, "t": dst, "l": rel.label, "f": fact_id},
+            )
+
+    def facts(
+        self,
+        *,
+        agent_id: str | None = None,
+        team_id: str | None = None,
+        categories: Iterable[str] | None = None,
+        include_history: bool = False,
+        as_of: datetime | None = None,
+        session_id: str | None = None,
+        entity: str | None = None,
+        limit: int = 100,
+    ) -> list[StoredFact]:
+        """Facts visible to an agent (all facts when agent and team are None), newest first.
+
+        ``as_of``: the facts that were current at that moment (superseded ones included if they were
+        still current then). ``include_history``: superseded facts too.
+        """
+        where, params = visible_clause(agent_id, team_id)
+        clauses = [where]
+        if as_of is not None:
+            clauses.append("f.first_seen_at <= %(as_of)s AND (f.superseded_at IS NULL OR f.superseded_at > %(as_of)s)")
+            params["as_of"] = as_of
+        elif not include_history:
+            clauses.append("f.superseded_at IS NULL")
+        cats = list(categories or ())
+        if cats:
+            clauses.append("f.category = ANY(%(cats)s)")
+            params["cats"] = cats
+        if session_id is not None:
+            clauses.append("(f.source_session = %(session)s OR f.source_activity_session = %(session)s)")
+            params["session"] = session_id
+        if entity is not None:
+            clauses.append("EXISTS (SELECT 1 FROM unnest(f.entities) e WHERE lower(e) = lower(%(entity)s))")
+            params["entity"] = entity
+        params["limit"] = max(1, int(limit))
+        rows = self._all(
+            f"SELECT {_FACT_COLS} FROM facts f WHERE {' AND '.join(clauses)} "
+            "ORDER BY f.last_seen_at DESC, f.created_at DESC LIMIT %(limit)s",
+            params,
+        )
+        return [_stored(r) for r in rows]
+
+    def get(self, fact_id: UUID | str) -> StoredFact:
+        try:
+            fid = UUID(str(fact_id))
+        except ValueError:
+            raise ValidationError(f"not a fact id: {fact_id!r}") from None
+        rows = self._all(f"SELECT {_FACT_COLS} FROM facts WHERE id = %(id)s", {"id": fid})
+        if not rows:
+            raise NotFoundError(f"no fact with id {fact_id}")
+        return _stored(rows[0])
+
+    def sources(self, fact_id: UUID | str) -> list[dict[str, Any]]:
+        """Every place a fact was said (provenance), oldest first."""
+        return self._all(
+            "SELECT source_key, session_id, activity_session, agent_id, user_message, assistant_message, "
+            "message_ts, seen_at FROM fact_sources WHERE fact_id = %(id)s ORDER BY seen_at, id",
+            {"id": UUID(str(fact_id))},
+        )
+
+    def forget(self, *, dry_run: bool = False, fact_id: str | None = None, agent_id: str | None = None,
+               session_id: str | None = None, category: str | None = None, text: str | None = None,
+               team_id: str | None = None) -> int:
+        """Delete facts (and, for a session or agent, its stored messages and queued work)."""
+        clauses: list[str] = []
+        params: dict[str, Any] = {}
+        if fact_id is not None:
+            try:
+                params["id"] = UUID(str(fact_id))
+            except ValueError:
+                raise ValidationError(f"not a fact id: {fact_id!r}") from None
+            clauses.append("id = %(id)s")
+        if agent_id is not None:
+            clauses.append("agent_id = %(agent)s")
+            params["agent"] = agent_id
+        if team_id is not None:
+            clauses.append("team_id = %(team)s")
+            params["team"] = team_id
+        if session_id is not None:
+            clauses.append("(source_session = %(session)s OR source_activity_session = %(session)s)")
+            params["session"] = session_id
+        if category is not None:
+            clauses.append("category = %(category)s")
+            params["category"] = category
+        if text is not None:
+            clauses.append("content ILIKE %(text)s")
+            params["text"] = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        if not clauses:
+            raise ValidationError("forget needs a selector (fact_id, agent_id, session_id, category, text)")
+        where = " AND ".join(clauses)
+        with self._tx() as conn:
+            if dry_run:
+                return int(conn.exec_driver_sql(f"SELECT count(*) FROM facts WHERE {where}", params).scalar_one())
+            n = conn.exec_driver_sql(f"DELETE FROM facts WHERE {where}", params).rowcount
+            only_scope = fact_id is None and category is None and text is None
+            if only_scope and session_id is not None:
+                conn.exec_driver_sql("DELETE FROM turns WHERE session_id = %(session)s OR activity_session = %(session)s", params)
+                conn.exec_driver_sql("DELETE FROM extraction_queue WHERE payload->>'session_id' = %(session)s "
+                                     "OR payload->>'activity_session' = %(session)s", params)
+            if only_scope and agent_id is not None and session_id is None:
+                conn.exec_driver_sql("DELETE FROM turns WHERE agent_id = %(agent)s", params)
+                conn.exec_driver_sql("DELETE FROM extraction_queue WHERE payload->>'agent_id' = %(agent)s", params)
+                conn.exec_driver_sql("DELETE FROM fact_sources WHERE agent_id = %(agent)s", params)
+            return int(n)
+
+    def known_entities(self, n: int = 20) -> list[str]:
+        return [r["name"] for r in self._all(
+            "SELECT name FROM entities ORDER BY mention_count DESC, last_seen_at DESC LIMIT %(n)s", {"n": n})]
+
+    # -- the LLM queue -------------------------------------------------------------------------------
+
+    def enqueue(self, source_key: str, payload: Mapping[str, Any]) -> bool:
+        """Queue work for the LLM; the same source twice is queued once. Returns whether it was added."""
+        with self._tx() as conn:
+            row = conn.exec_driver_sql(
+                "INSERT INTO extraction_queue (source_key, payload) VALUES (%(k)s, %(p)s::jsonb) "
+                "ON CONFLICT (source_key) DO NOTHING RETURNING id",
+                {"k": source_key, "p": json.dumps(dict(payload), ensure_ascii=False, default=str)},
+            ).first()
+        return row is not None
+
+    def claim_due(self, n: int = 1, *, stale_after_s: int = 600) -> list[QueueItem]:
+        """Take up to n due items (pending, or processing but abandoned by a crashed worker)."""
+        rows = self._all(
+            """
+            UPDATE extraction_queue SET status = 'processing', locked_at = now(), attempts = attempts + 1,
+                updated_at = now()
+            WHERE id IN (
+                SELECT id FROM extraction_queue
+                WHERE (status = 'pending' AND next_try_at <= now())
+                   OR (status = 'processing' AND locked_at < now() - make_interval(secs => %(stale)s))
+                ORDER BY id LIMIT %(n)s FOR UPDATE SKIP LOCKED)
+            RETURNING id, source_key, payload, attempts
+            """,
+            {"n": n, "stale": stale_after_s},
+        )
+        return [QueueItem(r["id"], r["source_key"], r["payload"], r["attempts"]) for r in sorted(rows, key=lambda r: r["id"])]
+
+    def fail(self, item_id: int, error: str, max_attempts: int) -> str:
+        """Record a failed attempt: back off exponentially, or mark 'failed' (kept, never deleted)."""
+        rows = self._all(
+            """
+            UPDATE extraction_queue SET
+                status = CASE WHEN attempts >= %(max)s THEN 'failed' ELSE 'pending' END,
+                last_error = %(err)s, locked_at = NULL, updated_at = now(),
+                next_try_at = now() + make_interval(secs => least(3600, 5 * power(2, attempts)))
+            WHERE id = %(id)s RETURNING status
+            """,
+            {"id": item_id, "err": error[:2000], "max": max_attempts},
+        )
+        return rows[0]["status"] if rows else "missing"
+
+    def release(self, item_id: int, error: str, retry_in_s: float = 30.0) -> None:
+        """Give an item back without counting the attempt (the LLM was unreachable, not wrong)."""
+        self._all(
+            "UPDATE extraction_queue SET status = 'pending', attempts = greatest(0, attempts - 1), "
+            "last_error = %(err)s, locked_at = NULL, updated_at = now(), "
+            "next_try_at = now() + make_interval(secs => %(s)s) WHERE id = %(id)s RETURNING id",
+            {"id": item_id, "err": error[:2000], "s": retry_in_s},
+        )
+
+    def complete(self, item_id: int) -> None:
+        self._all("UPDATE extraction_queue SET status = 'done', locked_at = NULL, last_error = NULL, "
+                  "updated_at = now() WHERE id = %(id)s RETURNING id", {"id": item_id})
+
+    def retry_failed(self) -> int:
+        """Put every failed item back in the queue (after fixing the model or the prompt)."""
+        return len(self._all("UPDATE extraction_queue SET status = 'pending', attempts = 0, next_try_at = now(), "
+                             "updated_at = now() WHERE status = 'failed' RETURNING id"))
+
+    def queue_counts(self) -> dict[str, int]:
+        rows = self._all("SELECT status, count(*) AS n FROM extraction_queue GROUP BY status")
+        counts = {s: 0 for s in ("pending", "processing", "done", "failed")}
+        counts.update({r["status"]: int(r["n"]) for r in rows})
+        return counts
+
+    def record_llm_call(self, model: str, ok: bool, prompt_tokens: int, output_tokens: int, latency_ms: float,
+                        error: str | None) -> None:
+        self._all(
+            "INSERT INTO llm_calls (model, ok, prompt_tokens, output_tokens, latency_ms, error) "
+            "VALUES (%(m)s, %(ok)s, %(pt)s, %(ot)s, %(ms)s, %(e)s) RETURNING id",
+            {"m": model, "ok": ok, "pt": int(prompt_tokens), "ot": int(output_tokens), "ms": float(latency_ms),
+             "e": error[:2000] if error else None},
+        )
+
+    def record_miss(self, text: str) -> None:
+        """Count an informative message that no pattern answered (for rule writers: `patterns misses`)."""
+        norm = normalize_content(text)[:2000]
+        self._all(
+            "INSERT INTO pattern_misses (text_hash, text) VALUES (%(h)s, %(t)s) ON CONFLICT (text_hash) "
+            "DO UPDATE SET count = pattern_misses.count + 1, last_seen_at = now() RETURNING count",
+            {"h": hashlib.sha256(norm.encode()).hexdigest(), "t": text[:2000]},
+        )
+
+    def top_misses(self, n: int = 20) -> list[Miss]:
+        return [Miss(r["text"], int(r["count"])) for r in self._all(
+            "SELECT text, count FROM pattern_misses ORDER BY count DESC, last_seen_at DESC LIMIT %(n)s", {"n": n})]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for `factforge stats`: facts by category/method/scope, turns, gate drops, queue, LLM cost."""
+        one = self._all(
+            """
+            SELECT
+              (SELECT count(*) FROM facts WHERE superseded_at IS NULL) AS facts,
+              (SELECT count(*) FROM facts WHERE superseded_at IS NOT NULL) AS superseded,
+              (SELECT count(*) FROM turns) AS turns,
+              (SELECT count(*) FROM entities) AS entities,
+              (SELECT count(*) FROM relationships) AS relationships,
+              (SELECT count(*) FROM facts WHERE embedding IS NULL AND superseded_at IS NULL) AS facts_without_vector,
+              (SELECT count(*) FROM llm_calls) AS llm_calls,
+              (SELECT count(*) FROM llm_calls WHERE NOT ok) AS llm_errors,
+              (SELECT coalesce(sum(prompt_tokens), 0) FROM llm_calls) AS llm_prompt_tokens,
+              (SELECT coalesce(sum(output_tokens), 0) FROM llm_calls) AS llm_output_tokens,
+              (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) FROM llm_calls WHERE ok) AS llm_median_ms,
+              (SELECT coalesce(sum(count), 0) FROM pattern_misses) AS pattern_misses
+            """
+        )[0]
+        out: dict[str, Any] = {k: (float(v) if isinstance(v, float) else (int(v) if v is not None else None))
+                               for k, v in one.items()}
+
+        def grouped(sql: str) -> dict[str, int]:
+            return {str(r["k"]): int(r["n"]) for r in self._all(sql)}
+
+        out["by_category"] = grouped("SELECT category AS k, count(*) AS n FROM facts WHERE superseded_at IS NULL GROUP BY 1 ORDER BY 1")
+        out["by_method"] = grouped("SELECT extraction_method AS k, count(*) AS n FROM facts WHERE superseded_at IS NULL GROUP BY 1 ORDER BY 1")
+        out["by_visibility"] = grouped("SELECT visibility AS k, count(*) AS n FROM facts WHERE superseded_at IS NULL GROUP BY 1 ORDER BY 1")
+        out["dropped_by_reason"] = grouped("SELECT gate_reason AS k, count(*) AS n FROM turns WHERE gate_reason IS NOT NULL GROUP BY 1 ORDER BY 1")
+        out["queue"] = self.queue_counts()
+        return out
