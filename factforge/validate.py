@@ -1,0 +1,338 @@
+"""Checking an LLM reply against its source text before any of it becomes a fact.
+
+A small local model hallucinates, restates questions and can be talked into writing instructions into
+memory. Every item of a reply is therefore checked on its own; a bad item is rejected with a reason (the
+counts travel back to the caller), the good ones become :class:`Fact` / :class:`Entity` /
+:class:`Relationship` values with ``method="llm"`` and an explanation pointing at the source text.
+
+Grounding is lexical and deliberately simple: entity names must occur in the source (case-insensitive),
+and a fact needs at least one content word (4+ letters, not a framing word such as "prefers") or CJK
+bigram that occurs in the source.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import regex
+
+from .gatekeeper import SOCIAL_KINDS, Gatekeeper
+from .settings import Settings
+from .types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship, Span
+
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "MAX_CONTENT_CHARS",
+    "MAX_ITEMS",
+    "REJECTION_REASONS",
+    "normalise_content",
+    "normalise_label",
+    "validate_items",
+]
+
+logger = logging.getLogger("factforge.validate")
+
+MAX_CONTENT_CHARS = 300
+MAX_ENTITY_CHARS = 100
+MAX_LABEL_CHARS = 40
+DEFAULT_CONFIDENCE = 0.7
+# A reply with more items than this is a runaway generation; the rest is cut, not processed.
+MAX_ITEMS = 50
+
+REJECTION_REASONS: tuple[str, ...] = (
+    "malformed",            # not an object, or a required field missing / of the wrong type
+    "empty",                # blank content or name
+    "too_long",             # content over MAX_CONTENT_CHARS, name over MAX_ENTITY_CHARS
+    "instruction_injection",  # content reads like a prompt injection
+    "question",             # content is a restated question, not a fact
+    "ungrounded_entity",    # an entity the fact or the entity list names does not occur in the source
+    "ungrounded",           # none of the fact's content words occur in the source
+    "low_confidence",       # below settings.medium_confidence
+    "duplicate",            # same content / name / edge twice in one reply
+    "stoplisted",           # an entity that is only social talk ("thanks", "good morning")
+    "unknown_entity",       # a relationship end that is not an accepted entity of this reply
+    "bad_label",            # a relationship label with no usable characters
+    "self_relationship",    # a relationship from an entity to itself
+    "too_many",             # items beyond MAX_ITEMS
+)
+
+_WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{N}'’_-]*")
+_LATIN_WORD = regex.compile(r"\p{Latin}{4,}")
+_CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
+# A sentence or line of the source; the best-matching one becomes a fact's span.
+_SENTENCE = regex.compile(r"[^\n.!?。！？]+[.!?。！？]*")
+_NON_ALNUM = regex.compile(r"[^\p{L}\p{N}]+")
+_LABEL_OK = regex.compile(r"[a-z][a-z0-9_]*")
+
+
+@lru_cache(maxsize=1)
+def _base_stopwords() -> frozenset[str]:
+    text = resources.files("factforge").joinpath("prompts/grounding_stopwords.txt").read_text(encoding="utf-8")
+    return frozenset(
+        line.strip().lower() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    )
+
+
+def normalise_content(text: str) -> str:
+    """Content reduced for duplicate checks: case-folded, punctuation dropped, whitespace collapsed."""
+    return " ".join(_NON_ALNUM.sub(" ", text.casefold()).split())
+
+
+def normalise_label(label: str) -> str | None:
+    """A relationship label in snake_case (``[a-z][a-z0-9_]*``, at most 40 chars), or None if unusable."""
+    snake = regex.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", label.strip())  # worksOn -> works_On
+    snake = regex.sub(r"[^a-z0-9]+", "_", snake.lower()).strip("_")
+    snake = regex.sub(r"^[0-9_]+", "", snake)
+    snake = snake[:MAX_LABEL_CHARS].rstrip("_")
+    return snake if snake and _LABEL_OK.fullmatch(snake) else None
+
+
+def _confidence(value: Any) -> tuple[float, float]:
+    """(as given, clamped to 0..1); a missing or non-numeric value counts as DEFAULT_CONFIDENCE."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raw = DEFAULT_CONFIDENCE
+    else:
+        try:
+            raw = float(value)
+        except ValueError:
+            raw = DEFAULT_CONFIDENCE
+    if raw != raw:  # NaN
+        raw = DEFAULT_CONFIDENCE
+    return raw, min(1.0, max(0.0, raw))
+
+
+class _Source:
+    """The source text prepared once for all grounding checks of one reply."""
+
+    def __init__(self, text: str, stopwords: frozenset[str]) -> None:
+        self.text = text
+        self.folded = text.casefold()
+        self.words = {w.casefold() for w in _WORD.findall(text)}
+        self.stopwords = stopwords
+
+    def find(self, name: str) -> Span | None:
+        """Where ``name`` first occurs (case-insensitive, whitespace-tolerant), or None."""
+        parts = name.split()
+        if not parts:
+            return None
+        rx = regex.compile(r"\s+".join(regex.escape(p) for p in parts), regex.IGNORECASE)
+        m = rx.search(self.text)
+        return Span(m.start(), m.end(), m.group()) if m else None
+
+    def content_terms(self, content: str) -> list[str]:
+        """Latin content words (4+ letters, not stop words) and CJK bigrams of ``content``."""
+        terms = [w for w in (x.casefold() for x in _LATIN_WORD.findall(content)) if w not in self.stopwords]
+        for run in _CJK_RUN.findall(content):
+            terms += [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
+        return terms
+
+    def has_term(self, term: str) -> bool:
+        if _CJK_RUN.fullmatch(term):
+            return term in self.folded
+        if term in self.words:
+            return True
+        # Light stemming: "migrating" is grounded by "migrated", "databases" by "database".
+        stem = term[:5] if len(term) >= 6 else None
+        return stem is not None and any(w.startswith(stem) for w in self.words)
+
+    def best_span(self, terms: Iterable[str]) -> Span | None:
+        """The source sentence containing the most of ``terms``, or None if none contains any."""
+        wanted = set(terms)
+        best: tuple[int, Span] | None = None
+        for m in _SENTENCE.finditer(self.text):
+            sentence = m.group()
+            stripped = sentence.strip()
+            if not stripped:
+                continue
+            folded = sentence.casefold()
+            score = sum(1 for t in wanted if t in folded)
+            if score and (best is None or score > best[0]):
+                start = m.start() + (len(sentence) - len(sentence.lstrip()))
+                best = (score, Span(start, start + len(stripped), stripped))
+        return best[1] if best else None
+
+
+def _items(raw: Mapping[str, Any], key: str, rejections: Counter[str]) -> list[Any]:
+    value = raw.get(key) or []
+    if not isinstance(value, list):
+        rejections["malformed"] += 1
+        return []
+    if len(value) > MAX_ITEMS:
+        rejections["too_many"] += len(value) - MAX_ITEMS
+        value = value[:MAX_ITEMS]
+    return value
+
+
+def _subject(content: str, settings: Settings) -> str | None:
+    for subject in (settings.user_subject, settings.team_subject):
+        if content == subject or content.startswith(subject + " ") or content.startswith(subject + "'"):
+            return subject
+    return None
+
+
+def validate_items(
+    raw: Mapping[str, Any],
+    source_text: str,
+    *,
+    timestamp: datetime | None = None,
+    settings: Settings,
+    gatekeeper: Gatekeeper | None = None,
+) -> tuple[tuple[Fact, ...], tuple[Entity, ...], tuple[Relationship, ...], Counter[str]]:
+    """Validate a parsed LLM reply against ``source_text``; returns (facts, entities, relationships, rejections).
+
+    ``raw`` is the reply object (``facts`` / ``entities`` / ``relationships`` lists). Each rejected item adds
+    one to its reason in ``rejections`` (see :data:`REJECTION_REASONS`). ``timestamp`` (when the source was
+    said) becomes each fact's ``valid_from``. Spans are offsets into ``source_text``.
+    """
+    keeper = gatekeeper or Gatekeeper.from_dir(settings.patterns_dir)
+    subjects = {settings.user_subject.casefold(), settings.team_subject.casefold()}
+    source = _Source(source_text, _base_stopwords() | subjects)
+    rejections: Counter[str] = Counter()
+
+    facts: list[Fact] = []
+    seen_content: set[str] = set()
+    for item in _items(raw, "facts", rejections):
+        fact = _validate_fact(item, source, keeper, settings, subjects, timestamp, rejections)
+        if fact is None:
+            continue
+        key = normalise_content(fact.content)
+        if key in seen_content:
+            rejections["duplicate"] += 1
+            continue
+        seen_content.add(key)
+        facts.append(fact)
+
+    entities: list[Entity] = []
+    by_name: dict[str, str] = {}  # casefolded name -> accepted spelling
+    for item in _items(raw, "entities", rejections):
+        if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+            rejections["malformed"] += 1
+            continue
+        name = " ".join(item["name"].split())
+        if name.casefold() in subjects:
+            continue  # the prompt's own subject words are not entities; not worth counting
+        reason = None
+        span = None
+        if not name:
+            reason = "empty"
+        elif len(name) > MAX_ENTITY_CHARS:
+            reason = "too_long"
+        elif (span := source.find(name)) is None:
+            reason = "ungrounded_entity"
+        elif keeper.judge(name).reason in SOCIAL_KINDS:
+            reason = "stoplisted"
+        elif name.casefold() in by_name:
+            reason = "duplicate"
+        if reason is not None:
+            rejections[reason] += 1
+            continue
+        assert span is not None
+        kind = str(item.get("type") or "").strip().lower()
+        entities.append(Entity(span.text, kind if kind in ENTITY_TYPES else "concept", span, "llm"))
+        by_name[name.casefold()] = span.text
+
+    relationships: list[Relationship] = []
+    seen_edges: set[tuple[str, str, str]] = set()
+    for item in _items(raw, "relationships", rejections):
+        if not isinstance(item, Mapping) or not all(
+            isinstance(item.get(k), str) for k in ("source", "target", "label")
+        ):
+            rejections["malformed"] += 1
+            continue
+        src = by_name.get(" ".join(item["source"].split()).casefold())
+        dst = by_name.get(" ".join(item["target"].split()).casefold())
+        label = normalise_label(item["label"])
+        reason = None
+        if src is None or dst is None:
+            reason = "unknown_entity"
+        elif label is None:
+            reason = "bad_label"
+        elif src == dst:
+            reason = "self_relationship"
+        elif (src, dst, label) in seen_edges:
+            reason = "duplicate"
+        if reason is not None:
+            rejections[reason] += 1
+            continue
+        assert src is not None and dst is not None and label is not None
+        seen_edges.add((src, dst, label))
+        relationships.append(Relationship(src, dst, label))
+
+    if rejections:
+        logger.debug("LLM reply: %d item(s) rejected: %s", sum(rejections.values()), dict(rejections))
+    return tuple(facts), tuple(entities), tuple(relationships), rejections
+
+
+def _validate_fact(
+    item: Any,
+    source: _Source,
+    keeper: Gatekeeper,
+    settings: Settings,
+    subjects: set[str],
+    timestamp: datetime | None,
+    rejections: Counter[str],
+) -> Fact | None:
+    """One fact item, or None after counting why it was rejected."""
+    if not isinstance(item, Mapping) or not isinstance(item.get("content"), str):
+        rejections["malformed"] += 1
+        return None
+    content = " ".join(item["content"].split())
+    names_raw = item.get("entities") or []
+    if not isinstance(names_raw, list):
+        names_raw = []
+    names = [" ".join(n.split()) for n in names_raw if isinstance(n, str)]
+    names = [n for n in names if n and n.casefold() not in subjects]
+    original, confidence = _confidence(item.get("confidence"))
+
+    def reject(reason: str) -> None:
+        rejections[reason] += 1
+
+    if not content:
+        return reject("empty")
+    if len(content) > MAX_CONTENT_CHARS:
+        return reject("too_long")
+    if keeper.is_injection(content) is not None:
+        return reject("instruction_injection")
+    if content.endswith("?") or keeper.judge(content).reason == "question":
+        return reject("question")
+    spans = [source.find(n) for n in names]
+    if any(s is None for s in spans):
+        return reject("ungrounded_entity")
+    terms = source.content_terms(content)
+    grounded = [t for t in terms if source.has_term(t)]
+    if not grounded:
+        return reject("ungrounded")
+    if confidence < settings.medium_confidence:
+        return reject("low_confidence")
+
+    category = str(item.get("category") or "").strip().lower()
+    if category not in CATEGORIES:
+        category = "other"
+    entity_names: list[str] = []
+    for span in spans:
+        assert span is not None
+        if span.text not in entity_names:
+            entity_names.append(span.text)
+    return Fact(
+        content=content,
+        category=category,  # type: ignore[arg-type]  # checked against CATEGORIES above
+        confidence=confidence,
+        method="llm",
+        explanation=Explanation(
+            stage="llm",
+            rule_id=None,
+            original_confidence=original,
+            final_confidence=confidence,
+            span=source.best_span(grounded + [n.casefold() for n in entity_names]),
+            note="validated against source",
+        ),
+        entities=tuple(entity_names),
+        subject=_subject(content, settings),
+        valid_from=timestamp,
+    )
