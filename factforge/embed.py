@@ -165,12 +165,21 @@ def backfill(url: str, embedder: Embedder, *, batch: int = 64) -> int:
 
 
 def reset_embeddings(url: str, embedder: Embedder) -> int:
-    """Drop every vector made by another model, so :func:`backfill` re-embeds those facts."""
+    """Switch the schema to ``embedder``: the vector column takes its dimension (re-created if it differs),
+    vectors made by any other model are dropped, and :func:`backfill` then re-embeds those facts."""
     import psycopg
 
     from .db import conninfo
 
-    with psycopg.connect(conninfo(url), autocommit=True) as conn:
+    with psycopg.connect(conninfo(url)) as conn:
+        meta = dict(conn.execute("SELECT key, value FROM factforge_meta").fetchall())
+        if int(meta.get("embed_dim", 0)) != embedder.dim:
+            conn.execute("DROP INDEX IF EXISTS facts_embedding_hnsw")
+            conn.execute(f"ALTER TABLE facts ALTER COLUMN embedding TYPE vector({int(embedder.dim)}) USING NULL")
+            conn.execute("UPDATE facts SET embedding_model = NULL")
+            conn.execute("CREATE INDEX facts_embedding_hnsw ON facts USING hnsw (embedding vector_cosine_ops)")
         cur = conn.execute("UPDATE facts SET embedding = NULL, embedding_model = NULL "
                            "WHERE embedding_model IS DISTINCT FROM %s", (embedder.model,))
+        conn.execute("UPDATE factforge_meta SET value = %s WHERE key = 'embed_dim'", (str(embedder.dim),))
+        conn.execute("UPDATE factforge_meta SET value = %s WHERE key = 'embed_model'", (embedder.model,))
         return cur.rowcount

@@ -1,0 +1,68 @@
+"""Embedders: the local ONNX model, the Ollama one through the fake server, backfill and reset."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from factforge.embed import LocalEmbedder, OllamaEmbedder, backfill, make_embedder, reset_embeddings
+from factforge.errors import EmbedderError, EmbeddingMismatchError
+from factforge.settings import Settings
+from factforge.store import Provenance, Scope, Store
+from factforge.types import Explanation, Fact
+from tests.fake_ollama import FakeOllama
+
+
+def _cos(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b))
+
+
+def test_local_embedder_is_normalised_and_semantic() -> None:
+    e = LocalEmbedder()
+    a, b, c = e.embed(["Team switched from JWT to Clerk", "The team moved its login to Clerk",
+                       "User loves baking cookies"])
+    assert len(a) == 384 and math.isclose(_cos(a, a), 1.0, rel_tol=1e-4)
+    assert _cos(a, b) > _cos(a, c) + 0.3
+    assert e.embed([]) == []
+
+
+def test_ollama_embedder_through_the_client(tmp_path: Path) -> None:
+    with FakeOllama(embed_dim=768) as fake:
+        s = Settings.from_env({"OLLAMA_HOST": fake.url, "FACTFORGE_EMBEDDER": "ollama",
+                               "FACTFORGE_HOME": str(tmp_path)})
+        e = make_embedder(s)
+        assert isinstance(e, OllamaEmbedder) and e.dim == 768
+        v = e.embed(["a", "b"])
+        assert len(v) == 2 and len(v[0]) == 768
+        down = OllamaEmbedder(s.with_(ollama_host="http://127.0.0.1:9"))
+        with pytest.raises(EmbedderError, match="nomic-embed-text"):
+            down.embed(["c"])
+        wrong = OllamaEmbedder(s.with_(embed_dim=384))
+        with pytest.raises(EmbeddingMismatchError):
+            wrong.embed(["d"])
+
+
+def test_backfill_then_reset_to_another_dimension(db_url: str, tmp_path: Path) -> None:
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)})
+    store = Store.open(settings)
+    f = Fact("Team uses Redis", "technology", 0.9, "pattern", Explanation("pattern", "r", 0.9, 0.9))
+    store.save([f], Scope("a", "t", "team"), Provenance("k"))
+    conninfo = db_url.replace("postgresql+psycopg://", "postgresql://")
+    try:
+        assert backfill(db_url, LocalEmbedder()) == 1
+        with FakeOllama(embed_dim=768) as fake:
+            big = OllamaEmbedder(settings.with_(ollama_host=fake.url, embed_model="nomic-embed-text", embed_dim=768))
+            assert reset_embeddings(db_url, big) == 1
+            assert backfill(db_url, big) == 1
+        with psycopg.connect(conninfo) as conn:
+            assert conn.execute("SELECT vector_dims(embedding), embedding_model FROM facts").fetchone() == (
+                768, "nomic-embed-text")
+    finally:
+        # put the shared test schema back to 384 dimensions
+        reset_embeddings(db_url, LocalEmbedder())
+        store.close()
+    with psycopg.connect(conninfo) as conn:
+        assert conn.execute("SELECT value FROM factforge_meta WHERE key = 'embed_dim'").fetchone() == ("384",)
