@@ -185,6 +185,11 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 
 def cmd_llm_drain(args: argparse.Namespace) -> int:
+    if args.action == "retry":
+        with _memory(args, llm=None, embedder=None, background=False) as memory:
+            n = memory.store.retry_failed()
+        print(f"{n} failed item(s) back in the queue; run `factforge llm drain` to process them")
+        return 0
     with _memory(args, background=False) as memory:
         report = memory.drain(limit=args.limit)
         counts = memory.store.queue_counts()
@@ -328,20 +333,21 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--yes", action="store_true", help="really delete")
 
     sp = add("db", cmd_db, "Database schema: upgrade, downgrade, or print the URL in use.")
-    sp.add_argument("action", choices=("upgrade", "downgrade", "url"))
+    sp.add_argument("action", choices=("upgrade", "downgrade", "url"), help="what to do with the schema")
     sp.add_argument("revision", nargs="?", default="base", help="downgrade target (default base)")
 
-    sp = add("llm", cmd_llm_drain, "LLM queue: `llm drain` processes waiting work with backoff.")
-    sp.add_argument("action", choices=("drain",))
+    sp = add("llm", cmd_llm_drain, "LLM queue: `llm drain` processes waiting work with backoff; `llm retry` "
+             "puts failed items back in the queue.")
+    sp.add_argument("action", choices=("drain", "retry"), help="drain: process the queue; retry: re-queue failed items")
     sp.add_argument("--limit", type=int, help="at most this many queue items")
     sp.add_argument("--json", action="store_true", help="print the report as JSON")
 
     sp = add("patterns", cmd_patterns, "Pattern library: check (load), test (run examples), misses (what no rule caught).")
-    sp.add_argument("action", choices=("check", "test", "misses"))
+    sp.add_argument("action", choices=("check", "test", "misses"), help="check: load every rule; test: run every example; misses: what no rule caught")
     sp.add_argument("-n", type=int, default=20, help="how many misses to show (default 20)")
 
     sp = add("embed", cmd_embed, "Embeddings: backfill missing vectors, or reset after changing the embedder.")
-    sp.add_argument("action", choices=("backfill", "reset"))
+    sp.add_argument("action", choices=("backfill", "reset"), help="backfill: embed facts without a vector; reset: switch to the configured embedder and re-embed")
 
     add("prompt", cmd_prompt, "Print the prompt snippet that teaches an agent's LLM the inline <ff:...> tags.")
     return p

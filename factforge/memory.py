@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any, TypeVar
 
-from .errors import EmbedderError, InputError, LLMError, ValidationError
+from .errors import EmbedderError, InputError, LLMError, LLMUnavailableError, ValidationError
 from .inputs import check_text, check_timestamp, source_key
 from .extract import Extractor
 from .inline import parse_inline
@@ -137,7 +137,10 @@ class Memory:
             inline_facts, inline_entities, inline_rels = parsed.facts, parsed.entities, parsed.relationships
             assistant = clean_reply
 
-        extraction = self.extractor.extract_turn(user, assistant, timestamp=ts)
+        prior = None
+        if session_id is not None and self.extractor.turns.is_confirmation(user):
+            prior = self.store.last_assistant_message(session_id)
+        extraction = self.extractor.extract_turn(user, assistant, timestamp=ts, prior_assistant=prior)
         key = source_key("turn", agent_id, team_id, session_id, ts.isoformat() if ts else None, user, assistant)
         provenance = Provenance(
             source_key=key,
@@ -362,7 +365,7 @@ class Memory:
         """Process due items of the extraction queue with the LLM; failures back off and retry later."""
         if self._llm is None:
             return DrainReport()
-        from .llm import LLMRequest, merge  # noqa: F401  (merge documents the contract: pattern + LLM)
+        from .llm import LLMRequest, merge
 
         processed = stored_n = failed = retried = 0
         rejections: Counter[str] = Counter()
@@ -390,6 +393,12 @@ class Memory:
                 started = time.perf_counter()
                 try:
                     result = self._llm.extract(request)
+                except LLMUnavailableError as exc:
+                    # Ollama is down: the item goes back untouched (no attempt counted) and the pass stops.
+                    self.store.release(item.id, str(exc))
+                    retried += 1
+                    logger.warning("LLM unreachable (%s); %s stays queued", exc, item.source_key[:12])
+                    return DrainReport(processed, stored_n, failed, retried, dict(rejections))
                 except LLMError as exc:
                     self.store.record_llm_call(
                         self.settings.llm_model, False, 0, 0, (time.perf_counter() - started) * 1000, str(exc)
@@ -413,8 +422,10 @@ class Memory:
                     activity_session=p.get("activity_session"),
                     message_ts=ts,
                 )
+                # Pattern facts of this turn were stored by remember(); keep only what the LLM adds.
+                new_facts = merge(extraction, result)[len(extraction.facts):]
                 saved = self._save(
-                    result.facts,
+                    new_facts,
                     provenance,
                     agent_id=p["agent_id"],
                     team_id=p.get("team_id"),

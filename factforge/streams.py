@@ -54,6 +54,6 @@ def _one(obj: dict[str, Any], extractor: Extractor, llm: Any) -> dict[str, Any]:
             out["llm_error"] = str(exc)
         else:
             merged = merge(extraction, result)
-            out["facts"] = [fact_line(f) for f in merged.facts]
+            out["facts"] = [fact_line(f) for f in merged]
             out["needs_llm"] = False
     return out

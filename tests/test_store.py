@@ -67,8 +67,8 @@ def test_scopes_are_separate_rows_and_visibility_is_enforced(store: Store) -> No
 
 
 def test_switch_supersedes_old_tool_and_keeps_history(store: Store) -> None:
-    old = store.save([fact("Team uses JWT for auth", relation="uses", slots={"object": "JWT"})], TEAM, prov("o1"))
-    other = store.save([fact("Team uses Redis", relation="uses", slots={"object": "Redis"})], TEAM, prov("o2"))
+    old = store.save([fact("Team uses JWT for auth", relation="uses", slots={"tech": "JWT"})], TEAM, prov("o1"))
+    other = store.save([fact("Team uses Redis", relation="uses", slots={"tech": "Redis"})], TEAM, prov("o2"))
     later = T0 + timedelta(days=3)
     new = store.save([fact("Team switched from JWT to Clerk", relation="switched_to",
                            slots={"old": "JWT", "new": "Clerk"})], TEAM, prov("n1", later))

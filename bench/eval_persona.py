@@ -1,0 +1,76 @@
+"""Persona recall on spc_valid.csv: of the persona sentences voiced in the dialogue, how many come out as facts.
+
+A persona sentence ("I love to bake cookies.") counts as voiced when a dialogue turn of the same speaker
+shares >= 60% of its content words. It is recalled when extracting that turn yields a fact whose content
+shares >= 50% of those content words (a rough but rule-independent check). Also reports the share of
+voiced sentences that produced any fact at all, and prints a sample of misses for rule writers.
+
+Usage: .venv/bin/python bench/eval_persona.py [--limit 1000] [--misses 15] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+from pathlib import Path
+
+from factforge.extract import Extractor
+
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "dev"
+STOP = set("i a an the to of and my me am is are was be have has it in on for at with do like love".split())
+WORD = re.compile(r"[a-z0-9']+")
+
+
+def words(text: str) -> set[str]:
+    return {w for w in WORD.findall(text.lower()) if w not in STOP and len(w) > 2}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--limit", type=int, default=1000)
+    ap.add_argument("--misses", type=int, default=15)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    ex = Extractor()
+    voiced = recalled = any_fact = 0
+    misses: list[str] = []
+    with (DATA / "spc_valid.csv").open(encoding="utf-8") as fh:
+        for i, row in enumerate(csv.DictReader(fh)):
+            if i >= args.limit:
+                break
+            turns: dict[str, list[str]] = {"1": [], "2": []}
+            for line in row["Best Generated Conversation"].splitlines():
+                m = re.match(r"\s*User ([12]):\s*(.*)", line)
+                if m:
+                    turns[m.group(1)].append(m.group(2))
+            for who in ("1", "2"):
+                for persona in row[f"user {who} personas"].splitlines():
+                    pw = words(persona)
+                    if not pw:
+                        continue
+                    best = max(turns[who], key=lambda t: len(pw & words(t)), default=None)
+                    if best is None or len(pw & words(best)) < 0.6 * len(pw):
+                        continue
+                    voiced += 1
+                    facts = ex.extract(best).facts
+                    any_fact += bool(facts)
+                    if any(len(pw & words(f.content)) >= 0.5 * len(pw) for f in facts):
+                        recalled += 1
+                    elif len(misses) < args.misses:
+                        misses.append(f"{persona.strip()!r} <- {best!r} -> {[f.content for f in facts]}")
+    res = {"voiced_persona_sentences": voiced, "recalled": recalled, "recall": round(recalled / max(voiced, 1), 3),
+           "turns_with_any_fact": round(any_fact / max(voiced, 1), 3)}
+    if args.json:
+        print(json.dumps(res))
+        return
+    for k, v in res.items():
+        print(f"{k:>26}: {v}")
+    print("\nsample misses:")
+    for m in misses:
+        print("  " + m)
+
+
+if __name__ == "__main__":
+    main()

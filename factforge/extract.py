@@ -1,0 +1,233 @@
+"""The rule stages, composed: secrets redacted -> long text segmented -> gatekeeper -> patterns -> entities.
+
+No database, no network: :class:`Extractor` is pure and cheap to call after every turn. What it could not
+answer with a HIGH-confidence rule it marks ``needs_llm``; the caller (:class:`factforge.Memory`) queues it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import regex
+
+from .gatekeeper import Gatekeeper
+from .inputs import check_text, check_timestamp
+from .ner import EntityRecognizer
+from .patterns import PatternLibrary
+from .rulefile import Problems, compile_regex, default_patterns_dir, read_yaml
+from .secrets import SecretScanner
+from .segment import Segmenter
+from .settings import Settings, get_settings
+from .types import Entity, Extraction, Fact, GateDecision, Relationship, Span
+
+__all__ = ["Extractor", "TurnRules", "extract"]
+
+logger = logging.getLogger("factforge.extract")
+
+_SPEAKER = regex.compile(r"(?m)^[ \t]*(\p{Lu}[\p{L}\p{N}_.'-]{0,30}(?: \p{Lu}[\p{L}\p{N}_.'-]{0,30})?)[ \t]*:[ \t]+(?=\S)")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TurnRules:
+    """``patterns/turns.yaml``: which user replies confirm the assistant, and how to read its words."""
+
+    confirmations: frozenset[str]
+    tag_questions: tuple[regex.Pattern[str], ...]
+    swap_rx: regex.Pattern[str]
+    swaps: Mapping[str, str]
+
+    @classmethod
+    def from_dir(cls, patterns_dir: Path | None = None) -> TurnRules:
+        return _turn_rules(str(Path(patterns_dir or default_patterns_dir()).resolve()))
+
+    def is_confirmation(self, text: str) -> bool:
+        return _norm_reply(text) in self.confirmations
+
+    def as_user_statement(self, assistant: str) -> str:
+        """The assistant's sentence from the user's point of view, tag question removed."""
+        text = assistant.strip()
+        for rx in self.tag_questions:
+            text = rx.sub("", text)
+        return self.swap_rx.sub(lambda m: _keep_case(m.group(0), self.swaps[m.group(0).lower()]), text)
+
+
+def _norm_reply(text: str) -> str:
+    return regex.sub(r"[\s!.。！,，~]+$", "", text.strip().lower().replace("’", "'"))
+
+
+def _keep_case(found: str, repl: str) -> str:
+    return repl[0].upper() + repl[1:] if found[:1].isupper() and repl[:1].islower() else repl
+
+
+@lru_cache(maxsize=8)
+def _turn_rules(patterns_dir: str) -> TurnRules:
+    path = Path(patterns_dir) / "turns.yaml"
+    problems = Problems()
+    data = read_yaml(path, problems) if path.exists() else {}
+    if data is not None and not isinstance(data, Mapping):
+        problems.add(str(path), "must be a mapping")
+        data = {}
+    data = data or {}
+    confirmations: set[str] = set()
+    for lang, words in (data.get("confirmations") or {}).items():
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            problems.add(f"{path.name}: confirmations.{lang}", "must be a list of strings")
+            continue
+        confirmations.update(_norm_reply(w) for w in words)
+    tags = []
+    for i, pattern in enumerate(data.get("tag_questions") or []):
+        rx = compile_regex(str(pattern), f"{path.name}: tag_questions[{i}]", problems, regex.IGNORECASE)
+        if rx is not None:
+            tags.append(rx)
+    swaps_raw = data.get("person_swaps") or {}
+    if not isinstance(swaps_raw, Mapping):
+        problems.add(f"{path.name}: person_swaps", "must map a phrase to its replacement")
+        swaps_raw = {}
+    swaps = {str(k).lower(): str(v) for k, v in swaps_raw.items()}
+    problems.raise_if_any(f"invalid turn rules in {path}")
+    keys = sorted(swaps, key=len, reverse=True) or ["(?!)"]
+    alternation = "|".join(regex.escape(k) for k in keys)
+    # Latin words need word boundaries; CJK words have none.
+    swap_rx = regex.compile(rf"(?<![\p{{Latin}}'])(?:{alternation})(?![\p{{Latin}}'])", regex.IGNORECASE)
+    return TurnRules(frozenset(confirmations), tuple(tags), swap_rx, swaps)
+
+
+class Extractor:
+    """Gate + patterns + entity recognition over one message or one turn. Thread-safe, no I/O."""
+
+    def __init__(self, settings: Settings | None = None, patterns_dir: Path | None = None) -> None:
+        self.settings = settings or get_settings()
+        directory = patterns_dir or self.settings.patterns_dir
+        self.gate = Gatekeeper.from_dir(directory)
+        self.library = PatternLibrary.from_dir(directory)
+        self.ner = EntityRecognizer.from_dir(directory)
+        self.secrets = SecretScanner.from_dir(directory)
+        self.segmenter = Segmenter.from_dir(directory)
+        self.turns = TurnRules.from_dir(directory)
+
+    # -- public --------------------------------------------------------------------------------------
+
+    def extract(self, text: str, *, timestamp: datetime | None = None, speaker: str = "user") -> Extraction:
+        """Facts, entities and the gate verdict for one message."""
+        redaction = self.secrets.redact(text)
+        clean = redaction.text
+        s = self.settings
+        pieces = [Span(0, len(clean), clean)] if len(clean) <= s.max_message_chars else \
+            self.segmenter.segments(clean, s.max_message_chars)
+        facts: list[Fact] = []
+        gate: GateDecision | None = None
+        passed_any = False
+        unanswered = False
+        for piece in pieces:
+            decision = self.gate.judge(piece.text)
+            if decision.reason == "injection":
+                # One injected segment taints the whole message: nothing of it becomes memory or LLM input.
+                return Extraction(clean, decision, timestamp=timestamp, redactions=redaction.count)
+            if not decision.passed and decision.reason != "too_short":
+                gate = gate or decision
+                continue
+            found = [f for f in self.library.match(piece.text, timestamp=timestamp, settings=s)
+                     if f.confidence >= s.medium_confidence]
+            if not decision.passed and not found:
+                gate = gate or decision
+                continue
+            passed_any = True
+            if piece.start:
+                found = [_shift(f, piece.start) for f in found]
+            if speaker != "user":
+                found = [dataclasses.replace(f, speaker=speaker) for f in found]  # type: ignore[arg-type]
+            facts += found
+            if not any(f.confidence >= s.high_confidence for f in found):
+                unanswered = True
+        if passed_any:
+            gate = GateDecision(True)
+        elif gate is None:
+            gate = GateDecision(False, "empty", "no text")
+        facts = _dedupe(facts)
+        hints = tuple(f for f in facts if f.confidence < s.high_confidence)
+        entities = self._entities(clean, facts) if passed_any else ()
+        return Extraction(
+            text=clean, gate=gate, facts=tuple(facts), hints=hints, entities=entities,
+            relationships=_relationships(facts), needs_llm=passed_any and unanswered, timestamp=timestamp,
+            redactions=redaction.count,
+        )
+
+    def extract_turn(self, user: str, assistant: str | None = None, *, timestamp: datetime | None = None,
+                     prior_assistant: str | None = None) -> Extraction:
+        """Facts of a conversation turn: the user's words; the assistant's only when the user confirms them.
+
+        ``prior_assistant`` is the assistant message the user is answering (the previous turn's reply):
+        a bare "yes"/"exactly"/"对" to "You're on Postgres 16, right?" stores "User is on Postgres 16".
+        """
+        result = self.extract(user, timestamp=timestamp)
+        if prior_assistant and self.turns.is_confirmation(user):
+            statement = self.turns.as_user_statement(prior_assistant)
+            confirmed = self.extract(statement, timestamp=timestamp, speaker="assistant")
+            if confirmed.facts and confirmed.gate.passed:
+                return dataclasses.replace(confirmed, needs_llm=False)
+        return result
+
+    # -- helpers -------------------------------------------------------------------------------------
+
+    def _entities(self, text: str, facts: list[Fact]) -> tuple[Entity, ...]:
+        found = list(self.ner.find(text))
+        seen = {e.name.casefold() for e in found}
+        for m in _SPEAKER.finditer(text):
+            name = m.group(1)
+            if name.casefold() not in seen and name.lower() not in ("note", "error", "warning", "info", "todo", "http", "https"):
+                seen.add(name.casefold())
+                found.append(Entity(name, "speaker", Span(m.start(1), m.end(1), name), "regex"))
+        for fact in facts:
+            for name in fact.entities:
+                if name.casefold() not in seen:
+                    seen.add(name.casefold())
+                    canonical = self.ner.canonical(name)
+                    found.append(Entity(canonical or name, "technology" if canonical else "concept", None, "regex"))
+        return tuple(found)
+
+
+def _shift(fact: Fact, offset: int) -> Fact:
+    span = fact.explanation.span
+    if span is None:
+        return fact
+    moved = Span(span.start + offset, span.end + offset, span.text)
+    return dataclasses.replace(fact, explanation=dataclasses.replace(fact.explanation, span=moved))
+
+
+def _dedupe(facts: list[Fact]) -> list[Fact]:
+    best: dict[str, Fact] = {}
+    for f in facts:
+        key = f.content.casefold()
+        if key not in best or f.confidence > best[key].confidence:
+            best[key] = f
+    return [f for f in facts if best[f.content.casefold()] is f]
+
+
+def _relationships(facts: list[Fact]) -> tuple[Relationship, ...]:
+    """Edges the rules can state without guessing: a switch links the old tool to its replacement."""
+    out: list[Relationship] = []
+    for f in facts:
+        old, new = f.slots.get("old"), f.slots.get("new")
+        if f.category == "technology" and old and new and old.casefold() != new.casefold():
+            out.append(Relationship(str(new), str(old), "replaced"))
+    return tuple(out)
+
+
+@lru_cache(maxsize=4)
+def _default_extractor() -> Extractor:
+    return Extractor()
+
+
+def extract(text: str, *, timestamp: datetime | str | None = None, assistant: str | None = None) -> Extraction:
+    """One-call extraction with the default settings and patterns (``factforge.extract("I use Vim.")``)."""
+    text = check_text("text", text, required=True) or ""
+    ts = check_timestamp(timestamp)
+    if assistant is not None:
+        return _default_extractor().extract_turn(text, check_text("assistant", assistant), timestamp=ts)
+    return _default_extractor().extract(text, timestamp=ts)

@@ -1,0 +1,610 @@
+"""The YAML pattern library: regex rules that turn a sentence into facts without an LLM.
+
+Every ``patterns/*.yaml`` file with ``kind: facts`` at top level holds rules (other files in the folder
+belong to other modules and are ignored here). A rule is a regex with named groups, a template over those
+groups, a category, a confidence and its own examples and counter-examples; see ``patterns/README`` in the
+comments of ``preference.yaml`` for the full format. Loading validates every file and runs every example;
+all problems are raised together as one :class:`~factforge.errors.PatternError`.
+
+Matching is two-stage for speed: one Aho-Corasick pass over the lower-cased text finds the rules whose
+literal ``keywords`` occur, and only those rules' regexes run (through ``rulefile.safe_finditer``, with a
+timeout). A match is then dropped when its sentence is a question or when a file's ``blockers`` regex
+("if", "whether", "should we" ...) occurs in the sentence before it - hypotheticals are not facts.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import ahocorasick
+import regex
+
+from .rulefile import Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer, yaml_files
+from .settings import Settings
+from .temporal import resolve
+from .types import CATEGORIES, Explanation, Fact, Span
+
+__all__ = ["Example", "PatternLibrary", "Rule", "EXAMPLE_REFERENCE"]
+
+logger = logging.getLogger("factforge.patterns")
+
+# Examples are checked against this fixed "now" so temporal examples are reproducible.
+EXAMPLE_REFERENCE = datetime(2024, 6, 15, 12, 0, tzinfo=timezone.utc)
+CONFIDENCE_CAP = 0.99
+FILE_KEYS = frozenset({"kind", "version", "language", "defines", "subjects", "guards", "rules"})
+RULE_KEYS = frozenset({
+    "id", "category", "language", "regex", "template", "confidence", "entity_groups", "keywords", "examples",
+    "counter_examples", "subject", "relation", "boost_words", "boost", "time_group", "time_mode", "blockers",
+    "allow_questions", "description",
+})
+EXAMPLE_KEYS = frozenset({"text", "fact", "entities", "slots", "confidence", "valid_from", "valid_to"})
+TIME_MODES = ("since", "range")
+SPECIAL_PLACEHOLDERS = frozenset({"subject"})
+
+# Curly quotes become straight ones before matching; a 1:1 character mapping, so offsets stay valid.
+_QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
+# {group} or {group|lc}: "lc" lower-cases the first letter (a captured sentence start like "Keep ...").
+_PLACEHOLDER = regex.compile(r"\{(\w+)(?:\|(lc))?\}")
+_OPTIONAL = regex.compile(r"\[([^\[\]]*)\]")
+_DEFINE_REF = regex.compile(r"\{\{(\w+)\}\}")
+# Sentence ends: Latin terminators before whitespace/end (so "Node.js" and "v4.2" stay whole), CJK ones, newlines.
+_SENTENCE_END = regex.compile(r"[.!?…](?=\s|$)|[。！？；\n]")
+_QUESTION_MARKS = frozenset("?？")
+_TRIM_CHARS = " \t\n.,;:!?。，！？；：、…\"'“”‘’()（）"
+_ARTICLE = regex.compile(r"^(?:the|a|an)\s+", regex.IGNORECASE)
+_SPACES = regex.compile(r"\s+")
+_CJK_GAP = regex.compile(r"(?<=[\p{Han}])\s+(?=[\p{Han}])")
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """A text a rule must turn into the fact ``fact`` (content), optionally checking more fields."""
+
+    text: str
+    fact: str
+    entities: tuple[str, ...] | None = None
+    slots: Mapping[str, str] | None = None
+    confidence: float | None = None
+    valid_from: str | None = None
+    valid_to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    literal: str = ""
+    name: str | None = None
+    optional: tuple[_Piece, ...] | None = None
+    lower_first: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One validated pattern rule; frozen - nothing changes it after loading."""
+
+    id: str
+    category: str
+    language: str
+    confidence: float
+    template: str
+    entity_groups: tuple[str, ...]
+    keywords: tuple[str, ...]
+    examples: tuple[Example, ...]
+    counter_examples: tuple[str, ...]
+    subject: str
+    relation: str
+    regex: regex.Pattern[str] = field(repr=False, compare=False)
+    boost_words: tuple[str, ...] = ()
+    boost: float = 0.0
+    time_group: str | None = None
+    time_mode: str = "since"
+    blockers: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    allow_questions: bool = False
+    source: str = ""
+    pieces: tuple[_Piece, ...] = field(default=(), repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    fact: Fact
+    order: tuple[int, int]
+
+
+class _Sentences:
+    """Sentence boundaries of one text, computed on first use."""
+
+    __slots__ = ("_ends", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._ends: list[int] | None = None
+
+    def bounds(self, pos: int) -> tuple[int, int]:
+        """(start, end) of the sentence holding ``pos``; ``end`` includes its terminator."""
+        if self._ends is None:
+            self._ends = [m.end() for m in _SENTENCE_END.finditer(self._text)]
+        i = bisect.bisect_right(self._ends, pos)
+        start = self._ends[i - 1] if i > 0 else 0
+        end = self._ends[i] if i < len(self._ends) else len(self._text)
+        return start, end
+
+    def is_question(self, start: int, end: int) -> bool:
+        tail = self._text[start:end].rstrip()
+        return bool(tail) and tail[-1] in _QUESTION_MARKS
+
+
+@dataclass(frozen=True, slots=True)
+class PatternLibrary:
+    """All fact rules of a patterns folder; build with :meth:`from_dir`, then call :meth:`match`."""
+
+    rules: tuple[Rule, ...]
+    subjects: Mapping[str, str] = field(repr=False)
+    automaton: Any = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dir(cls, patterns_dir: Path | None = None) -> PatternLibrary:
+        """Load and validate every ``kind: facts`` file; cached per folder. Problems raise ONE PatternError."""
+        return _cached_library(str(Path(patterns_dir or default_patterns_dir()).resolve()))
+
+    # ------------------------------------------------------------------------------------------- matching
+
+    def match(
+        self, text: str, *, timestamp: datetime | None = None, settings: Settings | None = None
+    ) -> list[Fact]:
+        """Every fact any rule finds in ``text`` (no confidence-tier filtering), in text order."""
+        return self._match(text, self._candidates(text), timestamp, settings)
+
+    def test(self, text: str, timestamp: datetime | None = None) -> list[Fact]:
+        """Alias of :meth:`match`, for ``factforge patterns test``."""
+        return self.match(text, timestamp=timestamp)
+
+    def match_rule(
+        self, rule_id: str, text: str, *, timestamp: datetime | None = None, settings: Settings | None = None
+    ) -> list[Fact]:
+        """The facts one rule alone finds in ``text`` (no prefilter); for examples and debugging."""
+        index = next((i for i, r in enumerate(self.rules) if r.id == rule_id), None)
+        if index is None:
+            raise KeyError(rule_id)
+        return self._match(text, [index], timestamp, settings)
+
+    def match_all_rules(
+        self, text: str, *, timestamp: datetime | None = None, settings: Settings | None = None
+    ) -> list[Fact]:
+        """Like :meth:`match` but running every regex, bypassing the prefilter (to test the prefilter)."""
+        return self._match(text, range(len(self.rules)), timestamp, settings)
+
+    def check(self) -> list[str]:
+        """Run every example and counter-example; human-readable failures (empty when all pass)."""
+        return [f"{rule.source}: rule {rule.id}: {p}" for rule in self.rules for p in _check_rule(self, rule)]
+
+    def _candidates(self, text: str) -> list[int]:
+        if not text:
+            return []
+        found: set[int] = set()
+        for _end, indices in self.automaton.iter(text.translate(_QUOTES).lower()):
+            found.update(indices)
+        return sorted(found)
+
+    def _match(
+        self, text: str, indices: Iterable[int], timestamp: datetime | None, settings: Settings | None
+    ) -> list[Fact]:
+        if not text:
+            return []
+        norm = text.translate(_QUOTES)
+        sentences = _Sentences(norm)
+        settings = settings or _DEFAULT_SETTINGS
+        hits: list[_Hit] = []
+        for index in indices:
+            rule = self.rules[index]
+            for m in safe_finditer(rule.regex, norm, rule.id):
+                fact = self._fact(rule, m, text, sentences, timestamp, settings)
+                if fact is not None:
+                    hits.append(_Hit(fact, (m.start(), index)))
+        if not hits:
+            return []
+        best: dict[str, _Hit] = {}
+        for hit in hits:
+            key = hit.fact.content.casefold()
+            kept = best.get(key)
+            # Same content twice: keep the more confident one; on a tie the one that knows when it held.
+            if kept is None or (hit.fact.confidence, hit.fact.valid_from is not None) > (
+                kept.fact.confidence, kept.fact.valid_from is not None
+            ):
+                best[key] = hit
+        return [h.fact for h in sorted(best.values(), key=lambda h: h.order)]
+
+    def _fact(
+        self, rule: Rule, m: regex.Match[str], original: str, sentences: _Sentences,
+        timestamp: datetime | None, settings: Settings,
+    ) -> Fact | None:
+        start, end = sentences.bounds(m.start())
+        if not rule.allow_questions and sentences.is_question(start, end):
+            return None
+        if rule.blockers is not None and rule.blockers.search(m.string, start, max(start, m.start())):
+            return None
+        values = {name: _clean(v) for name, v in m.groupdict().items() if v is not None}
+        values = {k: v for k, v in values.items() if v}
+        subject = self._subject(rule, values, settings)
+        if subject is None:
+            return None
+        values["subject"] = subject
+        content = _render(rule.pieces, values)
+        if not content:
+            return None
+        boost = 0.0
+        if rule.boost_words:
+            sentence = m.string[start:end].lower()
+            if any(word in sentence for word in rule.boost_words):
+                boost = rule.boost
+        final = round(min(CONFIDENCE_CAP, rule.confidence + boost), 4)
+        valid_from = valid_to = None
+        if rule.time_group and rule.time_group in values:
+            reference = timestamp or datetime.now(timezone.utc)
+            valid_from, valid_to = resolve(values[rule.time_group], reference)
+            if rule.time_mode == "since":
+                valid_to = None
+        entities = tuple(dict.fromkeys(
+            _ARTICLE.sub("", values[g]) for g in rule.entity_groups if values.get(g)
+        ))
+        subject_group = rule.subject if rule.subject in rule.regex.groupindex else None
+        slots = {k: v for k, v in values.items() if k not in ("subject", subject_group)}
+        span = Span(m.start(), m.end(), original[m.start():m.end()])
+        explanation = Explanation(
+            stage="pattern", rule_id=rule.id, original_confidence=rule.confidence, final_confidence=final,
+            span=span, context_boost=round(final - rule.confidence, 4), note=None,
+        )
+        return Fact(
+            content=content, category=rule.category, confidence=final, method="pattern",  # type: ignore[arg-type]
+            explanation=explanation, entities=entities, rule_id=rule.id, subject=subject, relation=rule.relation,
+            slots=slots, valid_from=valid_from, valid_to=valid_to,
+        )
+
+    def _subject(self, rule: Rule, values: Mapping[str, str], settings: Settings) -> str | None:
+        if rule.subject == "user":
+            return settings.user_subject
+        if rule.subject == "team":
+            return settings.team_subject
+        raw = values.get(rule.subject)
+        if raw is None:
+            return settings.user_subject
+        kind = self.subjects.get(raw.lower())
+        if kind == "user":
+            return settings.user_subject
+        if kind == "team":
+            return settings.team_subject
+        return None
+
+
+_DEFAULT_SETTINGS = Settings(home=Path("."))
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def _clean(value: str) -> str:
+    value = _SPACES.sub(" ", value).strip(_TRIM_CHARS)
+    return _CJK_GAP.sub("", value)
+
+
+def _parse_template(template: str) -> tuple[_Piece, ...]:
+    """Template text -> pieces; ``[...]`` is an optional section, kept only if all its groups matched."""
+    pieces: list[_Piece] = []
+    pos = 0
+    for m in _OPTIONAL.finditer(template):
+        pieces.extend(_parse_plain(template[pos:m.start()]))
+        pieces.append(_Piece(optional=tuple(_parse_plain(m.group(1)))))
+        pos = m.end()
+    pieces.extend(_parse_plain(template[pos:]))
+    return tuple(pieces)
+
+
+def _parse_plain(text: str) -> list[_Piece]:
+    out: list[_Piece] = []
+    pos = 0
+    for m in _PLACEHOLDER.finditer(text):
+        if m.start() > pos:
+            out.append(_Piece(literal=text[pos:m.start()]))
+        out.append(_Piece(name=m.group(1), lower_first=m.group(2) == "lc"))
+        pos = m.end()
+    if pos < len(text):
+        out.append(_Piece(literal=text[pos:]))
+    return out
+
+
+def _render(pieces: Sequence[_Piece], values: Mapping[str, str]) -> str:
+    return _SPACES.sub(" ", _render_parts(pieces, values)).strip()
+
+
+def _render_parts(pieces: Sequence[_Piece], values: Mapping[str, str]) -> str:
+    parts: list[str] = []
+    for piece in pieces:
+        if piece.optional is not None:
+            if all(p.name is None or values.get(p.name) for p in piece.optional):
+                parts.append(_render_parts(piece.optional, values))
+        elif piece.name is not None:
+            value = values.get(piece.name)
+            if not value:
+                return ""
+            parts.append(value[:1].lower() + value[1:] if piece.lower_first else value)
+        else:
+            parts.append(piece.literal)
+    return "".join(parts)
+
+
+def _check_rule(library: PatternLibrary, rule: Rule) -> list[str]:
+    """What is wrong with a rule's examples, run against the rule alone."""
+    out: list[str] = []
+    for ex in rule.examples:
+        if not any(k in ex.text.translate(_QUOTES).lower() for k in rule.keywords):
+            out.append(f"example {ex.text!r} contains none of the keywords, so the rule never runs on it")
+            continue
+        facts = library.match_rule(rule.id, ex.text, timestamp=EXAMPLE_REFERENCE)
+        got = next((f for f in facts if f.content == ex.fact), None)
+        if got is None:
+            out.append(f"example {ex.text!r}: expected {ex.fact!r}, got {[f.content for f in facts]!r}")
+            continue
+        if ex.entities is not None and tuple(got.entities) != ex.entities:
+            out.append(f"example {ex.text!r}: expected entities {list(ex.entities)!r}, got {list(got.entities)!r}")
+        if ex.slots is not None and dict(got.slots) != dict(ex.slots):
+            out.append(f"example {ex.text!r}: expected slots {dict(ex.slots)!r}, got {dict(got.slots)!r}")
+        if ex.confidence is not None and abs(got.confidence - ex.confidence) > 1e-9:
+            out.append(f"example {ex.text!r}: expected confidence {ex.confidence}, got {got.confidence}")
+        for name, want, have in (("valid_from", ex.valid_from, got.valid_from),
+                                 ("valid_to", ex.valid_to, got.valid_to)):
+            if want is not None and (have is None or have.date().isoformat() != want):
+                out.append(f"example {ex.text!r}: expected {name} {want}, got {have}")
+    for text in rule.counter_examples:
+        facts = library.match_rule(rule.id, text, timestamp=EXAMPLE_REFERENCE)
+        if facts:
+            out.append(f"counter-example {text!r} produces {[f.content for f in facts]!r}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+
+def _strings(value: Any, where: str, what: str, problems: Problems, *, required: bool = True) -> tuple[str, ...]:
+    if value is None and not required:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value) or (
+        required and not value
+    ):
+        problems.add(where, f"{what}: must be a {'non-empty ' if required else ''}list of non-empty strings")
+        return ()
+    return tuple(value)
+
+
+def _expand(pattern: str, defines: Mapping[str, str], where: str, problems: Problems) -> str:
+    """Replace ``{{name}}`` by the file's ``defines`` (which may refer to each other)."""
+    for _ in range(8):
+        if "{{" not in pattern:
+            return pattern
+        missing = [n for n in _DEFINE_REF.findall(pattern) if n not in defines]
+        if missing:
+            problems.add(where, f"regex uses undefined {{{{{missing[0]}}}}}")
+            return pattern
+        pattern = _DEFINE_REF.sub(lambda m: defines[m.group(1)], pattern)
+    problems.add(where, "defines nest too deeply (a cycle?)")
+    return pattern
+
+
+def _examples(value: Any, where: str, problems: Problems) -> tuple[Example, ...]:
+    if not isinstance(value, list) or not value:
+        problems.add(where, "examples: must be a non-empty list of {text, fact} mappings")
+        return ()
+    out: list[Example] = []
+    for n, raw in enumerate(value, 1):
+        at = f"{where}: example #{n}"
+        if not isinstance(raw, dict) or not isinstance(raw.get("text"), str) or not isinstance(raw.get("fact"), str):
+            problems.add(at, "must be a mapping with string 'text' and 'fact'")
+            continue
+        for key in sorted(set(raw) - EXAMPLE_KEYS):
+            problems.add(at, f"unknown key {key!r}")
+        entities = raw.get("entities")
+        slots = raw.get("slots")
+        conf = raw.get("confidence")
+        out.append(Example(
+            text=raw["text"], fact=raw["fact"],
+            entities=tuple(map(str, entities)) if isinstance(entities, list) else None,
+            slots={str(k): str(v) for k, v in slots.items()} if isinstance(slots, dict) else None,
+            confidence=float(conf) if isinstance(conf, (int, float)) and not isinstance(conf, bool) else None,
+            valid_from=str(raw["valid_from"]) if raw.get("valid_from") is not None else None,
+            valid_to=str(raw["valid_to"]) if raw.get("valid_to") is not None else None,
+        ))
+    return tuple(out)
+
+
+def _number(value: Any, where: str, what: str, problems: Problems) -> float | None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value <= 1.0:
+        problems.add(where, f"{what} {value!r} is not a number in 0..1")
+        return None
+    return float(value)
+
+
+def _load_rule(
+    raw: Any, n: int, path: Path, file_data: Mapping[str, Any], seen: dict[str, str], problems: Problems
+) -> Rule | None:
+    where = str(path)
+    if not isinstance(raw, dict):
+        problems.add(f"{where}: rule #{n}", "must be a mapping")
+        return None
+    rule_id = raw.get("id")
+    at = f"{where}: rule {rule_id if isinstance(rule_id, str) and rule_id else '#' + str(n)}"
+    before = len(problems.items)
+    for key in sorted(set(raw) - RULE_KEYS):
+        problems.add(at, f"unknown key {key!r}")
+    if not isinstance(rule_id, str) or not rule_id:
+        problems.add(at, "missing id")
+    elif rule_id in seen:
+        problems.add(at, f"duplicate id (also in {seen[rule_id]})")
+    else:
+        seen[rule_id] = where
+    category = raw.get("category")
+    if category not in CATEGORIES:
+        problems.add(at, f"unknown category {category!r} (one of {', '.join(CATEGORIES)})")
+    language = raw.get("language", file_data.get("language"))
+    if not isinstance(language, str) or not language:
+        problems.add(at, "missing language")
+    confidence = _number(raw.get("confidence"), at, "confidence", problems)
+    boost = _number(raw.get("boost", 0.05 if raw.get("boost_words") else 0.0), at, "boost", problems)
+    relation = raw.get("relation")
+    if not isinstance(relation, str) or not relation:
+        problems.add(at, "missing relation")
+    template = raw.get("template")
+    if not isinstance(template, str) or not template.strip():
+        problems.add(at, "missing template")
+        template = ""
+    keywords = _strings(raw.get("keywords"), at, "keywords", problems)
+    if any(k != k.lower() for k in keywords):
+        problems.add(at, "keywords must be lower-case (they are matched against the lower-cased text)")
+    boost_words = tuple(w.lower() for w in _strings(raw.get("boost_words"), at, "boost_words", problems,
+                                                     required=False))
+    entity_groups = _strings(raw.get("entity_groups"), at, "entity_groups", problems, required=False)
+    counter = _strings(raw.get("counter_examples"), at, "counter_examples", problems)
+    examples = _examples(raw.get("examples"), at, problems)
+    guards = file_data.get("guards") or {}
+    blockers_src = raw.get("blockers", guards.get("blockers"))
+    blockers = None
+    if blockers_src is not None:
+        if isinstance(blockers_src, str):
+            blockers = compile_regex(blockers_src, f"{at}: blockers", problems, regex.IGNORECASE)
+        else:
+            problems.add(at, "blockers: must be a regex string or null")
+    allow_questions = raw.get("allow_questions", False)
+    if not isinstance(allow_questions, bool):
+        problems.add(at, "allow_questions: must be true or false")
+    rx = None
+    if not isinstance(raw.get("regex"), str):
+        problems.add(at, "missing regex")
+    else:
+        # Verbose mode so long rules fold over lines in YAML; a literal space must be written as \s.
+        pattern = _expand(raw["regex"], file_data.get("defines") or {}, at, problems)
+        rx = compile_regex(pattern, at, problems, regex.IGNORECASE | regex.VERBOSE)
+    groups = set(rx.groupindex) if rx is not None else set()
+    subject = raw.get("subject", "user")
+    time_group = raw.get("time_group")
+    time_mode = raw.get("time_mode", "since")
+    pieces: tuple[_Piece, ...] = ()
+    if rx is not None:
+        pieces = _parse_template(template)
+        names = [m.group(1) for m in _PLACEHOLDER.finditer(template)]
+        for name in names:
+            if name not in groups and name not in SPECIAL_PLACEHOLDERS:
+                problems.add(at, f"template names {{{name}}}, which is not a group of the regex")
+        for group in entity_groups:
+            if group not in groups:
+                problems.add(at, f"entity group {group!r} is not a group of the regex")
+        if not isinstance(subject, str) or (subject not in ("user", "team") and subject not in groups):
+            problems.add(at, f"subject {subject!r} must be 'user', 'team' or a group of the regex")
+        if time_group is not None and time_group not in groups:
+            problems.add(at, f"time_group {time_group!r} is not a group of the regex")
+    if time_mode not in TIME_MODES:
+        problems.add(at, f"time_mode {time_mode!r} must be one of {', '.join(TIME_MODES)}")
+    if len(problems.items) > before or rx is None or confidence is None or boost is None:
+        return None
+    return Rule(
+        id=rule_id, category=category, language=language, confidence=confidence, template=template,
+        entity_groups=entity_groups, keywords=tuple(keywords), examples=examples, counter_examples=counter,
+        subject=subject, relation=relation, regex=rx, boost_words=boost_words, boost=boost,
+        time_group=time_group, time_mode=time_mode, blockers=blockers, allow_questions=allow_questions,
+        source=where, pieces=pieces,
+    )
+
+
+def _read_files(patterns_dir: Path, problems: Problems) -> list[tuple[Path, dict[str, Any]]]:
+    """The ``kind: facts`` files of a folder, parsed (other rule files there belong to other modules)."""
+    out = []
+    for path in yaml_files(patterns_dir):
+        data = read_yaml(path, problems)
+        if isinstance(data, dict) and data.get("kind") == "facts":
+            out.append((path, data))
+    return out
+
+
+def _file_header(
+    path: Path, data: dict[str, Any], defines: dict[str, str], subjects: dict[str, str], problems: Problems
+) -> None:
+    """Check a file's top level; merge its ``defines`` and ``subjects`` into the library-wide ones."""
+    where = str(path)
+    for key in sorted(set(data) - FILE_KEYS):
+        problems.add(where, f"unknown key {key!r}")
+    raw_defines = data.get("defines") or {}
+    if not isinstance(raw_defines, dict) or not all(isinstance(v, str) for v in raw_defines.values()):
+        problems.add(where, "defines: must map names to regex fragments")
+    else:
+        for name, fragment in raw_defines.items():
+            if name in defines:
+                problems.add(where, f"defines: {name!r} is defined in two files")
+            defines[name] = fragment
+    raw_subjects = data.get("subjects") or {}
+    if not isinstance(raw_subjects, dict) or set(raw_subjects) - {"user", "team"}:
+        problems.add(where, "subjects: must map 'user' and/or 'team' to lists of words")
+    else:
+        for kind, words in raw_subjects.items():
+            for word in _strings(words, where, f"subjects.{kind}", problems):
+                subjects[word.lower()] = kind
+    guards = data.get("guards") or {}
+    if not isinstance(guards, dict) or set(guards) - {"blockers"}:
+        problems.add(where, "guards: must be a mapping with only 'blockers'")
+        data["guards"] = {}
+
+
+def _load_rules(
+    path: Path, data: dict[str, Any], defines: Mapping[str, str], seen: dict[str, str], problems: Problems
+) -> list[Rule]:
+    rules = data.get("rules")
+    if not isinstance(rules, list) or not rules:
+        problems.add(str(path), "rules: must be a non-empty list")
+        return []
+    context = {**data, "defines": defines}
+    out = []
+    for n, raw in enumerate(rules, 1):
+        rule = _load_rule(raw, n, path, context, seen, problems)
+        if rule is not None:
+            out.append(rule)
+    return out
+
+
+def _build_automaton(rules: Sequence[Rule]) -> Any:
+    automaton = ahocorasick.Automaton()
+    by_keyword: dict[str, list[int]] = {}
+    for index, rule in enumerate(rules):
+        for keyword in rule.keywords:
+            by_keyword.setdefault(keyword, []).append(index)
+    for keyword, indices in by_keyword.items():
+        automaton.add_word(keyword, tuple(sorted(set(indices))))
+    if by_keyword:
+        automaton.make_automaton()
+    return automaton
+
+
+def _build(patterns_dir: Path) -> PatternLibrary:
+    problems = Problems()
+    seen: dict[str, str] = {}
+    subjects: dict[str, str] = {}
+    defines: dict[str, str] = {}
+    rules: list[Rule] = []
+    # Defines and subject words are shared by all files, so a fragment like {{obj}} is written once.
+    files = _read_files(patterns_dir, problems)
+    for path, data in files:
+        _file_header(path, data, defines, subjects, problems)
+    for path, data in files:
+        rules.extend(_load_rules(path, data, defines, seen, problems))
+    # Rules that loaded cleanly still run their examples, so one error lists every problem of every file.
+    library = PatternLibrary(rules=tuple(rules), subjects=subjects, automaton=_build_automaton(rules))
+    for failure in library.check():
+        problems.items.append(failure)
+    problems.raise_if_any()
+    logger.debug("pattern library loaded from %s: %d rules", patterns_dir, len(rules))
+    return library
+
+
+@lru_cache(maxsize=8)
+def _cached_library(patterns_dir: str) -> PatternLibrary:
+    return _build(Path(patterns_dir))

@@ -1,0 +1,162 @@
+"""Temporal normalisation: relative time expressions resolved against a message's timestamp.
+
+:func:`resolve` turns "yesterday", "last Tuesday", "3 weeks ago", "last month", "since March", "in 2023",
+"next Friday" or an ISO date into the absolute period it names, as ``(valid_from, valid_to)``:
+
+- a day, month or year named by the expression gives its first and last instant (``valid_to`` is the last
+  second of the period, inclusive): "last month" on 2024-06-15 is 2024-05-01 00:00 .. 2024-05-31 23:59:59;
+- "since X" / "from X on" is open-ended: ``(start of X, None)``; "until X" is ``(None, end of X)``;
+- anything not understood is ``(None, None)`` - never a guess.
+
+Results carry the reference's timezone (UTC when the reference is naive). Calendar arithmetic for whole
+months and years is done here because ``parsedatetime`` answers "last month" with a single day; day-level
+expressions (weekdays, "N units ago", "tomorrow") go through ``parsedatetime``.
+"""
+
+from __future__ import annotations
+
+import calendar
+from datetime import date, datetime, time, timedelta, timezone, tzinfo
+from functools import lru_cache
+
+import parsedatetime
+import regex
+
+from .types import Span
+
+__all__ = ["find_expressions", "resolve"]
+
+Period = tuple[datetime | None, datetime | None]
+
+MONTHS: dict[str, int] = {}
+for _n, (_full, _abbr) in enumerate(zip(calendar.month_name[1:], calendar.month_abbr[1:], strict=True), 1):
+    MONTHS[_full.lower()] = _n
+    MONTHS[_abbr.lower()] = _n
+MONTHS["sept"] = 9
+_MONTH_RX = "|".join(sorted(MONTHS, key=len, reverse=True))
+_UNIT_RX = r"(?:day|week|month|year|fortnight)s?"
+_NUMBER_RX = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a\s+few|a\s+couple\s+of)"
+_WEEKDAY_RX = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+
+# The expressions :func:`resolve` understands, for finding them in running text.
+_CORE = (
+    rf"(?:yesterday|today|tonight|tomorrow|the\s+day\s+before\s+yesterday"
+    rf"|(?:last|this|next|past)\s+(?:{_WEEKDAY_RX}|week|month|year|weekend|summer|winter|spring|fall|autumn)"
+    rf"|(?:on\s+)?{_WEEKDAY_RX}"
+    rf"|{_NUMBER_RX}\s+{_UNIT_RX}\s+ago"
+    rf"|(?:in\s+|early\s+|late\s+)?(?:{_MONTH_RX})(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?(?:,?\s+(?:19|20)\d\d)?\b"
+    rf"|(?:in\s+)?(?:19|20)\d\d\b"
+    rf"|(?:on\s+)?\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}})?)?)"
+)
+EXPRESSION = regex.compile(
+    rf"(?<![\p{{L}}\p{{N}}])(?:(?:since|from|until|till|as\s+of|starting)\s+)?{_CORE}(?![\p{{L}}\p{{N}}])",
+    regex.IGNORECASE,
+)
+
+_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+                 "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a few": 3, "a couple of": 2}
+_YEAR = regex.compile(r"(?:in\s+)?((?:19|20)\d\d)")
+_MONTH = regex.compile(rf"(?:in\s+|early\s+|late\s+)?({_MONTH_RX})(?:,?\s+((?:19|20)\d\d))?")
+_ISO = regex.compile(r"(?:on\s+)?(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?))?")
+_RELATIVE_PERIOD = regex.compile(r"(last|this|next|past)\s+(week|month|year)")
+_AGO = regex.compile(rf"({_NUMBER_RX})\s+({_UNIT_RX})\s+ago")
+_OPEN = regex.compile(r"(since|from|as\s+of|starting|until|till)\s+(.+)")
+
+
+@lru_cache(maxsize=1)
+def _calendar() -> parsedatetime.Calendar:
+    return parsedatetime.Calendar(version=parsedatetime.VERSION_CONTEXT_STYLE)
+
+
+def _day(d: date, tz: tzinfo) -> tuple[datetime, datetime]:
+    return datetime.combine(d, time.min, tz), datetime.combine(d, time(23, 59, 59), tz)
+
+
+def _month(year: int, month: int, tz: tzinfo) -> tuple[datetime, datetime]:
+    last = calendar.monthrange(year, month)[1]
+    return datetime(year, month, 1, tzinfo=tz), datetime(year, month, last, 23, 59, 59, tzinfo=tz)
+
+
+def _year(year: int, tz: tzinfo) -> tuple[datetime, datetime]:
+    return datetime(year, 1, 1, tzinfo=tz), datetime(year, 12, 31, 23, 59, 59, tzinfo=tz)
+
+
+def _shift_months(year: int, month: int, delta: int) -> tuple[int, int]:
+    index = year * 12 + (month - 1) + delta
+    return index // 12, index % 12 + 1
+
+
+def _period(e: str, ref: datetime) -> tuple[datetime, datetime] | None:
+    """The closed period a (normalised, lower-case) expression names, or None."""
+    tz = ref.tzinfo or timezone.utc
+    today = ref.date()
+    if e in ("today", "tonight"):
+        return _day(today, tz)
+    if e == "the day before yesterday":
+        return _day(today - timedelta(days=2), tz)
+    if m := _ISO.fullmatch(e):
+        try:
+            return _day(date.fromisoformat(m.group(1)), tz)
+        except ValueError:
+            return None
+    if m := _YEAR.fullmatch(e):
+        return _year(int(m.group(1)), tz)
+    if m := _MONTH.fullmatch(e):
+        month = MONTHS[m.group(1)]
+        # Without a year: the most recent such month not after the reference (facts are mostly about the past).
+        year = int(m.group(2)) if m.group(2) else (today.year if month <= today.month else today.year - 1)
+        return _month(year, month, tz)
+    if m := _RELATIVE_PERIOD.fullmatch(e):
+        step = {"last": -1, "past": -1, "this": 0, "next": 1}[m.group(1)]
+        if m.group(2) == "year":
+            return _year(today.year + step, tz)
+        if m.group(2) == "month":
+            return _month(*_shift_months(today.year, today.month, step), tz)
+        monday = today - timedelta(days=today.weekday()) + timedelta(weeks=step)
+        return _day(monday, tz)[0], _day(monday + timedelta(days=6), tz)[1]
+    if m := _AGO.fullmatch(e):
+        n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[regex.sub(r"\s+", " ", m.group(1))]
+        unit = m.group(2).rstrip("s")
+        if unit == "month":
+            y, mo = _shift_months(today.year, today.month, -n)
+            return _day(date(y, mo, min(today.day, calendar.monthrange(y, mo)[1])), tz)
+        if unit == "year":
+            y = today.year - n
+            return _day(date(y, today.month, min(today.day, calendar.monthrange(y, today.month)[1])), tz)
+        days = n * {"day": 1, "week": 7, "fortnight": 14}[unit]
+        return _day(today - timedelta(days=days), tz)
+    # Day-level expressions ("yesterday", "last Tuesday", "next Friday", "on Monday"): parsedatetime.
+    naive = ref.replace(tzinfo=None)
+    parsed, ctx = _calendar().parseDT(e, sourceTime=naive)
+    if not ctx.hasDate:
+        return None
+    return _day(parsed.date(), tz)
+
+
+def _normalise(expression: str) -> str:
+    e = regex.sub(r"\s+", " ", expression.strip().lower())
+    e = e.strip(" .,;:!?")
+    e = regex.sub(r"(\d)(?:st|nd|rd|th)\b", r"\1", e)
+    return e
+
+
+def resolve(expression: str, reference: datetime) -> Period:
+    """``(valid_from, valid_to)`` of ``expression`` relative to ``reference``; ``(None, None)`` if unknown."""
+    ref = reference if reference.tzinfo is not None else reference.replace(tzinfo=timezone.utc)
+    e = _normalise(expression)
+    if not e or EXPRESSION.fullmatch(e) is None:
+        return None, None
+    if m := _OPEN.fullmatch(e):
+        period = _period(m.group(2), ref)
+        if period is None:
+            return None, None
+        if m.group(1) in ("until", "till"):
+            return None, period[1]
+        return period[0], None
+    period = _period(e, ref)
+    return period if period is not None else (None, None)
+
+
+def find_expressions(text: str) -> list[Span]:
+    """Every time expression :func:`resolve` understands, with its character offsets in ``text``."""
+    return [Span(m.start(), m.end(), m.group()) for m in EXPRESSION.finditer(text)]

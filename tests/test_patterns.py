@@ -1,0 +1,313 @@
+"""Pattern library: every rule's own examples, the seed-003 reference scenarios, loader errors, prefilter."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from factforge.errors import PatternError
+from factforge.patterns import EXAMPLE_REFERENCE, PatternLibrary
+from factforge.rulefile import default_patterns_dir
+from factforge.settings import Settings
+from factforge.types import Span
+
+LIB = PatternLibrary.from_dir()
+TS = datetime(2024, 6, 15, 12, 0, tzinfo=timezone.utc)
+
+EXAMPLES = [
+    pytest.param(rule.id, ex.text, ex.fact, id=f"{rule.id}:{n}")
+    for rule in LIB.rules for n, ex in enumerate(rule.examples)
+]
+COUNTERS = [
+    pytest.param(rule.id, text, id=f"{rule.id}:not{n}")
+    for rule in LIB.rules for n, text in enumerate(rule.counter_examples)
+]
+
+
+@pytest.mark.parametrize(("rule_id", "text", "fact"), EXAMPLES)
+def test_rule_example(rule_id: str, text: str, fact: str) -> None:
+    # The rule alone produces the fact, and so does the full library (prefilter included) - possibly from
+    # another rule saying the same thing with more detail (e.g. a temporal rule that also sets valid_from).
+    assert fact in [f.content for f in LIB.match_rule(rule_id, text, timestamp=EXAMPLE_REFERENCE)]
+    facts = LIB.match(text, timestamp=EXAMPLE_REFERENCE)
+    assert fact in [f.content for f in facts], [(f.content, f.rule_id) for f in facts]
+
+
+@pytest.mark.parametrize(("rule_id", "text"), COUNTERS)
+def test_rule_counter_example(rule_id: str, text: str) -> None:
+    assert LIB.match_rule(rule_id, text, timestamp=EXAMPLE_REFERENCE) == []
+    assert all(f.rule_id != rule_id for f in LIB.match(text, timestamp=EXAMPLE_REFERENCE))
+
+
+def test_library_size_and_check() -> None:
+    assert 60 <= len(LIB.rules) <= 120
+    assert LIB.check() == []
+    assert {r.category for r in LIB.rules} >= {
+        "preference", "policy", "technology", "decision", "temporal", "identity", "instruction"}
+    assert {r.language for r in LIB.rules} == {"en", "zh"}
+    assert all(r.keywords and r.examples and r.counter_examples for r in LIB.rules)
+
+
+def test_only_facts_files_are_loaded() -> None:
+    assert {Path(r.source).name for r in LIB.rules}.isdisjoint({"gate.yaml", "injection.yaml", "secrets.yaml"})
+
+
+# ------------------------------------------------------------------------------- reference scenarios
+
+
+def test_scenario_jwt_to_clerk() -> None:
+    text = "We switched from JWT to Clerk for authentication because of compliance requirements"
+    facts = LIB.match(text, timestamp=TS)
+    assert len(facts) == 1
+    (f,) = facts
+    assert f.content == "Team switched from JWT to Clerk"
+    assert f.category == "technology"
+    assert f.confidence == 0.9
+    assert f.method == "pattern"
+    assert f.entities == ("JWT", "Clerk")
+    assert f.subject == "Team"
+    assert f.relation == "switched_to"
+    assert dict(f.slots) == {"old": "JWT", "new": "Clerk"}
+    assert f.rule_id == "tech.switch"
+    e = f.explanation
+    assert (e.stage, e.rule_id, e.original_confidence, e.final_confidence, e.context_boost, e.note) == (
+        "pattern", "tech.switch", 0.9, 0.9, 0.0, None)
+    assert e.span == Span(0, len("We switched from JWT to Clerk"), "We switched from JWT to Clerk")
+    assert f.valid_from is None and f.valid_to is None
+
+
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        ("We migrated from MySQL to Postgres.", "Team switched from MySQL to Postgres"),
+        ("We moved off Jenkins onto GitHub Actions", "Team switched from Jenkins to GitHub Actions"),
+        ("We replaced Redux with Zustand last sprint.", "Team switched from Redux to Zustand"),
+        ("I switched from JWT to Clerk.", "User switched from JWT to Clerk"),
+    ],
+)
+def test_switch_variants(text: str, content: str) -> None:
+    assert [(f.content, f.category, f.relation) for f in LIB.match(text)] == [(content, "technology", "switched_to")]
+
+
+def test_scenario_nativewind_workaround() -> None:
+    (f,) = LIB.match("I found a workaround for NativeWind v4 by using className prop directly")
+    assert f.content == "Found workaround for NativeWind v4 by using className prop directly"
+    assert f.category == "decision"
+    assert f.confidence == 0.85
+    assert f.method == "pattern"
+    assert "NativeWind v4" in f.entities
+
+
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        ("Always add null checks before accessing nested properties in PR reviews",
+         "Team policy: always add null checks before accessing nested properties"),
+        ("Please always check for null before dereferencing",
+         "Team policy: always check for null before dereferencing"),
+        ("We require null checks in every PR", "Team policy: require null checks in every PR"),
+    ],
+)
+def test_scenario_null_check_policy(text: str, content: str) -> None:
+    (f,) = LIB.match(text)
+    assert (f.content, f.category, f.confidence, f.method, f.subject) == (content, "policy", 0.85, "pattern", "Team")
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "category"),
+    [
+        ("I prefer dark mode over light mode", "User prefers dark mode over light mode", "preference"),
+        ("I like tabs", "User likes tabs", "preference"),
+        ("I love hiking", "User loves hiking", "preference"),
+        ("My favorite editor is Vim", "User's favorite editor is Vim", "preference"),
+        ("I hate meetings", "User dislikes meetings", "preference"),
+        ("I dislike Java", "User dislikes Java", "preference"),
+        ("I use Vim.", "User uses Vim", "technology"),
+        ("My name is Alice", "User's name is Alice", "identity"),
+        ("I work at Acme", "User works at Acme", "identity"),
+        ("I'm a data engineer", "User is a data engineer", "identity"),
+        ("I live in Berlin", "User lives in Berlin", "identity"),
+        ("I have two dogs", "User has two dogs", "identity"),
+        ("Always respond in Spanish", "User instruction: respond in Spanish", "instruction"),
+        ("Don't use emojis", "User instruction: don't use emojis", "instruction"),
+        ("Call me Sam", "User wants to be called Sam", "instruction"),
+        ("We decided to use Redis for caching", "Team decided to use Redis for caching", "decision"),
+        ("Let's go with option B", "Team decided to go with option B", "decision"),
+        ("We chose Postgres over MySQL because it scales",
+         "Team chose Postgres over MySQL because it scales", "decision"),
+        ("I love to bake cookies.", "User loves to bake cookies", "preference"),
+        ("I have a dog named Max.", "User has a dog named Max", "identity"),
+        ("My favorite color is blue.", "User's favorite color is blue", "preference"),
+        ("I am a teacher.", "User is a teacher", "identity"),
+        ("我喜欢喝咖啡", "User likes 喝咖啡", "preference"),
+        ("我们从MySQL迁移到了PostgreSQL", "Team switched from MySQL to PostgreSQL", "technology"),
+        ("我叫李明", "User's name is 李明", "identity"),
+        ("我住在上海", "User lives in 上海", "identity"),
+    ],
+)
+def test_required_outputs(text: str, content: str, category: str) -> None:
+    facts = LIB.match(text)
+    assert [(f.content, f.category) for f in facts] == [(content, category)]
+    assert facts[0].confidence >= 0.85
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "valid_from", "valid_to"),
+    [
+        ("I started at Acme last month", "User started at Acme", datetime(2024, 5, 1, tzinfo=timezone.utc), None),
+        ("We deployed v2 yesterday", "Team deployed v2", datetime(2024, 6, 14, tzinfo=timezone.utc),
+         datetime(2024, 6, 14, 23, 59, 59, tzinfo=timezone.utc)),
+        ("Since March I've been using Neovim", "User has been using Neovim",
+         datetime(2024, 3, 1, tzinfo=timezone.utc), None),
+    ],
+)
+def test_temporal_facts(text: str, content: str, valid_from: datetime, valid_to: datetime | None) -> None:
+    (f,) = LIB.match(text, timestamp=TS)
+    assert (f.content, f.category, f.valid_from, f.valid_to) == (content, "temporal", valid_from, valid_to)
+
+
+def test_one_sentence_several_facts() -> None:
+    facts = LIB.match("We use PostgreSQL for the database and Redis for caching")
+    assert [f.content for f in facts] == ["Team uses PostgreSQL for the database", "Team uses Redis for caching"]
+    assert [f.entities for f in facts] == [("PostgreSQL",), ("Redis",)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Do you prefer tabs?",
+        "Should we switch to Clerk?",
+        "If we switched from JWT to Clerk, would login break?",
+        "My friend likes jazz.",
+        "I'd like to know how this works.",
+        "I like that idea",
+        "Thanks, that helps!",
+        "Have you heard of Deno?",
+        "你喜欢喝咖啡吗？",
+    ],
+)
+def test_no_fact(text: str) -> None:
+    assert LIB.match(text) == []
+
+
+def test_subjects_follow_settings() -> None:
+    settings = Settings(home=Path("."), user_subject="Ana", team_subject="Crew")
+    assert [f.content for f in LIB.match("I like tabs. We use Go.", settings=settings)] == [
+        "Ana likes tabs", "Crew uses Go"]
+
+
+def test_context_boost_is_explained() -> None:
+    (f,) = LIB.match("We use Redis as a cache in production.")
+    assert f.confidence == 0.9
+    assert f.explanation.original_confidence == 0.85 and f.explanation.context_boost == 0.05
+
+
+def test_identical_content_returned_once() -> None:
+    facts = LIB.match("I like tabs. Honestly, I like tabs!")
+    assert [f.content for f in facts] == ["User likes tabs"]
+
+
+def test_span_points_into_original_text() -> None:
+    text = "Hello there. I’m a data engineer."  # curly apostrophe is handled
+    (f,) = LIB.match(text)
+    span = f.explanation.span
+    assert span is not None and text[span.start:span.end] == span.text and span.text.startswith("I’m")
+
+
+# ----------------------------------------------------------------------------------------- prefilter
+
+
+def test_prefilter_agrees_with_running_every_rule() -> None:
+    texts = [ex.text for r in LIB.rules for ex in r.examples] + [t for r in LIB.rules for t in r.counter_examples]
+    texts += ["", "ok", "We switched from JWT to Clerk. I love hiking! 我叫李明。"]
+    for text in texts:
+        with_filter = [(f.content, f.rule_id, f.confidence) for f in LIB.match(text, timestamp=TS)]
+        without = [(f.content, f.rule_id, f.confidence) for f in LIB.match_all_rules(text, timestamp=TS)]
+        assert with_filter == without, text
+
+
+# ------------------------------------------------------------------------------------------- loading
+
+BROKEN = """\
+kind: facts
+language: en
+rules:
+  - id: bad.regex
+    category: preference
+    relation: likes
+    confidence: 0.8
+    keywords: [like]
+    regex: 'I\\s+like\\s+(?P<obj>[a-z+'
+    template: "User likes {obj}"
+    examples: [{text: I like tea, fact: User likes tea}]
+    counter_examples: [No.]
+  - id: bad.template
+    category: preference
+    relation: likes
+    confidence: 0.8
+    keywords: [like]
+    regex: 'I\\s+like\\s+(?P<obj>\\w+)'
+    template: "User likes {thing}"
+    examples: [{text: I like tea, fact: User likes tea}]
+    counter_examples: [No.]
+  - id: bad.category
+    category: hobby
+    relation: likes
+    confidence: 1.5
+    keywords: [like]
+    regex: 'I\\s+like\\s+(?P<obj>\\w+)'
+    template: "User likes {obj}"
+    examples: [{text: I like tea, fact: User likes tea}]
+    counter_examples: [No.]
+  - id: bad.example
+    category: preference
+    relation: likes
+    confidence: 0.8
+    keywords: [like]
+    regex: 'I\\s+like\\s+(?P<obj>\\w+)'
+    template: "User likes {obj}"
+    examples: [{text: I like tea, fact: User likes coffee}]
+    counter_examples: [I like jazz]
+  - id: bad.example
+    category: preference
+    relation: likes
+    confidence: 0.8
+    keywords: [love]
+    regex: 'I\\s+love\\s+(?P<obj>\\w+)'
+    template: "User loves {obj}"
+    examples: [{text: I love tea, fact: User loves tea}]
+    counter_examples: [No.]
+"""
+
+
+def test_broken_file_reports_every_problem_at_once(tmp_path: Path) -> None:
+    shutil.copy(default_patterns_dir() / "preference.yaml", tmp_path / "preference.yaml")
+    (tmp_path / "broken.yaml").write_text(BROKEN, encoding="utf-8")
+    (tmp_path / "gate.yaml").write_text("not: facts\n", encoding="utf-8")  # other modules' files are ignored
+    with pytest.raises(PatternError) as info:
+        PatternLibrary.from_dir(tmp_path)
+    message = str(info.value)
+    assert "broken.yaml" in message
+    for expected in (
+        "rule bad.regex: regex does not compile",
+        "rule bad.template: template names {thing}",
+        "rule bad.category: unknown category 'hobby'",
+        "rule bad.category: confidence 1.5",
+        "rule bad.example: example 'I like tea': expected 'User likes coffee'",
+        "rule bad.example: counter-example 'I like jazz' produces",
+        "rule bad.example: duplicate id",
+    ):
+        assert expected in message, expected
+    assert "preference.yaml" not in message
+    assert "gate.yaml" not in message
+
+
+def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
+    shutil.copy(default_patterns_dir() / "preference.yaml", tmp_path / "preference.yaml")
+    lib = PatternLibrary.from_dir(tmp_path)
+    assert lib is PatternLibrary.from_dir(tmp_path)
+    assert {r.category for r in lib.rules} == {"preference"}
+    assert [f.content for f in lib.match("I like tabs")] == ["User likes tabs"]

@@ -1,0 +1,70 @@
+"""Temporal normalisation against a fixed reference (Saturday 2024-06-15 12:00 UTC)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from factforge.temporal import find_expressions, resolve
+
+REF = datetime(2024, 6, 15, 12, 0, tzinfo=timezone.utc)
+UTC = timezone.utc
+
+
+def day(y: int, m: int, d: int, end: bool = False, tz: timezone = UTC) -> datetime:
+    return datetime(y, m, d, 23, 59, 59, tzinfo=tz) if end else datetime(y, m, d, tzinfo=tz)
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("yesterday", (day(2024, 6, 14), day(2024, 6, 14, True))),
+        ("today", (day(2024, 6, 15), day(2024, 6, 15, True))),
+        ("last Tuesday", (day(2024, 6, 11), day(2024, 6, 11, True))),
+        ("3 weeks ago", (day(2024, 5, 25), day(2024, 5, 25, True))),
+        ("two days ago", (day(2024, 6, 13), day(2024, 6, 13, True))),
+        ("last month", (day(2024, 5, 1), day(2024, 5, 31, True))),
+        ("last week", (day(2024, 6, 3), day(2024, 6, 9, True))),
+        ("last year", (day(2023, 1, 1), day(2023, 12, 31, True))),
+        ("since March", (day(2024, 3, 1), None)),
+        ("since September", (day(2023, 9, 1), None)),  # the most recent September not after the reference
+        ("since 2020", (day(2020, 1, 1), None)),
+        ("until May 2024", (None, day(2024, 5, 31, True))),
+        ("in 2023", (day(2023, 1, 1), day(2023, 12, 31, True))),
+        ("next Friday", (day(2024, 6, 21), day(2024, 6, 21, True))),
+        ("2023-04-05", (day(2023, 4, 5), day(2023, 4, 5, True))),
+        ("on 2023-04-05", (day(2023, 4, 5), day(2023, 4, 5, True))),
+        ("  Last Month. ", (day(2024, 5, 1), day(2024, 5, 31, True))),
+        ("hello world", (None, None)),
+        ("recently", (None, None)),
+        ("", (None, None)),
+        ("2023-02-30", (None, None)),
+    ],
+)
+def test_resolve(expression: str, expected: tuple[datetime | None, datetime | None]) -> None:
+    assert resolve(expression, REF) == expected
+
+
+def test_naive_reference_is_utc() -> None:
+    assert resolve("yesterday", REF.replace(tzinfo=None)) == (day(2024, 6, 14), day(2024, 6, 14, True))
+
+
+def test_results_keep_the_reference_timezone() -> None:
+    tz = timezone(timedelta(hours=8))
+    start, end = resolve("yesterday", datetime(2024, 6, 15, 1, 0, tzinfo=tz))
+    assert start == day(2024, 6, 14, tz=tz) and end == day(2024, 6, 14, True, tz=tz)
+    assert start is not None and start.utcoffset() == timedelta(hours=8)
+
+
+def test_month_boundaries() -> None:
+    assert resolve("last month", datetime(2024, 3, 31, tzinfo=UTC)) == (day(2024, 2, 1), day(2024, 2, 29, True))
+    assert resolve("last month", datetime(2024, 1, 10, tzinfo=UTC)) == (day(2023, 12, 1), day(2023, 12, 31, True))
+
+
+def test_find_expressions() -> None:
+    text = "Since March I've used Neovim; we deployed v2 yesterday and fixed it 3 weeks ago."
+    found = [(s.text, text[s.start:s.end]) for s in find_expressions(text)]
+    assert [t for t, _ in found] == ["Since March", "yesterday", "3 weeks ago"]
+    assert all(t == sliced for t, sliced in found)
+    assert find_expressions("nothing temporal here") == []
