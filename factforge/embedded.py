@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,7 +112,9 @@ def ensure_server(home: Path) -> str:
             PostgresServer._instances.pop(pgdata, None)
         started = time.perf_counter()
         try:
-            with _utf8_locale():
+            with _utf8_locale(), warnings.catch_warnings():
+                # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); its /tmp fallback is fine.
+                warnings.simplefilter("ignore")
                 server = get_server(pgdata, cleanup_mode=None)
         except Exception as exc:  # noqa: BLE001 - anything the wheel raises becomes one clear error
             detail = getattr(exc, "stderr", None) or getattr(exc, "output", None) or exc
