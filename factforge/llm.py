@@ -50,7 +50,7 @@ __all__ = [
 logger = logging.getLogger("factforge.llm")
 
 # Retries after the first attempt when the reply cannot be parsed (so at most 3 calls per request).
-MAX_RETRIES = 2
+MAX_RETRIES = 1  # seed 002 / issue 4: one correction round quoting the parse error, then the queue
 
 # Handed to Ollama as ``format=``: constrained decoding makes a broken reply rare, parse_reply still checks.
 EXTRACTION_SCHEMA: dict[str, Any] = {

@@ -52,7 +52,8 @@ REJECTION_REASONS: tuple[str, ...] = (
     "instruction_injection",  # content reads like a prompt injection
     "question",             # content is a restated question, not a fact
     "ungrounded_entity",    # an entity the fact or the entity list names does not occur in the source
-    "ungrounded",           # none of the fact's content words occur in the source
+    "ungrounded",           # under 30% of the fact's content words occur in the source
+    "trivial",              # about the conversation, not the world ("User asked about the weather")
     "low_confidence",       # below settings.medium_confidence
     "duplicate",            # same content / name / edge twice in one reply
     "stoplisted",           # an entity that is only social talk ("thanks", "good morning")
@@ -69,6 +70,19 @@ _CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
 _SENTENCE = regex.compile(r"[^\n.!?。！？]+[.!?。！？]*")
 _NON_ALNUM = regex.compile(r"[^\p{L}\p{N}]+")
 _LABEL_OK = regex.compile(r"[a-z][a-z0-9_]*")
+
+
+MIN_GROUNDED_SHARE = 0.3
+
+
+@lru_cache(maxsize=1)
+def _trivial_rx() -> Any:
+    """Facts about the conversation rather than the world ("User asked about the weather"), from a data file."""
+    import regex
+
+    lines = resources.files("factforge").joinpath("prompts/trivial_facts.txt").read_text(encoding="utf-8")
+    parts = [ln.strip() for ln in lines.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return regex.compile("|".join(f"(?:{p})" for p in parts) or "(?!)", regex.IGNORECASE)
 
 
 @lru_cache(maxsize=1)
@@ -306,8 +320,11 @@ def _validate_fact(
         return reject("ungrounded_entity")
     terms = source.content_terms(content)
     grounded = [t for t in terms if source.has_term(t)]
-    if not grounded:
+    # Seed 002: at least 30% of the fact's significant words (CJK bigrams) must come from the source.
+    if not grounded or len(grounded) < MIN_GROUNDED_SHARE * len(terms):
         return reject("ungrounded")
+    if _trivial_rx().search(content):
+        return reject("trivial")
     if confidence < settings.medium_confidence:
         return reject("low_confidence")
 
@@ -334,5 +351,6 @@ def _validate_fact(
         ),
         entities=tuple(entity_names),
         subject=_subject(content, settings),
-        valid_from=timestamp,
+        # Only events carry the message time as their start; a preference is not "valid from" when it was said.
+        valid_from=timestamp if category == "temporal" else None,
     )

@@ -150,11 +150,25 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, {"error": f"404 page not found: {self.path}"})
 
+    def _stream(self, model: str, answer: Reply) -> None:
+        """Ollama's streaming form: NDJSON chunks of the message, then a final chunk with the counts."""
+        text = answer.content
+        step = max(1, len(text) // 3)
+        chunks = [text[i:i + step] for i in range(0, len(text), step)] or [""]
+        lines = [{"model": model, "created_at": _now(), "message": {"role": "assistant", "content": c},
+                  "done": False} for c in chunks]
+        lines.append({"model": model, "created_at": _now(), "message": {"role": "assistant", "content": ""},
+                      "done": True, "done_reason": "stop", "prompt_eval_count": answer.prompt_eval_count,
+                      "eval_count": answer.eval_count})
+        data = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def _chat(self, body: Any) -> None:
         fake = self.server.fake
-        if isinstance(body, dict) and body.get("stream"):
-            self._send(400, {"error": "fake ollama answers non-streaming requests only"})
-            return
         answer = fake._next()
         if isinstance(answer, Delay):
             fake._stop.wait(answer.seconds)
@@ -163,8 +177,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(answer.status, {"error": answer.message})
             return
         assert isinstance(answer, Reply)
+        model = body.get("model", "") if isinstance(body, dict) else ""
+        if isinstance(body, dict) and body.get("stream", True) is not False:
+            self._stream(model, answer)
+            return
         self._send(200, {
-            "model": body.get("model", "") if isinstance(body, dict) else "",
+            "model": model,
             "created_at": _now(),
             "message": {"role": "assistant", "content": answer.content},
             "done": True,

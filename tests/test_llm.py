@@ -158,11 +158,11 @@ def test_broken_reply_is_retried_with_the_parse_error(
     assert retry["content"].endswith("Reply with JSON only matching the schema.")
 
 
-def test_broken_three_times_raises_parse_error(fake: FakeOllama, settings: Settings) -> None:
-    fake.script("{not json", "still {not json", "```json\n{]\n```", GOOD)
-    with pytest.raises(LLMParseError, match="3 attempts"):
+def test_broken_twice_raises_parse_error(fake: FakeOllama, settings: Settings) -> None:
+    fake.script("{not json", "```json\n{]\n```", GOOD)
+    with pytest.raises(LLMParseError, match="2 attempts"):
         _extract(settings)
-    assert len(fake.chat_requests) == 3 and fake.pending == 1
+    assert len(fake.chat_requests) == 2 and fake.pending == 1
 
 
 def test_async_client_retries_and_validates_the_same_way(fake: FakeOllama, settings: Settings) -> None:
@@ -361,11 +361,21 @@ def test_cjk_fact_is_grounded_by_bigrams() -> None:
     assert [f.content for f in facts] == ["团队决定迁移到PostgreSQL"] and rejections == {"ungrounded": 1}
 
 
-def test_timestamp_becomes_valid_from() -> None:
+def test_timestamp_becomes_valid_from_of_events_only() -> None:
     when = datetime(2025, 1, 2, tzinfo=timezone.utc)
-    facts, _, _, _ = validate_items({"facts": [_fact("Team moved billing to PostgreSQL")]}, SOURCE,
+    event = dict(_fact("Team moved billing to PostgreSQL"), category="temporal")
+    facts, _, _, _ = validate_items({"facts": [event, _fact("Team moved billing to PostgreSQL again")]}, SOURCE,
                                     timestamp=when, settings=Settings(home=Path("/nonexistent")))
-    assert facts[0].valid_from == when
+    assert facts[0].valid_from == when and facts[1].valid_from is None
+
+
+def test_trivial_and_weakly_grounded_facts_are_rejected() -> None:
+    facts, _, _, rejections = validate_items(
+        {"facts": [_fact("User asked about the billing service"),
+                   _fact("Team operates billing with Kubernetes, Terraform, Grafana and Vault clusters")]},
+        SOURCE, settings=Settings(home=Path("/nonexistent")))
+    assert facts == () or list(facts) == []
+    assert rejections["trivial"] == 1 and rejections["ungrounded"] == 1
 
 
 # ------------------------------------------------------------------------------------ parsing and merge
@@ -438,3 +448,13 @@ def test_fake_embed_is_deterministic(fake: FakeOllama) -> None:
 def test_fake_without_script_answers_500(fake: FakeOllama, settings: Settings) -> None:
     with pytest.raises(LLMError, match="no scripted answer"):
         _extract(settings)
+
+
+def test_fake_server_speaks_streaming_chat_to_the_real_client(fake: FakeOllama) -> None:
+    import ollama
+
+    fake.script(Reply('{"facts": []}', prompt_eval_count=7, eval_count=3))
+    parts = list(ollama.Client(host=fake.url).chat(model="llama3.2", messages=[{"role": "user", "content": "hi"}],
+                                                    stream=True))
+    assert "".join(p.message.content for p in parts) == '{"facts": []}'
+    assert parts[-1].done and parts[-1].eval_count == 3

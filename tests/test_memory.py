@@ -76,7 +76,7 @@ def test_unanswered_turn_is_queued_then_the_llm_fills_it(memory: Memory, fake: F
     assert memory.store.top_misses(5)[0].text == UNANSWERED
 
 
-def test_ollama_down_keeps_the_work_queued_and_patterns_keep_working(settings: Settings) -> None:
+def test_ollama_down_keeps_the_work_queued_and_patterns_keep_working(settings: Settings, fake: FakeOllama) -> None:
     down = settings.with_(ollama_host="http://127.0.0.1:9")
     with Memory(settings=down, llm=OllamaLLM(down), embedder=None, background=False) as m:
         r = m.remember(user=UNANSWERED, agent_id="ops")
@@ -88,11 +88,18 @@ def test_ollama_down_keeps_the_work_queued_and_patterns_keep_working(settings: S
         assert item["attempts"] == 0 and item["last_error"]
         ok = m.remember(user="I prefer dark mode over light mode", agent_id="ops")
         assert [f.content for f in ok.facts] == ["User prefers dark mode over light mode"]
+        m.store._all("UPDATE extraction_queue SET next_try_at = now() RETURNING id")
+    # Ollama is back: a later drain empties the queue and stores the facts.
+    fake.script(Reply(json.dumps(LLM_REPLY)))
+    with Memory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=False) as m:
+        report = m.drain()
+        assert (report.processed, report.stored_facts) == (1, 1)
+        assert m.store.queue_counts() == {"pending": 0, "processing": 0, "done": 1, "failed": 0}
 
 
 def test_broken_replies_retry_and_then_fail_without_losing_the_turn(memory: Memory, fake: FakeOllama) -> None:
     memory.remember(user=UNANSWERED, agent_id="ops")
-    fake.script(Reply("{not json"), Reply("still not json"), Reply("```json\n{]\n```"))
+    fake.script(Reply("{not json"), Reply("```json\n{]\n```"))
     report = memory.drain()
     assert report.retried_later == 1 and report.stored_facts == 0
     assert memory.store.queue_counts()["pending"] == 1  # backing off, not lost
@@ -177,3 +184,16 @@ def test_search_finds_facts_by_meaning_and_keyword(settings: Settings) -> None:
         other = m.search("dark mode", agent_id="someone-else", team_id="platform")
         assert other and all(h.visibility == "team" for h in other)  # dev's private preference stays private
         assert m.search("dark mode", agent_id="someone-else", team_id="elsewhere") == []
+
+
+def test_remember_does_not_wait_for_the_llm_unless_asked(settings: Settings, fake: FakeOllama) -> None:
+    from tests.fake_ollama import Delay
+
+    fake.script(Delay(0.8, Reply(json.dumps(LLM_REPLY))), Reply(json.dumps(LLM_REPLY)))
+    with Memory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=True) as m:
+        r = m.remember(user=UNANSWERED, agent_id="ops")
+        assert r.queued and m.facts(agent_id="ops") == []  # returned while the LLM is still busy
+        m.wait(10)
+        assert [f.method for f in m.facts(agent_id="ops")] == ["llm"]
+        waited = m.remember(user=UNANSWERED + " again tonight", agent_id="ops", wait_for_llm=True)
+        assert waited.queued and m.store.queue_counts()["done"] == 2
