@@ -77,9 +77,10 @@ def parse_inline(reply: str) -> InlineResult:
             except ValueError:
                 skipped.append((tag, f"confidence {attrs.get('confidence')!r} is not a number"))
                 return ""
-            if not 0.0 <= conf <= 1.0:
-                skipped.append((tag, f"confidence {conf} is outside 0..1"))
+            if conf != conf:  # NaN
+                skipped.append((tag, "confidence is not a number"))
                 return ""
+            conf = min(1.0, max(0.0, conf))  # clamped, like LLM confidences
             names = tuple(n.strip() for n in attrs.get("entities", "").split(",") if n.strip())
             facts.append(Fact(
                 content=body, category=category, confidence=conf, method="inline",  # type: ignore[arg-type]
