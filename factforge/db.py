@@ -39,11 +39,16 @@ def database_url(settings: Settings) -> str:
 
 def describe_connect_error(exc: Exception, url: str) -> str:
     """A one-line, actionable description of a failed connection (never the password)."""
-    from sqlalchemy.engine import make_url
+    from urllib.parse import urlsplit, urlunsplit
 
     try:
-        safe = make_url(sqlalchemy_url(url)).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001
+        parts = urlsplit(sqlalchemy_url(url))
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, host = netloc.rsplit("@", 1)
+            netloc = f"{userinfo.split(':', 1)[0]}:***@{host}" if ":" in userinfo else netloc
+        safe = urlunsplit(("postgresql", netloc, parts.path, parts.query, ""))
+    except ValueError:
         safe = "<url>"
     msg = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     first = msg[0] if msg else type(exc).__name__
@@ -118,7 +123,7 @@ def downgrade(url: str, revision: str) -> None:
         raise SchemaError(f"schema downgrade failed: {str(getattr(exc, 'orig', None) or exc).strip()}") from None
 
 
-def ensure_schema(url: str, settings: Settings) -> None:
+def ensure_schema(url: str, settings: Settings, *, check_embedder: bool = True) -> None:
     """Migrate a new or older database to head, then check it matches the configured embedder."""
     if current_revision(url) != _script_head():
         upgrade(url, settings)
@@ -129,7 +134,7 @@ def ensure_schema(url: str, settings: Settings) -> None:
     if "embed_dim" not in meta:
         raise SchemaError("factforge_meta is empty: the schema was not created by factforge")
     dim, model = int(meta["embed_dim"]), meta.get("embed_model")
-    if settings.embedder != "none" and dim != settings.embed_dim:
+    if check_embedder and settings.embedder != "none" and dim != settings.embed_dim:
         raise EmbeddingMismatchError(
             f"the database stores {dim}-dimensional embeddings ({model}) but the configured embedder makes "
             f"{settings.embed_dim}: use the same FACTFORGE_EMBEDDER/FACTFORGE_EMBED_MODEL, or migrate with "

@@ -141,45 +141,31 @@ def make_embedder(settings: Settings) -> Embedder | None:
 
 def backfill(url: str, embedder: Embedder, *, batch: int = 64) -> int:
     """Embed every fact stored without a vector (e.g. written while the embedder was down)."""
-    import psycopg
-    from pgvector.psycopg import register_vector
+    from .settings import get_settings
+    from .store import Store
 
-    from .db import conninfo
-
-    done = 0
-    with psycopg.connect(conninfo(url), autocommit=True) as conn:
-        register_vector(conn)
+    store = Store.open(get_settings().with_(database_url=url), check_embedder=False)
+    try:
+        done = 0
         while True:
-            rows = conn.execute("SELECT id, content FROM facts WHERE embedding IS NULL ORDER BY created_at "
-                                "LIMIT %s", (batch,)).fetchall()
+            rows = store.facts_without_embedding(batch)
             if not rows:
                 return done
-            vectors = embedder.embed([r[1] for r in rows])
-            import numpy as np
-
-            with conn.transaction():
-                for (fid, _), vec in zip(rows, vectors):
-                    conn.execute("UPDATE facts SET embedding = %s, embedding_model = %s WHERE id = %s",
-                                 (np.array(vec, dtype=np.float32), embedder.model, fid))
+            vectors = embedder.embed([content for _, content in rows])
+            store.set_embeddings([(fid, vec) for (fid, _), vec in zip(rows, vectors)], embedder.model)
             done += len(rows)
+    finally:
+        store.close()
 
 
 def reset_embeddings(url: str, embedder: Embedder) -> int:
     """Switch the schema to ``embedder``: the vector column takes its dimension (re-created if it differs),
     vectors made by any other model are dropped, and :func:`backfill` then re-embeds those facts."""
-    import psycopg
+    from .settings import get_settings
+    from .store import Store
 
-    from .db import conninfo
-
-    with psycopg.connect(conninfo(url)) as conn:
-        meta = dict(conn.execute("SELECT key, value FROM factforge_meta").fetchall())
-        if int(meta.get("embed_dim", 0)) != embedder.dim:
-            conn.execute("DROP INDEX IF EXISTS facts_embedding_hnsw")
-            conn.execute(f"ALTER TABLE facts ALTER COLUMN embedding TYPE vector({int(embedder.dim)}) USING NULL")
-            conn.execute("UPDATE facts SET embedding_model = NULL")
-            conn.execute("CREATE INDEX facts_embedding_hnsw ON facts USING hnsw (embedding vector_cosine_ops)")
-        cur = conn.execute("UPDATE facts SET embedding = NULL, embedding_model = NULL "
-                           "WHERE embedding_model IS DISTINCT FROM %s", (embedder.model,))
-        conn.execute("UPDATE factforge_meta SET value = %s WHERE key = 'embed_dim'", (str(embedder.dim),))
-        conn.execute("UPDATE factforge_meta SET value = %s WHERE key = 'embed_model'", (embedder.model,))
-        return cur.rowcount
+    store = Store.open(get_settings().with_(database_url=url), check_embedder=False)
+    try:
+        return store.reset_embedding_column(embedder.dim, embedder.model)
+    finally:
+        store.close()

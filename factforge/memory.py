@@ -329,6 +329,8 @@ class Memory:
     ) -> list[StoredFact]:
         if not facts and not entities:
             return []
+        # Facts the rules imply ("switched from JWT to Clerk" -> "Team uses Clerk"), stored beside them.
+        facts = list(facts) + self.store.rules.implied(facts)
         vectors = self._embed([f.content for f in facts])
         groups: dict[str, list[int]] = {}
         for i, fact in enumerate(facts):

@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import re
+import time
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -39,17 +40,44 @@ __all__ = ["Provenance", "QueueItem", "Miss", "Scope", "Store", "StoredFact", "c
 
 _PUNCT_END = re.compile(r"[\s.!?;:,。！？；：，]+$")
 _SPACES = re.compile(r"\s+")
+_ARTICLES = re.compile(r"\b(?:a|an|the)\s+")
 
 
 def normalize_content(content: str) -> str:
-    """The form two facts are compared in: NFKC, case-folded, single spaces, no trailing punctuation."""
+    """The form two facts are compared in: NFKC, case-folded, single spaces, no articles, no trailing
+    punctuation ("The user prefers the dark mode." and "User prefers dark mode" are the same fact)."""
     text = unicodedata.normalize("NFKC", content).casefold().strip()
     text = _SPACES.sub(" ", text)
+    text = _ARTICLES.sub("", text)
     return _PUNCT_END.sub("", text)
 
 
 def content_hash(content: str) -> str:
     return hashlib.sha256(normalize_content(content).encode("utf-8")).hexdigest()
+
+
+MAX_TX_ATTEMPTS = 5
+RETRY_SQLSTATES = frozenset({"40001", "40P01", "23505"})  # serialization failure, deadlock, unique race
+
+
+def check_fact(fact: Fact) -> None:
+    """Reject values the database would refuse, with a clear error, before any SQL runs."""
+    from .types import CATEGORIES, METHODS
+
+    if not isinstance(fact.content, str) or not fact.content.strip():
+        raise ValidationError("a fact needs non-empty content")
+    for name, value in (("content", fact.content), ("subject", fact.subject), ("relation", fact.relation),
+                        ("rule_id", fact.rule_id), *((f"entity {e!r}", e) for e in fact.entities)):
+        if value is not None and "\x00" in value:
+            raise ValidationError(f"fact {name} contains a NUL byte")
+    if fact.category not in CATEGORIES:
+        raise ValidationError(f"category {fact.category!r} must be one of {', '.join(CATEGORIES)}")
+    if fact.method not in METHODS:
+        raise ValidationError(f"extraction method {fact.method!r} must be one of {', '.join(METHODS)}")
+    if not isinstance(fact.confidence, (int, float)) or not 0.0 <= float(fact.confidence) <= 1.0:
+        raise ValidationError(f"confidence {fact.confidence!r} must be between 0 and 1")
+    if fact.valid_from and fact.valid_to and fact.valid_to < fact.valid_from:
+        raise ValidationError("valid_to is before valid_from")
 
 
 def normalize_entity(name: str) -> str:
@@ -179,14 +207,14 @@ class Store:
         self.rules = SupersessionRules.from_dir(settings.patterns_dir)
 
     @classmethod
-    def open(cls, settings: Settings) -> Store:
+    def open(cls, settings: Settings, *, check_embedder: bool = True) -> Store:
         from sqlalchemy import create_engine, event
         from sqlalchemy.exc import SQLAlchemyError
 
         from . import db
 
         url = db.database_url(settings)
-        db.ensure_schema(url, settings)
+        db.ensure_schema(url, settings, check_embedder=check_embedder)
         try:
             engine = create_engine(url, pool_size=4, max_overflow=4, pool_pre_ping=True)
 
@@ -279,17 +307,31 @@ class Store:
         """Store facts in one transaction; the same fact again becomes a mention, never a duplicate row."""
         if embeddings is not None and len(embeddings) != len(facts):
             raise ValidationError(f"{len(facts)} facts but {len(embeddings)} embeddings")
-        out: list[StoredFact] = []
-        with self._tx() as conn:
-            entity_ids = self._upsert_entities(conn, entities)
-            for i, fact in enumerate(facts):
-                vector = embeddings[i] if embeddings is not None else None
-                out.append(self._save_one(conn, fact, scope, provenance, vector, embedding_model))
-            for sf in out:
-                self._link_entities(conn, sf, entity_ids, entities)
-            if relationships:
-                self._save_relationships(conn, relationships, entity_ids, out[0].id if out else None)
-        return out
+        for fact in facts:
+            check_fact(fact)
+        # Entities in a stable order: concurrent writers then lock rows in the same order.
+        entities = sorted(entities, key=lambda e: (normalize_entity(e.name), e.type))
+        for attempt in range(1, MAX_TX_ATTEMPTS + 1):
+            try:
+                out: list[StoredFact] = []
+                with self._tx() as conn:
+                    entity_ids = self._upsert_entities(conn, entities)
+                    for i, fact in enumerate(facts):
+                        vector = embeddings[i] if embeddings is not None else None
+                        out.append(self._save_one(conn, fact, scope, provenance, vector, embedding_model))
+                    for sf in out:
+                        self._link_entities(conn, sf, entity_ids, entities)
+                    if relationships:
+                        self._save_relationships(conn, relationships, entity_ids, out[0].id if out else None)
+                return out
+            except DatabaseError as exc:
+                # Deadlocks and serialisation failures between concurrent writers are retried, never surfaced.
+                code = getattr(getattr(exc.__cause__, "orig", None), "sqlstate", None)
+                if code not in RETRY_SQLSTATES or attempt == MAX_TX_ATTEMPTS:
+                    raise
+                logger.info("concurrent write conflict (%s); retrying (%d)", code, attempt)
+                time.sleep(0.01 * attempt)
+        raise AssertionError("unreachable")
 
     def _save_one(self, conn: Any, fact: Fact, scope: Scope, prov: Provenance, vector: Sequence[float] | None,
                   embedding_model: str | None) -> StoredFact:
@@ -356,7 +398,7 @@ class Store:
             ).mappings().first() or row
         superseded: list[UUID] = []
         if action == "new":
-            superseded = self._supersede(conn, row, seen)
+            superseded = self._supersede(conn, {**row, "embedding": params["embedding"]}, seen)
         return _stored(row, action, superseded)
 
     def _paraphrase_of(self, conn: Any, fact: Fact, scope: Scope, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -574,6 +616,37 @@ class Store:
                 conn.exec_driver_sql("DELETE FROM extraction_queue WHERE payload->>'agent_id' = %(agent)s", params)
                 conn.exec_driver_sql("DELETE FROM fact_sources WHERE agent_id = %(agent)s", params)
             return int(n)
+
+    # -- embeddings ----------------------------------------------------------------------------------
+
+    def facts_without_embedding(self, n: int) -> list[tuple[UUID, str]]:
+        return [(r["id"], r["content"]) for r in self._all(
+            "SELECT id, content FROM facts WHERE embedding IS NULL ORDER BY created_at, id LIMIT %(n)s", {"n": n})]
+
+    def set_embeddings(self, pairs: Sequence[tuple[UUID, Sequence[float]]], model: str) -> None:
+        from pgvector import Vector
+
+        with self._tx() as conn:
+            for fid, vec in pairs:
+                conn.exec_driver_sql("UPDATE facts SET embedding = %(v)s, embedding_model = %(m)s WHERE id = %(id)s",
+                                     {"v": Vector(list(vec)), "m": model, "id": fid})
+
+    def reset_embedding_column(self, dim: int, model: str) -> int:
+        """Make the vector column ``dim``-dimensional and drop vectors of other models; returns how many."""
+        with self._tx() as conn:
+            meta = dict(conn.exec_driver_sql("SELECT key, value FROM factforge_meta").fetchall())
+            if int(meta.get("embed_dim", 0)) != dim:
+                conn.exec_driver_sql("DROP INDEX IF EXISTS facts_embedding_hnsw")
+                conn.exec_driver_sql(f"ALTER TABLE facts ALTER COLUMN embedding TYPE vector({int(dim)}) USING NULL")
+                conn.exec_driver_sql("UPDATE facts SET embedding_model = NULL")
+                conn.exec_driver_sql("CREATE INDEX facts_embedding_hnsw ON facts USING hnsw (embedding vector_cosine_ops)")
+            n = conn.exec_driver_sql("UPDATE facts SET embedding = NULL, embedding_model = NULL "
+                                     "WHERE embedding_model IS DISTINCT FROM %(m)s", {"m": model}).rowcount
+            conn.exec_driver_sql("UPDATE factforge_meta SET value = %(v)s WHERE key = 'embed_dim'", {"v": str(dim)})
+            conn.exec_driver_sql("UPDATE factforge_meta SET value = %(v)s WHERE key = 'embed_model'", {"v": model})
+        # Pooled connections cached the old vector type modifier: start afresh.
+        self.engine.dispose()
+        return int(n)
 
     def known_entities(self, n: int = 20) -> list[str]:
         return [r["name"] for r in self._all(

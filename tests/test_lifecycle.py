@@ -1,0 +1,140 @@
+"""Fact lifecycle against the real database: supersession table, dedup under concurrency, as-of, forgetting."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from factforge.embed import make_embedder
+from factforge.errors import ValidationError
+from factforge.memory import Memory
+from factforge.settings import Settings
+from factforge.store import Provenance, Scope
+from factforge.types import Explanation, Fact
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (earlier messages, later message, what is current afterwards, what was superseded)
+CASES = [
+    pytest.param(["We use JWT for authentication"], "We switched from JWT to Clerk for authentication",
+                 {"Team switched from JWT to Clerk", "Team uses Clerk"}, {"Team uses JWT for authentication"},
+                 id="switch"),
+    pytest.param(["I prefer dark mode"], "I now prefer light mode",
+                 {"User prefers light mode"}, {"User prefers dark mode"}, id="preference-change"),
+    pytest.param(["We decided to use Redis for caching", "We decided to use Terraform for all infrastructure changes"],
+                 "We decided to use Memcached for caching",
+                 {"Team decided to use Memcached for caching",
+                  "Team decided to use Terraform for all infrastructure changes"},
+                 {"Team decided to use Redis for caching"}, id="decision-reversal-unrelated-untouched"),
+    pytest.param(["I live in Berlin", "I love hiking"], "I live in Paris",
+                 {"User lives in Paris", "User loves hiking"}, {"User lives in Berlin"}, id="moved"),
+    pytest.param(["My favorite editor is Vim", "My favorite color is blue"], "My favorite editor is Emacs",
+                 {"User's favorite editor is Emacs", "User's favorite color is blue"},
+                 {"User's favorite editor is Vim"}, id="new-favorite"),
+    pytest.param(["We use PostgreSQL for the database"], "We switched from MySQL to MariaDB",
+                 {"Team uses PostgreSQL for the database", "Team switched from MySQL to MariaDB", "Team uses MariaDB"},
+                 set(), id="unrelated-switch"),
+]
+
+
+@pytest.fixture
+def settings(db_url: str, tmp_path: Path) -> Settings:
+    return Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)})
+
+
+@pytest.mark.parametrize(("before", "after", "current", "superseded"), CASES)
+def test_supersession(settings: Settings, before: list[str], after: str, current: set[str],
+                      superseded: set[str]) -> None:
+    with Memory(settings=settings, llm=None, embedder=make_embedder(settings), background=False) as m:
+        for i, text in enumerate(before):
+            m.remember(user=text, agent_id="a1", team_id="t1", timestamp=f"2026-10-0{i + 1}T10:00:00Z")
+        m.remember(user=after, agent_id="a1", team_id="t1", timestamp="2026-11-01T10:00:00Z")
+        assert {f.content for f in m.facts(agent_id="a1", team_id="t1")} == current
+        old = {f.content: f for f in m.facts(agent_id="a1", team_id="t1", include_history=True) if f.superseded_at}
+        assert set(old) == superseded
+        for f in old.values():
+            assert f.superseded_by is not None and f.valid_to is not None
+        # search never returns what was superseded, unless asked
+        if superseded:
+            word = next(iter(superseded)).split()[-1]
+            assert all(h.content not in superseded for h in m.search(word, agent_id="a1", team_id="t1"))
+            assert any(h.content in superseded for h in m.search(word, agent_id="a1", team_id="t1",
+                                                                  include_history=True))
+
+
+def test_as_of_in_library_and_cli(settings: Settings, db_url: str, tmp_path: Path) -> None:
+    with Memory(settings=settings, llm=None, embedder=None, background=False) as m:
+        m.remember(user="We use JWT for authentication", agent_id="a1", team_id="t1", timestamp="2026-10-01T10:00:00Z")
+        m.remember(user="We switched from JWT to Clerk", agent_id="a1", team_id="t1", timestamp="2026-11-01T10:00:00Z")
+        then = m.facts(agent_id="a1", team_id="t1", as_of=datetime(2026, 10, 15, tzinfo=timezone.utc))
+        assert [f.content for f in then] == ["Team uses JWT for authentication"]
+    env = {**os.environ, "FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path), "FACTFORGE_LLM": "off"}
+    out = subprocess.run([sys.executable, "-m", "factforge", "facts", "--agent", "a1", "--team", "t1", "--as-of",
+                          "2026-10-15", "--json"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert [json.loads(line)["content"] for line in out.stdout.splitlines()] == ["Team uses JWT for authentication"]
+
+
+def _writer(url: str, home: str, worker: int, barrier: mp.Barrier) -> None:  # type: ignore[valid-type]
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": home})
+    with Memory(settings=settings, llm=None, embedder=None, background=False) as m:
+        barrier.wait()
+        for text in ("We use Redis for caching", "We switched from JWT to Clerk", "I prefer tabs over spaces",
+                     "We use Kafka for events and Redis for caching"):
+            m.remember(user=text, agent_id="shared-agent", team_id="t1", session_id=f"w{worker}")
+
+
+def test_eight_concurrent_writers_give_exact_mention_counts(db_url: str, tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(8)
+    procs = [ctx.Process(target=_writer, args=(db_url, str(tmp_path), i, barrier)) for i in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * 8
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)})
+    with Memory(settings=settings, llm=None, embedder=None, background=False) as m:
+        counts = {f.content: f.mention_count for f in m.facts(agent_id="shared-agent", team_id="t1")}
+        rows = m.store._all("SELECT content_hash, count(*) AS n FROM facts WHERE superseded_at IS NULL "
+                            "GROUP BY 1 HAVING count(*) > 1")
+    assert rows == []
+    assert counts == {"Team uses Redis for caching": 16, "Team switched from JWT to Clerk": 8, "Team uses Clerk": 8,
+                      "User prefers tabs over spaces": 8, "Team uses Kafka for events": 8}
+
+
+def test_forget_keeps_other_scopes_and_never_comes_back(settings: Settings) -> None:
+    with Memory(settings=settings, llm=None, embedder=make_embedder(settings), background=False) as m:
+        m.remember(user="I love hiking in the Alps", agent_id="a1", session_id="s1")
+        m.remember(user="I love hiking in the Alps", agent_id="a2", session_id="s2")
+        m.remember(user="We use Redis for caching", agent_id="a1", team_id="t1", session_id="s1")
+        assert m.forget(dry_run=True, agent_id="a1") == 2
+        assert m.forget(agent_id="a1") == 2
+        assert m.facts(agent_id="a1", team_id="t1") == []
+        assert m.search("hiking", agent_id="a1") == []
+        assert [h.agent_id for h in m.search("hiking", agent_id="a2")] == ["a2"]
+        # the forgotten turn is gone too, so re-sending it stores the fact afresh instead of skipping it
+        again = m.remember(user="I love hiking in the Alps", agent_id="a1", session_id="s1")
+        assert not again.duplicate and len(again.facts) == 1
+
+
+def test_bad_values_are_clear_errors_before_sql(settings: Settings) -> None:
+    with Memory(settings=settings, llm=None, embedder=None, background=False) as m:
+        exp = Explanation("pattern", "r", 0.5, 0.5)
+        scope, prov = Scope("a", None, "private"), Provenance("k")
+        for bad, match in ((Fact("x", "technology", 1.5, "pattern", exp), "confidence"),
+                           (Fact("x", "gossip", 0.5, "pattern", exp), "category"),  # type: ignore[arg-type]
+                           (Fact("nul\x00", "technology", 0.5, "pattern", exp), "NUL"),
+                           (Fact("  ", "technology", 0.5, "pattern", exp), "content")):
+            with pytest.raises(ValidationError, match=match):
+                m.store.save([bad], scope, prov)
+        with pytest.raises(ValidationError, match="visibility"):
+            Scope("a", None, "public")
+        assert m.stats()["facts"] == 0
