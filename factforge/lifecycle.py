@@ -8,6 +8,8 @@ the same scope that it replaces. Rules are data; this module only turns them int
 * ``target_relations``: the old fact's relation must be one of these (default: the new fact's relation);
 * ``link``: ``{new_slot: [old_slot, ...]}``: the new fact's slot value (e.g. the tool switched *from*) must
   equal one of the old fact's slots (e.g. the tool it *uses*), compared case-insensitively;
+* ``same_suffix``: ``{slot: marker}``: the part of a slot after ``marker`` must be equal ("use Redis *for
+  caching*" and "use Memcached *for caching*" decide about the same thing);
 * ``similar_above``: the two facts' embeddings must be at least this similar (cosine); rules with it apply
   only when both facts have a vector ("Team decided to use Memcached for caching" vs "... Redis for caching");
 * ``asserts``: a fact the new one implies, stored beside it ("Team switched from JWT to Clerk" asserts "Team
@@ -29,7 +31,7 @@ from .rulefile import Problems, default_patterns_dir, read_yaml
 from .types import CATEGORIES, Explanation, Fact
 
 RULE_KEYS = frozenset({"id", "description", "categories", "relations", "target_relations", "same", "link",
-                       "similar_above", "asserts", "examples"})
+                       "similar_above", "same_suffix", "asserts", "examples"})
 ASSERT_KEYS = frozenset({"template", "category", "relation", "slots"})
 _FIELD = re.compile(r"\{(\w+)\}")
 SAME_FIELDS = ("subject", "relation", "category")
@@ -46,6 +48,7 @@ class SupersessionRule:
     link: Mapping[str, tuple[str, ...]]
     similar_above: float | None = None
     asserts: Mapping[str, Any] | None = None
+    same_suffix: Mapping[str, str] | None = None
 
     def applies(self, category: str, relation: str | None) -> bool:
         if self.categories and category not in self.categories:
@@ -81,6 +84,15 @@ class SupersessionRule:
             key = f"r_link{j}"
             params[key] = value
             clauses.append("(" + " OR ".join(f"lower(f.slots->>'{s}') = lower(%({key})s)" for s in old_slots) + ")")
+        for j, (slot, marker) in enumerate((self.same_suffix or {}).items()):
+            value = str(slots.get(slot) or "")
+            if marker not in value:
+                return None, {}
+            key = f"r_suffix{j}"
+            params[key] = value.split(marker, 1)[1].strip().lower()
+            params[key + "m"] = marker
+            clauses.append(f"strpos(f.slots->>'{slot}', %({key}m)s) > 0 AND lower(btrim(substr(f.slots->>'{slot}', "
+                           f"strpos(f.slots->>'{slot}', %({key}m)s) + length(%({key}m)s)))) = %({key})s")
         if self.similar_above is not None:
             if new.get("embedding") is None:
                 return None, {}
@@ -187,8 +199,13 @@ def load(path: Path) -> SupersessionRules:
                 if not str(k).isidentifier() or not all(o.isidentifier() for o in olds):
                     problems.add(where, "slot names in 'link' must be identifiers")
                 link[str(k)] = olds
-        if not same and not link:
+        if not same and not link and not raw.get("same_suffix"):
             problems.add(where, "needs 'same' or 'link' (otherwise it would supersede every fact)")
+        suffix = raw.get("same_suffix")
+        if suffix is not None and not (isinstance(suffix, Mapping) and all(
+                str(k).isidentifier() and isinstance(v, str) and v for k, v in suffix.items())):
+            problems.add(where, "'same_suffix' must map a slot name to a marker string")
+            suffix = None
         similar = raw.get("similar_above")
         if similar is not None and not (isinstance(similar, (int, float)) and 0 < similar <= 1):
             problems.add(where, "'similar_above' must be a number in (0, 1]")
@@ -211,6 +228,7 @@ def load(path: Path) -> SupersessionRules:
             target_relations=_names(raw.get("target_relations"), where + ".target_relations", problems),
             same=same, link=link, similar_above=float(similar) if similar is not None else None,
             asserts=dict(asserts) if asserts else None,
+            same_suffix={str(k): str(v) for k, v in suffix.items()} if suffix else None,
         ))
     problems.raise_if_any(f"invalid supersession rules in {path}")
     return SupersessionRules(tuple(rules))

@@ -38,11 +38,11 @@ logger = logging.getLogger("factforge.patterns")
 # Examples are checked against this fixed "now" so temporal examples are reproducible.
 EXAMPLE_REFERENCE = datetime(2024, 6, 15, 12, 0, tzinfo=timezone.utc)
 CONFIDENCE_CAP = 0.99
-FILE_KEYS = frozenset({"kind", "version", "language", "defines", "subjects", "guards", "rules"})
+FILE_KEYS = frozenset({"kind", "version", "language", "defines", "subjects", "pronouns", "guards", "rules"})
 RULE_KEYS = frozenset({
     "id", "category", "language", "regex", "template", "confidence", "entity_groups", "keywords", "examples",
     "counter_examples", "subject", "relation", "boost_words", "boost", "time_group", "time_mode", "blockers",
-    "allow_questions", "description",
+    "allow_questions", "description", "list_group",
 })
 EXAMPLE_KEYS = frozenset({"text", "fact", "entities", "slots", "confidence", "valid_from", "valid_to"})
 TIME_MODES = ("since", "range")
@@ -50,8 +50,10 @@ SPECIAL_PLACEHOLDERS = frozenset({"subject"})
 
 # Curly quotes become straight ones before matching; a 1:1 character mapping, so offsets stay valid.
 _QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
-# {group} or {group|lc}: "lc" lower-cases the first letter (a captured sentence start like "Keep ...").
-_PLACEHOLDER = regex.compile(r"\{(\w+)(?:\|(lc))?\}")
+# {group} or {group|filter}, a filter acting on the value's first word: "lc" lower-cases its first letter
+# (a captured sentence start like "Keep ..."), "s" puts a verb in the third person ("play" -> "plays"),
+# "base" turns a gerund into the bare verb ("apologizing" -> "apologize").
+_PLACEHOLDER = regex.compile(r"\{(\w+)(?:\|(lc|s|base))?\}")
 _OPTIONAL = regex.compile(r"\[([^\[\]]*)\]")
 _DEFINE_REF = regex.compile(r"\{\{(\w+)\}\}")
 # Sentence ends: Latin terminators before whitespace/end (so "Node.js" and "v4.2" stay whole), CJK ones, newlines.
@@ -61,6 +63,13 @@ _TRIM_CHARS = " \t\n.,;:!?。，！？；：、…\"'“”‘’()（）"
 _ARTICLE = regex.compile(r"^(?:the|a|an)\s+", regex.IGNORECASE)
 _SPACES = regex.compile(r"\s+")
 _CJK_GAP = regex.compile(r"(?<=[\p{Han}])\s+(?=[\p{Han}])")
+_FIRST_WORD = regex.compile(r"^([\p{L}]+)(.*)$", regex.DOTALL)
+# A list item that takes no carried-over "to" ("I like to read, the guitar, and ..."): it starts a noun phrase.
+_NO_CARRY = regex.compile(r"^(?:to|the|a|an|my|your|his|her|their|our|its|some|any|all|this|that|these|those)\s",
+                          regex.IGNORECASE)
+_TO = regex.compile(r"^to\s", regex.IGNORECASE)
+# The name of the define that holds the regex for one more list item (see ``list_group`` in preference.yaml).
+LIST_DEFINE = "list_next"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +90,7 @@ class _Piece:
     literal: str = ""
     name: str | None = None
     optional: tuple[_Piece, ...] | None = None
-    lower_first: bool = False
+    transform: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +115,7 @@ class Rule:
     time_mode: str = "since"
     blockers: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     allow_questions: bool = False
+    list_group: str | None = None
     source: str = ""
     pieces: tuple[_Piece, ...] = field(default=(), repr=False, compare=False)
 
@@ -146,6 +156,10 @@ class PatternLibrary:
     rules: tuple[Rule, ...]
     subjects: Mapping[str, str] = field(repr=False)
     automaton: Any = field(repr=False, compare=False)
+    # First-person words in slot values and their third-person forms ("my job" -> "their job").
+    pronouns: Mapping[str, str] = field(default_factory=dict, repr=False)
+    pronoun_regex: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    list_next: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> PatternLibrary:
@@ -203,9 +217,8 @@ class PatternLibrary:
         for index in indices:
             rule = self.rules[index]
             for m in safe_finditer(rule.regex, norm, rule.id):
-                fact = self._fact(rule, m, text, sentences, timestamp, settings)
-                if fact is not None:
-                    hits.append(_Hit(fact, (m.start(), index)))
+                for start, fact in self._facts(rule, m, text, sentences, timestamp, settings):
+                    hits.append(_Hit(fact, (start, index)))
         if not hits:
             return []
         best: dict[str, _Hit] = {}
@@ -219,21 +232,51 @@ class PatternLibrary:
                 best[key] = hit
         return [h.fact for h in sorted(best.values(), key=lambda h: h.order)]
 
-    def _fact(
+    def _facts(
         self, rule: Rule, m: regex.Match[str], original: str, sentences: _Sentences,
         timestamp: datetime | None, settings: Settings,
-    ) -> Fact | None:
+    ) -> list[tuple[int, Fact]]:
+        """The fact of one match, plus one per further item when its ``list_group`` opens a list."""
         start, end = sentences.bounds(m.start())
         if not rule.allow_questions and sentences.is_question(start, end):
-            return None
+            return []
         if rule.blockers is not None and rule.blockers.search(m.string, start, max(start, m.start())):
-            return None
+            return []
         values = {name: _clean(v) for name, v in m.groupdict().items() if v is not None}
         values = {k: v for k, v in values.items() if v}
         subject = self._subject(rule, values, settings)
         if subject is None:
-            return None
+            return []
+        subject_group = rule.subject if rule.subject in rule.regex.groupindex else None
+        raw = dict(values)
+        values = {k: v if k == subject_group else self._swap_pronouns(v) for k, v in values.items()}
         values["subject"] = subject
+        out = []
+        fact = self._fact(rule, m, original, start, end, values, subject_group, m.start(), m.end(), timestamp)
+        if fact is not None:
+            out.append((m.start(), fact))
+        group = rule.list_group
+        if group and raw.get(group) and self.list_next is not None:
+            first = raw[group]
+            for item_start, item_end, item in _list_items(self.list_next, m.string, m.end(group), end):
+                if _TO.match(first) and not _NO_CARRY.match(item):
+                    item = "to " + item
+                more = {**values, group: self._swap_pronouns(item)}
+                fact = self._fact(rule, m, original, start, end, more, subject_group, item_start, item_end, timestamp)
+                if fact is not None:
+                    out.append((item_start, fact))
+        return out
+
+    def _swap_pronouns(self, value: str) -> str:
+        if self.pronoun_regex is None:
+            return value
+        return self.pronoun_regex.sub(lambda p: _swap_pronoun(p.group(), self.pronouns), value)
+
+    def _fact(
+        self, rule: Rule, m: regex.Match[str], original: str, start: int, end: int, values: Mapping[str, str],
+        subject_group: str | None, span_start: int, span_end: int, timestamp: datetime | None,
+    ) -> Fact | None:
+        subject = values["subject"]
         content = _render(rule.pieces, values)
         if not content:
             return None
@@ -252,9 +295,8 @@ class PatternLibrary:
         entities = tuple(dict.fromkeys(
             _ARTICLE.sub("", values[g]) for g in rule.entity_groups if values.get(g)
         ))
-        subject_group = rule.subject if rule.subject in rule.regex.groupindex else None
         slots = {k: v for k, v in values.items() if k not in ("subject", subject_group)}
-        span = Span(m.start(), m.end(), original[m.start():m.end()])
+        span = Span(span_start, span_end, original[span_start:span_end])
         explanation = Explanation(
             stage="pattern", rule_id=rule.id, original_confidence=rule.confidence, final_confidence=final,
             span=span, context_boost=round(final - rule.confidence, 4), note=None,
@@ -287,6 +329,82 @@ _DEFAULT_SETTINGS = Settings(home=Path("."))
 # --------------------------------------------------------------------------------------------- helpers
 
 
+def _swap_pronoun(word: str, pronouns: Mapping[str, str]) -> str:
+    """Third-person form of a first-person word, keeping a leading capital; all-caps words ("US") stay."""
+    if len(word) > 1 and word.isupper():
+        return word
+    new = pronouns.get(word.lower(), word)
+    # "I", "I'm" are always capitalised, so their capital says nothing about a sentence start.
+    return new[:1].upper() + new[1:] if word[:1].isupper() and word[:1] != "I" else new
+
+
+def _list_items(rx: regex.Pattern[str], text: str, pos: int, end: int) -> list[tuple[int, int, str]]:
+    """Further items of a comma list starting at ``pos`` ("..., play chess, and read"); none unless it is one.
+
+    A list must close with "and"/"or" (", and read") or end in an item holding one ("..., walk and read"),
+    so a comma before an unrelated phrase does not make a list. Items after the closing "and" are not taken.
+    """
+    items: list[tuple[int, int, str]] = []
+    closed = False
+    while not closed:
+        m = rx.match(text, pos, end)
+        if m is None or m.end("item") <= pos:
+            break
+        item = _clean(m.group("item"))
+        if not item:
+            break
+        items.append((m.start("item"), m.end("item"), item))
+        closed = m.group("conj") is not None
+        pos = m.end()
+    if not items or not (closed or regex.search(r"\s(?:and|or)\s", items[-1][2])):
+        return []
+    return items
+
+
+def _third_person_verb(word: str) -> str:
+    """``play`` -> ``plays``, ``watch`` -> ``watches``, ``try`` -> ``tries`` (English spelling rules)."""
+    low = word.lower()
+    if low in _IRREGULAR_THIRD:
+        return _IRREGULAR_THIRD[low]
+    if regex.search(r"(?:s|sh|ch|x|z|o)$", low):
+        return word + "es"
+    if regex.search(r"[^aeiou]y$", low):
+        return word[:-1] + "ies"
+    return word + "s"
+
+
+# Grammar, not vocabulary: the only verbs whose third person the spelling rules get wrong.
+_IRREGULAR_THIRD = {"have": "has", "be": "is", "am": "is"}
+_E_ENDINGS = regex.compile(r"(?:iz|is|ys|yz|v|c|dg|ud|u|ir|ur|[^aeiou]om|[^aeiou]at|[^aeiou][aiou]d)$")
+_ONE_SYLLABLE_CVC = regex.compile(r"^[^aeiou]*[aeiou][^aeiouwxy]$")
+
+
+def _base_verb(word: str) -> str:
+    """``apologizing`` -> ``apologize``, ``using`` -> ``use``, ``putting`` -> ``put``, ``asking`` -> ``ask``."""
+    low = word.lower()
+    if not low.endswith("ing") or len(low) < 5:
+        return word
+    stem = word[:-3]
+    low = stem.lower()
+    if len(low) >= 3 and low[-1] == low[-2] and low[-1] in "bgmnprt":
+        return stem[:-1]
+    if _E_ENDINGS.search(low) or _ONE_SYLLABLE_CVC.match(low):
+        return stem + "e"
+    return stem
+
+
+def _transform(value: str, how: str | None) -> str:
+    if how is None:
+        return value
+    if how == "lc":
+        return value[:1].lower() + value[1:]
+    m = _FIRST_WORD.match(value)
+    if m is None:
+        return value
+    word = _third_person_verb(m.group(1)) if how == "s" else _base_verb(m.group(1))
+    return word + m.group(2)
+
+
 def _clean(value: str) -> str:
     value = _SPACES.sub(" ", value).strip(_TRIM_CHARS)
     return _CJK_GAP.sub("", value)
@@ -310,7 +428,7 @@ def _parse_plain(text: str) -> list[_Piece]:
     for m in _PLACEHOLDER.finditer(text):
         if m.start() > pos:
             out.append(_Piece(literal=text[pos:m.start()]))
-        out.append(_Piece(name=m.group(1), lower_first=m.group(2) == "lc"))
+        out.append(_Piece(name=m.group(1), transform=m.group(2)))
         pos = m.end()
     if pos < len(text):
         out.append(_Piece(literal=text[pos:]))
@@ -331,7 +449,7 @@ def _render_parts(pieces: Sequence[_Piece], values: Mapping[str, str]) -> str:
             value = values.get(piece.name)
             if not value:
                 return ""
-            parts.append(value[:1].lower() + value[1:] if piece.lower_first else value)
+            parts.append(_transform(value, piece.transform))
         else:
             parts.append(piece.literal)
     return "".join(parts)
@@ -490,6 +608,7 @@ def _load_rule(
     subject = raw.get("subject", "user")
     time_group = raw.get("time_group")
     time_mode = raw.get("time_mode", "since")
+    list_group = raw.get("list_group")
     pieces: tuple[_Piece, ...] = ()
     if rx is not None:
         pieces = _parse_template(template)
@@ -504,6 +623,10 @@ def _load_rule(
             problems.add(at, f"subject {subject!r} must be 'user', 'team' or a group of the regex")
         if time_group is not None and time_group not in groups:
             problems.add(at, f"time_group {time_group!r} is not a group of the regex")
+        if list_group is not None and list_group not in groups:
+            problems.add(at, f"list_group {list_group!r} is not a group of the regex")
+        if list_group is not None and LIST_DEFINE not in (file_data.get("defines") or {}):
+            problems.add(at, f"list_group needs a {LIST_DEFINE!r} define (a regex for one more list item)")
     if time_mode not in TIME_MODES:
         problems.add(at, f"time_mode {time_mode!r} must be one of {', '.join(TIME_MODES)}")
     if len(problems.items) > before or rx is None or confidence is None or boost is None:
@@ -513,7 +636,7 @@ def _load_rule(
         entity_groups=entity_groups, keywords=tuple(keywords), examples=examples, counter_examples=counter,
         subject=subject, relation=relation, regex=rx, boost_words=boost_words, boost=boost,
         time_group=time_group, time_mode=time_mode, blockers=blockers, allow_questions=allow_questions,
-        source=where, pieces=pieces,
+        list_group=list_group, source=where, pieces=pieces,
     )
 
 
@@ -528,9 +651,10 @@ def _read_files(patterns_dir: Path, problems: Problems) -> list[tuple[Path, dict
 
 
 def _file_header(
-    path: Path, data: dict[str, Any], defines: dict[str, str], subjects: dict[str, str], problems: Problems
+    path: Path, data: dict[str, Any], defines: dict[str, str], subjects: dict[str, str],
+    pronouns: dict[str, str], problems: Problems,
 ) -> None:
-    """Check a file's top level; merge its ``defines`` and ``subjects`` into the library-wide ones."""
+    """Check a file's top level; merge its ``defines``, ``subjects`` and ``pronouns`` into the library-wide ones."""
     where = str(path)
     for key in sorted(set(data) - FILE_KEYS):
         problems.add(where, f"unknown key {key!r}")
@@ -549,6 +673,13 @@ def _file_header(
         for kind, words in raw_subjects.items():
             for word in _strings(words, where, f"subjects.{kind}", problems):
                 subjects[word.lower()] = kind
+    raw_pronouns = data.get("pronouns") or {}
+    if not isinstance(raw_pronouns, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and k.strip() and v.strip() for k, v in raw_pronouns.items()
+    ):
+        problems.add(where, "pronouns: must map first-person words to their third-person forms")
+    else:
+        pronouns.update({k.lower(): v for k, v in raw_pronouns.items()})
     guards = data.get("guards") or {}
     if not isinstance(guards, dict) or set(guards) - {"blockers"}:
         problems.add(where, "guards: must be a mapping with only 'blockers'")
@@ -589,15 +720,28 @@ def _build(patterns_dir: Path) -> PatternLibrary:
     seen: dict[str, str] = {}
     subjects: dict[str, str] = {}
     defines: dict[str, str] = {}
+    pronouns: dict[str, str] = {}
     rules: list[Rule] = []
     # Defines and subject words are shared by all files, so a fragment like {{obj}} is written once.
     files = _read_files(patterns_dir, problems)
     for path, data in files:
-        _file_header(path, data, defines, subjects, problems)
+        _file_header(path, data, defines, subjects, pronouns, problems)
     for path, data in files:
         rules.extend(_load_rules(path, data, defines, seen, problems))
     # Rules that loaded cleanly still run their examples, so one error lists every problem of every file.
-    library = PatternLibrary(rules=tuple(rules), subjects=subjects, automaton=_build_automaton(rules))
+    pronoun_regex = None
+    if pronouns:
+        words = "|".join(regex.escape(w) for w in sorted(pronouns, key=len, reverse=True))
+        pronoun_regex = regex.compile(rf"(?<![\p{{L}}\p{{N}}_'])(?:{words})(?![\p{{L}}\p{{N}}_'])", regex.IGNORECASE)
+    list_next = None
+    if any(r.list_group for r in rules) and LIST_DEFINE in defines:
+        list_next = compile_regex(_expand(defines[LIST_DEFINE], defines, LIST_DEFINE, problems), LIST_DEFINE,
+                                  problems, regex.IGNORECASE | regex.VERBOSE)
+        if list_next is not None and not {"item", "conj"} <= set(list_next.groupindex):
+            problems.add(LIST_DEFINE, "must have the groups 'item' and 'conj'")
+            list_next = None
+    library = PatternLibrary(rules=tuple(rules), subjects=subjects, automaton=_build_automaton(rules),
+                             pronouns=pronouns, pronoun_regex=pronoun_regex, list_next=list_next)
     for failure in library.check():
         problems.items.append(failure)
     problems.raise_if_any()

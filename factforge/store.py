@@ -757,7 +757,10 @@ class Store:
               (SELECT coalesce(sum(prompt_tokens), 0) FROM llm_calls) AS llm_prompt_tokens,
               (SELECT coalesce(sum(output_tokens), 0) FROM llm_calls) AS llm_output_tokens,
               (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) FROM llm_calls WHERE ok) AS llm_median_ms,
-              (SELECT coalesce(sum(count), 0) FROM pattern_misses) AS pattern_misses
+              (SELECT coalesce(sum(count), 0) FROM pattern_misses) AS pattern_misses,
+              (SELECT count(*) FROM turns WHERE gate_reason IS NULL) AS turns_passed_gate,
+              (SELECT count(*) FROM turns t WHERE t.gate_reason IS NULL
+                  AND EXISTS (SELECT 1 FROM extraction_queue q WHERE q.source_key = t.key)) AS turns_needing_llm
             """
         )[0]
         out: dict[str, Any] = {k: (float(v) if isinstance(v, float) else (int(v) if v is not None else None))
@@ -766,6 +769,9 @@ class Store:
         def grouped(sql: str) -> dict[str, int]:
             return {str(r["k"]): int(r["n"]) for r in self._all(sql)}
 
+        passed = out.get("turns_passed_gate") or 0
+        # The headline figure: of the turns that could carry a fact, the share no HIGH rule answered.
+        out["llm_share"] = round((out.get("turns_needing_llm") or 0) / passed, 4) if passed else None
         out["by_category"] = grouped("SELECT category AS k, count(*) AS n FROM facts WHERE superseded_at IS NULL GROUP BY 1 ORDER BY 1")
         out["by_method"] = grouped("SELECT extraction_method AS k, count(*) AS n FROM facts WHERE superseded_at IS NULL GROUP BY 1 ORDER BY 1")
         out["by_visibility"] = grouped("SELECT visibility AS k, count(*) AS n FROM facts WHERE superseded_at IS NULL GROUP BY 1 ORDER BY 1")

@@ -8,6 +8,8 @@
 - "since X" / "from X on" is open-ended: ``(start of X, None)``; "until X" is ``(None, end of X)``;
 - anything not understood is ``(None, None)`` - never a guess.
 
+Chinese relative expressions (昨天, 上个月, 三周前, 去年 ...) are mapped onto the English ones first.
+
 Results carry the reference's timezone (UTC when the reference is naive). Calendar arithmetic for whole
 months and years is done here because ``parsedatetime`` answers "last month" with a single day; day-level
 expressions (weekdays, "N units ago", "tomorrow") go through ``parsedatetime``.
@@ -61,6 +63,48 @@ _ISO = regex.compile(r"(?:on\s+)?(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}
 _RELATIVE_PERIOD = regex.compile(r"(last|this|next|past)\s+(week|month|year)")
 _AGO = regex.compile(rf"({_NUMBER_RX})\s+({_UNIT_RX})\s+ago")
 _OPEN = regex.compile(r"(since|from|as\s+of|starting|until|till)\s+(.+)")
+
+# Chinese: fixed words and "N <unit> 前" ("三周前" = three weeks ago), with Chinese or Arabic numerals.
+_ZH_FIXED = {
+    "今天": "today", "今晚": "tonight", "昨天": "yesterday", "昨日": "yesterday", "前天": "the day before yesterday",
+    "明天": "tomorrow", "上个月": "last month", "上月": "last month", "这个月": "this month", "本月": "this month",
+    "下个月": "next month", "上周": "last week", "上个星期": "last week", "上星期": "last week", "上个礼拜": "last week",
+    "这周": "this week", "本周": "this week", "下周": "next week", "去年": "last year", "今年": "this year",
+    "明年": "next year", "前年": "2 years ago",
+}
+_ZH_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_ZH_UNITS = {"天": "day", "日": "day", "周": "week", "星期": "week", "个星期": "week", "礼拜": "week", "个礼拜": "week",
+             "月": "month", "个月": "month", "年": "year"}
+_ZH_NUMBER = r"(?:\d+|[零一二两三四五六七八九十]{1,3}|几)"
+_ZH_AGO = regex.compile(rf"({_ZH_NUMBER})\s*({'|'.join(sorted(_ZH_UNITS, key=len, reverse=True))})(?:以)?前")
+ZH_EXPRESSION = regex.compile(
+    rf"(?:{'|'.join(sorted(_ZH_FIXED, key=len, reverse=True))}|{_ZH_AGO.pattern})"
+)
+
+
+def _zh_number(text: str) -> int | None:
+    """一 .. 九十九 and Arabic digits; "几" (a few) counts as 3, like "a few"."""
+    if text.isdigit():
+        return int(text)
+    if text == "几":
+        return 3
+    if "十" in text:
+        tens, _, ones = text.partition("十")
+        value = (_ZH_DIGITS.get(tens, 0) if tens else 1) * 10 + (_ZH_DIGITS.get(ones, 0) if ones else 0)
+        return value if all(c in _ZH_DIGITS for c in tens + ones) else None
+    return _ZH_DIGITS.get(text) if len(text) == 1 else None
+
+
+def _from_chinese(expression: str) -> str | None:
+    """The English form of a Chinese relative expression, or None when it is not one."""
+    e = expression.strip(" 。，,.!！?？")
+    if e in _ZH_FIXED:
+        return _ZH_FIXED[e]
+    m = _ZH_AGO.fullmatch(e)
+    if m is None:
+        return None
+    n = _zh_number(m.group(1))
+    return None if n is None else f"{n} {_ZH_UNITS[m.group(2)]}s ago"
 
 
 @lru_cache(maxsize=1)
@@ -143,7 +187,10 @@ def _normalise(expression: str) -> str:
 def resolve(expression: str, reference: datetime) -> Period:
     """``(valid_from, valid_to)`` of ``expression`` relative to ``reference``; ``(None, None)`` if unknown."""
     ref = reference if reference.tzinfo is not None else reference.replace(tzinfo=timezone.utc)
-    e = _normalise(expression)
+    english = _from_chinese(expression)
+    if english == "2 years ago":  # 前年 names the whole year before last, not one day
+        return _year(ref.year - 2, ref.tzinfo or timezone.utc)
+    e = _normalise(english if english is not None else expression)
     if not e or EXPRESSION.fullmatch(e) is None:
         return None, None
     if m := _OPEN.fullmatch(e):
@@ -159,4 +206,8 @@ def resolve(expression: str, reference: datetime) -> Period:
 
 def find_expressions(text: str) -> list[Span]:
     """Every time expression :func:`resolve` understands, with its character offsets in ``text``."""
-    return [Span(m.start(), m.end(), m.group()) for m in EXPRESSION.finditer(text)]
+    found = [Span(m.start(), m.end(), m.group()) for m in EXPRESSION.finditer(text)]
+    if any("\u4e00" <= c <= "\u9fff" for c in text):
+        found += [Span(m.start(), m.end(), m.group()) for m in ZH_EXPRESSION.finditer(text)]
+        found.sort(key=lambda s: s.start)
+    return found

@@ -45,13 +45,15 @@ def memory(settings: Settings) -> Memory:
 def test_reference_scenario_jwt_to_clerk_is_stored_by_rule(memory: Memory, fake: FakeOllama) -> None:
     r = memory.remember(user="We switched from JWT to Clerk for authentication because of compliance requirements",
                         assistant="Noted.", agent_id="dev", team_id="platform", session_id="s1")
-    (f,) = r.facts
+    f, implied = r.facts
     assert (f.content, f.category, f.confidence, f.method, f.entities, f.visibility) == (
         "Team switched from JWT to Clerk", "technology", 0.9, "pattern", ("JWT", "Clerk"), "team")
+    assert (implied.content, implied.rule_id, implied.explanation["note"]) == (
+        "Team uses Clerk", "switch_retires_old_tool", "implied by: Team switched from JWT to Clerk")
     assert f.explanation["rule_id"] and f.explanation["span"]["text"]
     assert not r.queued and fake.chat_requests == []
     # another agent of the team sees it; an agent of another team does not
-    assert [x.content for x in memory.facts(agent_id="review-bot", team_id="platform")] == [f.content]
+    assert {x.content for x in memory.facts(agent_id="review-bot", team_id="platform")} == {f.content, implied.content}
     assert memory.facts(agent_id="x", team_id="other") == []
 
 
@@ -125,7 +127,7 @@ def test_switch_supersedes_what_the_team_used(memory: Memory) -> None:
     memory.remember(user="We switched from JWT to Clerk for authentication", agent_id="dev", team_id="platform",
                     timestamp="2026-11-01T10:00:00Z")
     current = [f.content for f in memory.facts(agent_id="dev", team_id="platform")]
-    assert current == ["Team switched from JWT to Clerk"]
+    assert sorted(current) == ["Team switched from JWT to Clerk", "Team uses Clerk"]
     history = memory.facts(agent_id="dev", team_id="platform", include_history=True)
     old = [f for f in history if f.superseded_at is not None]
     assert len(old) == 1 and "JWT" in old[0].content

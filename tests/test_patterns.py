@@ -217,6 +217,69 @@ def test_span_points_into_original_text() -> None:
     assert span is not None and text[span.start:span.end] == span.text and span.text.startswith("I’m")
 
 
+# --------------------------------------------------------------------- slot pronouns, lists, verb forms
+
+
+@pytest.mark.parametrize(
+    ("text", "contents"),
+    [
+        ("I hate my job.", ["User dislikes their job"]),
+        ("I love to spend time with my family.", ["User loves to spend time with their family"]),
+        ("My brother is older than me.", ["User's brother is older than them"]),
+        ("We love our CI.", ["Team loves their CI"]),
+        ("I like to play chess, read, and take bubble baths.",
+         ["User likes to play chess", "User likes to read", "User likes to take bubble baths"]),
+        ("I like to play the violin, the guitar, and eat chocolate bars.",
+         ["User likes to play the violin", "User likes the guitar", "User likes to eat chocolate bars"]),
+        ("I love pizza, mac and cheese, and tacos.",
+         ["User loves pizza", "User loves mac and cheese", "User loves tacos"]),
+        ("I like mac and cheese.", ["User likes mac and cheese"]),
+        ("I like pizza, it is great.", ["User likes pizza"]),
+        ("I have two dogs, a cat, and a parrot.", ["User has two dogs", "User has a cat", "User has a parrot"]),
+    ],
+)
+def test_slots_in_third_person_and_lists_split(text: str, contents: list[str]) -> None:
+    assert [f.content for f in LIB.match(text)] == contents
+
+
+def test_list_items_carry_their_own_span() -> None:
+    text = "I like to read, swim, and cook."
+    spans = [f.explanation.span for f in LIB.match(text)]
+    assert [s.text for s in spans if s is not None] == ["I like to read", "swim", "cook"]
+
+
+def test_us_as_a_country_is_not_a_pronoun() -> None:
+    assert [f.content for f in LIB.match("I hope to make it big here in the US.")] == [
+        "User hopes to make it big here in the US"]
+
+
+@pytest.mark.parametrize(
+    ("word", "third", "base"),
+    [
+        ("play", "plays", "play"), ("watch", "watches", "watch"), ("try", "tries", "try"), ("go", "goes", "go"),
+        ("have", "has", "have"), ("fix", "fixes", "fix"), ("apologizing", "apologizings", "apologize"),
+        ("using", "usings", "use"), ("putting", "puttings", "put"), ("adding", "addings", "add"),
+        ("asking", "askings", "ask"), ("getting", "gettings", "get"), ("writing", "writings", "write"),
+        ("going", "goings", "go"), ("visiting", "visitings", "visit"), ("dancing", "dancings", "dance"),
+        ("singing", "singings", "sing"), ("eating", "eatings", "eat"), ("including", "includings", "include"),
+    ],
+)
+def test_template_verb_filters(word: str, third: str, base: str) -> None:
+    from factforge.patterns import _transform
+
+    assert _transform(word + " more", "s") == third + " more"
+    assert _transform(word + " more", "base") == base + " more"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["I think so.", "I mean, sure.", "I know right?", "I guess.", "I hope you are well.", "I agree with you.",
+     "If I play chess, I win.", "Do I play chess?", "My friend plays chess."],
+)
+def test_discourse_and_hypotheticals_give_no_activity(text: str) -> None:
+    assert [f.content for f in LIB.match(text) if f.rule_id.startswith("activity.")] == []
+
+
 # ----------------------------------------------------------------------------------------- prefilter
 
 

@@ -40,6 +40,16 @@ def day(y: int, m: int, d: int, end: bool = False, tz: timezone = UTC) -> dateti
         ("recently", (None, None)),
         ("", (None, None)),
         ("2023-02-30", (None, None)),
+        ("昨天", (day(2024, 6, 14), day(2024, 6, 14, True))),
+        ("上个月", (day(2024, 5, 1), day(2024, 5, 31, True))),
+        ("三周前", (day(2024, 5, 25), day(2024, 5, 25, True))),
+        ("3天前", (day(2024, 6, 12), day(2024, 6, 12, True))),
+        ("两个月前", (day(2024, 4, 15), day(2024, 4, 15, True))),
+        ("十二年前", (day(2012, 6, 15), day(2012, 6, 15, True))),
+        ("去年", (day(2023, 1, 1), day(2023, 12, 31, True))),
+        ("前年", (day(2022, 1, 1), day(2022, 12, 31, True))),
+        ("上周", (day(2024, 6, 3), day(2024, 6, 9, True))),
+        ("很久以前", (None, None)),
     ],
 )
 def test_resolve(expression: str, expected: tuple[datetime | None, datetime | None]) -> None:
@@ -68,3 +78,8 @@ def test_find_expressions() -> None:
     assert [t for t, _ in found] == ["Since March", "yesterday", "3 weeks ago"]
     assert all(t == sliced for t, sliced in found)
     assert find_expressions("nothing temporal here") == []
+
+
+def test_find_chinese_expressions() -> None:
+    text = "我们昨天部署了v2，三周前修好了它。去年我搬到了上海。"
+    assert [s.text for s in find_expressions(text)] == ["昨天", "三周前", "去年"]
