@@ -20,7 +20,7 @@ from .gatekeeper import Gatekeeper
 from .inputs import check_text, check_timestamp
 from .ner import EntityRecognizer
 from .patterns import PatternLibrary
-from .rulefile import Problems, compile_regex, default_patterns_dir, read_yaml
+from .rulefile import REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, read_yaml
 from .secrets import SecretScanner
 from .segment import Segmenter
 from .settings import Settings, get_settings
@@ -29,6 +29,8 @@ from .types import Entity, Extraction, Fact, GateDecision, Relationship, Span
 __all__ = ["Extractor", "TurnRules", "extract"]
 
 logger = logging.getLogger("factforge.extract")
+
+TAIL_CHARS = 400
 
 _SPEAKER = regex.compile(r"(?m)^[ \t]*(\p{Lu}[\p{L}\p{N}_.'-]{0,30}(?: \p{Lu}[\p{L}\p{N}_.'-]{0,30})?)[ \t]*:[ \t]+(?=\S)")
 
@@ -51,9 +53,12 @@ class TurnRules:
 
     def as_user_statement(self, assistant: str) -> str:
         """The assistant's sentence from the user's point of view, tag question removed."""
-        text = assistant.strip()
+        text = assistant.strip()[-TAIL_CHARS:]  # a statement to confirm is the end of the reply
         for rx in self.tag_questions:
-            text = rx.sub("", text)
+            try:
+                text = rx.sub("", text, timeout=REGEX_TIMEOUT)
+            except TimeoutError:
+                logger.warning("tag-question rule timed out on %d chars; skipped", len(text))
         return self.swap_rx.sub(lambda m: _keep_case(m.group(0), self.swaps[m.group(0).lower()]), text)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import ahocorasick
 import regex
 
-from .rulefile import Problems, compile_regex, default_patterns_dir, read_yaml, safe_search
+from .rulefile import TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, read_yaml, safe_search
 from .segment import parse_segment_config
 from .types import GateDecision
 
@@ -278,7 +278,9 @@ class Gatekeeper:
                 if len(word) == 1 and _is_cjk(word):
                     cjk += 1
                 else:
-                    letters += sum(1 for ch in word if ch.isalpha())
+                    letters += len(word) if word.isalpha() else sum(1 for ch in word if ch.isalpha())
+                if cjk >= self.min_cjk_chars or letters >= self.min_letters:
+                    return cjk, letters  # long enough: the exact count does not matter
                 i += 1
         return cjk, letters
 
@@ -412,12 +414,18 @@ def _load_injection(path: Path, problems: Problems) -> list[InjectionRule]:
             continue
         lowered = tuple(k.lower() for k in keywords)
         for text in examples:
+            found = bounded_matches(rx, text)
             if not any(k in text.lower() for k in lowered):
                 problems.add(at, f"example {text!r} contains none of the keywords, so the rule never runs on it")
-            elif rx.search(text) is None:
+            elif found is TIMED_OUT:
+                problems.add(at, f"example {text!r} takes too long to match (catastrophic backtracking?)")
+            elif not found:
                 problems.add(at, f"example {text!r} does not match")
         for text in counter:
-            if rx.search(text) is not None:
+            found = bounded_matches(rx, text)
+            if found is TIMED_OUT:
+                problems.add(at, f"counter-example {text!r} takes too long to match (catastrophic backtracking?)")
+            elif found:
                 problems.add(at, f"counter-example {text!r} matches")
         rules.append(InjectionRule(rule_id, raw["language"], lowered, rx, tuple(examples), tuple(counter),
                                    str(raw.get("description", ""))))

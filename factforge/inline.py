@@ -113,8 +113,13 @@ def parse_inline(reply: str) -> InlineResult:
 
     text = _PAIRED.sub(fact_tag, reply)
     text = _SINGLE.sub(single_tag, text)
-    for m in _LEFTOVER.finditer(text):
-        skipped.append((m.group(0)[:80], "malformed tag"))
-    text = _LEFTOVER.sub("", text)
+    # Removing one broken tag can join the pieces of another ("<<ff:x>ff:fact>"): repeat until none is left.
+    while True:
+        found = list(_LEFTOVER.finditer(text))
+        if not found:
+            break
+        for m in found:
+            skipped.append((m.group(0)[:80], "malformed tag"))
+        text = _LEFTOVER.sub("", text)
     clean = re.sub(r"[ \t]+\n", "\n", re.sub(r"[ \t]{2,}", " ", text)).strip()
     return InlineResult(clean, tuple(facts), tuple(entities), tuple(rels), tuple(skipped))

@@ -66,6 +66,9 @@ def iter_json_lines(lines: Iterable[str]) -> Iterable[tuple[int, dict[str, Any] 
         except json.JSONDecodeError as exc:
             yield no, InputError(f"line {no}: not JSON ({exc.msg} at column {exc.colno})")
             continue
+        except (RecursionError, ValueError) as exc:  # nesting too deep, integers too long
+            yield no, InputError(f"line {no}: JSON too deeply nested or a number too long ({type(exc).__name__})")
+            continue
         if not isinstance(obj, dict):
             yield no, InputError(f"line {no}: expected a JSON object, got {type(obj).__name__}")
             continue

@@ -134,7 +134,10 @@ class Memory:
         if assistant and ("<ff:" in assistant or "<vm:" in assistant):
             parsed = parse_inline(assistant)
             clean_reply, skipped = parsed.clean_reply, parsed.skipped
-            inline_facts, inline_entities, inline_rels = parsed.facts, parsed.entities, parsed.relationships
+            inline_facts = tuple(f for f in (self._redact_fact(x) for x in parsed.facts) if f is not None)
+            inline_entities = tuple(e for e in parsed.entities if not self.secrets.contains_secret(e.name))
+            inline_rels = tuple(r for r in parsed.relationships
+                                if not self.secrets.contains_secret(r.source + " " + r.target))
             assistant = clean_reply
 
         prior = None
@@ -230,6 +233,18 @@ class Memory:
         if visibility == "team" and not team_id:
             raise ValidationError("visibility 'team' needs a team_id")
 
+    def _redact_fact(self, fact: Fact) -> Fact | None:
+        """A tag-supplied fact with any secret redacted, or None in drop mode (secrets never become memory)."""
+        import dataclasses
+
+        red = self.secrets.redact(fact.content)
+        if not red.count:
+            return fact
+        if self.settings.secrets_mode == "drop":
+            return None
+        names = tuple(n for n in fact.entities if not self.secrets.contains_secret(n))
+        return dataclasses.replace(fact, content=red.text, entities=names)
+
     def _redact(self, text: str | None) -> str | None:
         if text is None:
             return None
@@ -279,6 +294,10 @@ class Memory:
         )
         queued = False
         if extraction.needs_llm:
+            assistant_text = payload.get("assistant")
+            if assistant_text and self.extractor.gate.is_injection(assistant_text):
+                # Injected text never reaches the LLM prompt, whoever wrote it.
+                payload = {**payload, "assistant": None}
             # Queued before anything can fail: the LLM works from the queue, never from memory only.
             self.store.enqueue(
                 provenance.source_key,
@@ -473,7 +492,7 @@ class Memory:
         from .search import search
 
         query = check_text("query", query, required=True) or ""
-        return search(self.store.url, query, agent_id=agent_id, team_id=team_id, k=k, embedder=self._embedder,
+        return search(self.store, query, agent_id=agent_id, team_id=team_id, k=k, embedder=self._embedder,
                       **filters)
 
     def facts(self, *, agent_id: str | None, team_id: str | None = None, **filters: Any) -> list[StoredFact]:

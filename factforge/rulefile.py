@@ -77,3 +77,15 @@ def safe_search(rx: regex.Pattern[str], text: str, rule_id: str) -> regex.Match[
     except TimeoutError:
         logger.warning("regex of rule %s timed out on %d chars; skipped", rule_id, len(text))
         return None
+
+
+TIMED_OUT = object()
+
+
+def bounded_matches(rx: regex.Pattern[str], text: str) -> list[regex.Match[str]] | object:
+    """All matches within the time budget, or :data:`TIMED_OUT` (for loaders checking a rule's examples:
+    a rule whose own example backtracks catastrophically is a load error, not a hang)."""
+    try:
+        return list(rx.finditer(text, timeout=REGEX_TIMEOUT * 20))
+    except TimeoutError:
+        return TIMED_OUT

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -85,6 +86,15 @@ def _tsquery_sql(query: str) -> str:
             "plainto_tsquery('english', %(q)s))")
 
 
+# Candidates from terms in at most this share of facts; words like "user" or "team" (in half the facts) then
+# only add to the score of facts found by a rarer word. If that finds fewer than needed, every term is used.
+RARE_TERM_SHARE = 0.1
+_RARE_TSQ = """(SELECT string_agg(quote_literal(t.lexeme), ' | ')::tsquery
+      FROM (SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', %(q)s)) u) t
+      LEFT JOIN bm25_terms b ON b.lexeme = t.lexeme
+      WHERE coalesce(b.df, 0) <= %(rare)s * (SELECT greatest(n_docs, 1) FROM bm25_corpus WHERE id = 1))"""
+
+
 def bm25_sql(where: str, limit_param: str = "n") -> str:
     return f"""
         WITH q AS (SELECT {{tsq}} AS tsq),
@@ -103,8 +113,34 @@ def bm25_sql(where: str, limit_param: str = "n") -> str:
     """
 
 
+@contextmanager
+def _connection(source: Any, *, need_vector: bool) -> Iterator[Any]:
+    """A psycopg connection in a transaction: pooled from a Store, or a new one for a URL."""
+    import psycopg
+
+    if isinstance(source, str):
+        from .db import conninfo
+
+        with psycopg.connect(conninfo(source)) as conn:
+            if need_vector:
+                from pgvector.psycopg import register_vector
+
+                register_vector(conn)
+            yield conn
+        return
+    raw = source.engine.raw_connection()  # vector types were registered when the pool opened it
+    try:
+        conn = raw.driver_connection
+        try:
+            yield conn
+        finally:
+            conn.rollback()  # read-only: end the transaction (and its SET LOCALs)
+    finally:
+        raw.close()
+
+
 def search(
-    url: str,
+    source: Any,
     query: str,
     *,
     agent_id: str | None,
@@ -121,11 +157,12 @@ def search(
     candidates: int | None = None,
     ef_search: int = 100,
 ) -> list[SearchHit]:
-    """The ``k`` best facts for ``query`` that the caller may see; see the module docstring."""
-    import psycopg
-    from pgvector.psycopg import register_vector
+    """The ``k`` best facts for ``query`` that the caller may see; see the module docstring.
 
-    from .db import conninfo
+    ``source`` is a :class:`~factforge.store.Store` (its pooled connections are reused: no connection
+    set-up per query) or a database URL (one connection for this call).
+    """
+    import psycopg
 
     if mode not in MODES:
         raise ValidationError(f"search mode {mode!r} must be one of {', '.join(MODES)}")
@@ -147,8 +184,7 @@ def search(
     ranks_v: dict[UUID, tuple[int, float]] = {}
     ranks_b: dict[UUID, tuple[int, float]] = {}
     try:
-        with psycopg.connect(conninfo(url)) as conn:
-            register_vector(conn)
+        with _connection(source, need_vector=vector is not None) as conn:
             if vector is not None:
                 import numpy as np
 
@@ -163,8 +199,14 @@ def search(
                 for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1]), 1):
                     ranks_v[fid] = (rank, float(d))
             if mode != "vector":
-                sql = bm25_sql(where).replace("{tsq}", _tsquery_sql(query))
-                for rank, (fid, score) in enumerate(conn.execute(sql, params).fetchall(), 1):
+                rows = []
+                if not _OPERATORS.search(query):
+                    rare = bm25_sql(where).replace("{tsq}", _RARE_TSQ)
+                    rows = conn.execute(rare, {**params, "rare": RARE_TERM_SHARE}).fetchall()
+                if len(rows) < n:
+                    sql = bm25_sql(where).replace("{tsq}", _tsquery_sql(query))
+                    rows = conn.execute(sql, params).fetchall()
+                for rank, (fid, score) in enumerate(rows, 1):
                     ranks_b[fid] = (rank, float(score))
             fused: dict[UUID, float] = {}
             for ranks in (ranks_v, ranks_b):

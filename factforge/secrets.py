@@ -16,7 +16,7 @@ from typing import Any
 import ahocorasick
 import regex
 
-from .rulefile import Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer
+from .rulefile import TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, read_yaml, safe_finditer
 
 __all__ = ["Redaction", "SecretRule", "SecretScanner", "placeholder"]
 
@@ -179,13 +179,19 @@ def _load(path: Path, problems: Problems) -> list[SecretRule]:
             continue
         rule = SecretRule(rule_id, kind, keywords, rx, group, examples, counter)
         for text in examples:
+            found = bounded_matches(rx, text)
             if not any(k in text.lower() for k in keywords):
                 problems.add(at, f"example {text!r} contains none of the keywords, so the rule never runs on it")
+            elif found is TIMED_OUT:
+                problems.add(at, f"example {text!r} takes too long to match (catastrophic backtracking?)")
             elif not any((m.span(group) if group else m.span())[1] > (m.span(group) if group else m.span())[0]
-                         for m in rx.finditer(text)):
+                         for m in found):  # type: ignore[union-attr]
                 problems.add(at, f"example {text!r} is not matched")
         for text in counter:
-            if rx.search(text) is not None:
+            found = bounded_matches(rx, text)
+            if found is TIMED_OUT:
+                problems.add(at, f"counter-example {text!r} takes too long to match (catastrophic backtracking?)")
+            elif found:
                 problems.add(at, f"counter-example {text!r} matches")
         rules.append(rule)
     return rules

@@ -154,6 +154,17 @@ def upgrade() -> None:
             USING (EXISTS (SELECT 1 FROM facts f WHERE f.id = fact_id))
         """
     )
+    # Entities, their links and relationships are visible only through a fact the reader may see.
+    op.execute("ALTER TABLE fact_entities ENABLE ROW LEVEL SECURITY")
+    op.execute(f"CREATE POLICY fact_entities_visible_to_reader ON fact_entities FOR SELECT TO {READER} "
+               "USING (EXISTS (SELECT 1 FROM facts f WHERE f.id = fact_id))")
+    op.execute("ALTER TABLE entities ENABLE ROW LEVEL SECURITY")
+    op.execute(f"CREATE POLICY entities_visible_to_reader ON entities FOR SELECT TO {READER} "
+               "USING (EXISTS (SELECT 1 FROM fact_entities fe JOIN facts f ON f.id = fe.fact_id "
+               "WHERE fe.entity_id = entities.id))")
+    op.execute("ALTER TABLE relationships ENABLE ROW LEVEL SECURITY")
+    op.execute(f"CREATE POLICY relationships_visible_to_reader ON relationships FOR SELECT TO {READER} "
+               "USING (EXISTS (SELECT 1 FROM facts f WHERE f.id = fact_id))")
     op.execute(f"GRANT USAGE ON SCHEMA public TO {READER}")
     op.execute(
         f"GRANT SELECT ON facts, fact_sources, entities, fact_entities, relationships, fact_categories, "
@@ -166,6 +177,9 @@ def downgrade() -> None:
                f"FROM {READER}")
     op.execute("DROP VIEW IF EXISTS current_facts, recent_changes, entity_facts, team_patterns")
     op.execute(f"REVOKE USAGE ON SCHEMA public FROM {READER}")
+    for table in ("relationships", "entities", "fact_entities"):
+        op.execute(f"DROP POLICY IF EXISTS {table}_visible_to_reader ON {table}")
+        op.execute(f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY")
     op.execute("DROP POLICY IF EXISTS fact_sources_visible_to_reader ON fact_sources")
     op.execute("ALTER TABLE fact_sources DISABLE ROW LEVEL SECURITY")
     op.execute("DROP POLICY IF EXISTS facts_visible_to_reader ON facts")
