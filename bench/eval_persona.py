@@ -1,5 +1,7 @@
 """Persona recall on spc_valid.csv: of the persona sentences voiced in the dialogue, how many come out as facts.
 
+Also: the share of all dialogue turns that would go to the LLM after the gatekeeper and the patterns.
+
 A persona sentence ("I love to bake cookies.") counts as voiced when a dialogue turn of the same speaker
 shares >= 60% of its content words. It is recalled when extracting that turn yields a fact whose content
 shares >= 50% of those content words (a rough but rule-independent check). Also reports the share of
@@ -35,6 +37,7 @@ def main() -> None:
     args = ap.parse_args()
     ex = Extractor()
     voiced = recalled = any_fact = 0
+    turns_total = turns_passed = turns_llm = 0
     misses: list[str] = []
     with (DATA / "spc_valid.csv").open(encoding="utf-8") as fh:
         for i, row in enumerate(csv.DictReader(fh)):
@@ -45,6 +48,11 @@ def main() -> None:
                 m = re.match(r"\s*User ([12]):\s*(.*)", line)
                 if m:
                     turns[m.group(1)].append(m.group(2))
+            for said in turns["1"] + turns["2"]:
+                x = ex.extract(said)
+                turns_total += 1
+                turns_passed += x.gate.passed
+                turns_llm += x.needs_llm
             for who in ("1", "2"):
                 for persona in row[f"user {who} personas"].splitlines():
                     pw = words(persona)
@@ -61,7 +69,11 @@ def main() -> None:
                     elif len(misses) < args.misses:
                         misses.append(f"{persona.strip()!r} <- {best!r} -> {[f.content for f in facts]}")
     res = {"voiced_persona_sentences": voiced, "recalled": recalled, "recall": round(recalled / max(voiced, 1), 3),
-           "turns_with_any_fact": round(any_fact / max(voiced, 1), 3)}
+           "turns_with_any_fact": round(any_fact / max(voiced, 1), 3),
+           # Issue 4's headline figure: dialogue turns that would go to the LLM after gate + patterns.
+           "dialogue_turns": turns_total, "passed_gate": turns_passed, "needs_llm": turns_llm,
+           "llm_share_of_passed": round(turns_llm / max(turns_passed, 1), 3),
+           "llm_share_of_all": round(turns_llm / max(turns_total, 1), 3)}
     if args.json:
         print(json.dumps(res))
         return

@@ -1,8 +1,10 @@
 """The gatekeeper: decides per message whether it can carry a fact, and says why when it drops one.
 
 Checks run in this order: empty, injection, social talk (greeting / thanks / goodbye / acknowledgement /
-filler, judged on the WHOLE message), pure question, and last too_short - the pipeline still runs the
-patterns on a too_short message, so "I use Vim." survives. Word lists and thresholds live in
+reaction / filler, judged per clause: the message is social only when every clause is), pure question, and
+last too_short - the pipeline still runs the patterns on a too_short message, so "I use Vim." survives.
+Social talk is fixed phrases plus sentence shapes (sequences of word classes, "pointer linking degree*
+evaluation": "That sounds like a lot of fun"). Word lists, shapes and thresholds live in
 ``patterns/gate.yaml``, injection rules in ``patterns/injection.yaml``.
 
 The common path costs one tokenising regex, a few set lookups per word and one Aho-Corasick pass for the
@@ -25,15 +27,18 @@ from .rulefile import TIMED_OUT, Problems, bounded_matches, compile_regex, defau
 from .segment import parse_segment_config
 from .types import GateDecision
 
-__all__ = ["Gatekeeper", "InjectionRule", "PhraseSet", "REASONS", "SOCIAL_KINDS"]
+__all__ = ["Gatekeeper", "InjectionRule", "PhraseSet", "REASONS", "SOCIAL_KINDS", "Shape"]
 
 logger = logging.getLogger("factforge.gatekeeper")
 
-SOCIAL_KINDS: tuple[str, ...] = ("greeting", "thanks", "goodbye", "acknowledgement", "filler")
+SOCIAL_KINDS: tuple[str, ...] = ("greeting", "thanks", "goodbye", "acknowledgement", "reaction", "filler")
 REASONS: tuple[str, ...] = ("empty", "injection", *SOCIAL_KINDS, "question", "too_short")
 WORD_KINDS: tuple[str, ...] = ("wh_words", "aux_words", "subject_words", "first_person", "question_particles")
-GATE_KEYS = frozenset({"version", "thresholds", "reason_priority", "languages", "segment", "examples",
+GATE_KEYS = frozenset({"version", "thresholds", "reason_priority", "languages", "shapes", "segment", "examples",
                        "counter_examples"})
+SHAPE_KEYS = frozenset({"classes", "kinds"})
+# A shape slot is a class name, optionally followed by "?" (zero or one) or "*" (zero or more).
+_SLOT = regex.compile(r"([a-z_]+)([?*]?)")
 THRESHOLD_KEYS = frozenset({"min_cjk_chars", "min_letters", "max_social_tokens"})
 INJECTION_KEYS = frozenset({"id", "language", "description", "keywords", "regex", "examples", "counter_examples"})
 
@@ -75,6 +80,47 @@ class PhraseSet:
                     return length, label
         return 0, None
 
+    def lengths_at(self, tokens: Sequence[str], i: int) -> Iterable[int]:
+        """Lengths of every phrase starting at ``tokens[i]``, longest first."""
+        if i >= len(tokens) or tokens[i] not in self.starts:
+            return
+        n = len(tokens)
+        for length in self.lengths:
+            if i + length <= n and tuple(tokens[i:i + length]) in self.phrases:
+                yield length
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A sentence shape: word classes in order, each required, optional (``?``) or repeated (``*``)."""
+
+    kind: str
+    text: str
+    slots: tuple[tuple[PhraseSet, bool, bool], ...]  # (class, optional, repeated)
+    starts: frozenset[str]  # the words a match can begin with
+
+    def ends(self, tokens: Sequence[str], i: int) -> set[int]:
+        """Every position at which a match of this shape that starts at ``tokens[i]`` can end."""
+        out: set[int] = set()
+        seen: set[tuple[int, int]] = set()
+        self._walk(tokens, 0, i, out, seen)
+        out.discard(i)
+        return out
+
+    def _walk(self, tokens: Sequence[str], k: int, i: int, out: set[int], seen: set[tuple[int, int]]) -> None:
+        if (k, i) in seen:
+            return
+        seen.add((k, i))
+        if k == len(self.slots):
+            out.add(i)
+            return
+        words, optional, repeated = self.slots[k]
+        if optional:
+            self._walk(tokens, k + 1, i, out, seen)
+        for length in words.lengths_at(tokens, i):
+            # A repeated slot stays at k (now optional by construction: "*" is always optional).
+            self._walk(tokens, k if repeated else k + 1, i + length, out, seen)
+
 
 @dataclass(frozen=True, slots=True)
 class InjectionRule:
@@ -104,6 +150,10 @@ class Gatekeeper:
     question_marks: frozenset[str]
     clause_marks: frozenset[str]
     social: PhraseSet
+    # Sentence shapes by a word they may start with.
+    shapes: Mapping[str, tuple[Shape, ...]]
+    # Every word of a social phrase or shape class (and ","): a sentence with any other word is content.
+    vocabulary: frozenset[str]
     words: Mapping[str, PhraseSet]
     reason_priority: tuple[str, ...]
     min_cjk_chars: int
@@ -192,19 +242,40 @@ class Gatekeeper:
         return [s for s in out if s.words]
 
     def _social_kinds(self, words: list[str]) -> set[str] | None:
-        """The social kinds that make up the whole sentence, or None if any word is not social talk."""
+        """The social kinds that make up the whole sentence, or None if any clause is not social talk.
+
+        The sentence is tiled left to right with social phrases (longest first) and sentence shapes; a
+        position from which no tiling reaches the end is remembered, so the search stays linear in practice.
+        """
+        # Every word must belong to some phrase or class: one set lookup per word settles most content.
+        vocabulary = self.vocabulary
+        if not all(w in vocabulary for w in words):
+            return None
         kinds: set[str] = set()
-        i, n = 0, len(words)
-        while i < n:
-            if words[i] == ",":
-                i += 1
-                continue
-            length, kind = self.social.match_at(words, i)
-            if kind is None:
-                return None
+        return kinds if self._tile(words, 0, kinds, set()) else None
+
+    def _tile(self, words: list[str], i: int, kinds: set[str], dead: set[int]) -> bool:
+        n = len(words)
+        while i < n and words[i] == ",":
+            i += 1
+        if i == n:
+            return True
+        if i in dead:
+            return False
+        length, kind = self.social.match_at(words, i)
+        if kind is not None and self._tile(words, i + length, kinds, dead):
             kinds.add(kind)
-            i += length
-        return kinds
+            return True
+        for shape in self.shapes.get(words[i], ()):
+            for end in sorted(shape.ends(words, i), reverse=True):
+                # A shape closes a clause: two shapes back to back ("he said" + "it was just") are not one.
+                if end < n and words[end] != "," and not self.social.match_at(words, end)[0]:
+                    continue
+                if self._tile(words, end, kinds, dead):
+                    kinds.add(shape.kind)
+                    return True
+        dead.add(i)
+        return False
 
     def _question(self, sentence: _Sentence) -> str | None:
         """Why this sentence is a pure question, or None if it states something."""
@@ -357,6 +428,7 @@ def _load_gate(path: Path, problems: Problems) -> dict[str, Any]:
         for key, value in block.items():
             if key in SOCIAL_KINDS or key in WORD_KINDS:
                 _string_list(value, f"{where}: languages.{lang}.{key}", problems)
+    shapes = _load_shapes(data.get("shapes", {}), where, problems)
     segment = parse_segment_config(data.get("segment"), where, problems)
     examples = data.get("examples", {})
     if not isinstance(examples, dict) or not set(examples) <= set(REASONS):
@@ -368,8 +440,72 @@ def _load_gate(path: Path, problems: Problems) -> dict[str, Any]:
     counter = data.get("counter_examples", [])
     if not isinstance(counter, list) or not all(isinstance(t, str) for t in counter):
         problems.add(where, "counter_examples: must be a list of strings")
-    return {"thresholds": values, "priority": tuple(priority), "languages": languages, "segment": segment,
-            "examples": examples, "counter_examples": counter}
+    return {"thresholds": values, "priority": tuple(priority), "languages": languages, "shapes": shapes,
+            "segment": segment, "examples": examples, "counter_examples": counter}
+
+
+def _load_shapes(data: Any, where: str, problems: Problems) -> dict[str, Any]:
+    """Check the ``shapes`` block: word classes as phrase lists, shapes per social kind naming those classes."""
+    if not isinstance(data, dict):
+        problems.add(where, "shapes: must be a mapping")
+        return {"classes": {}, "kinds": {}}
+    for key in sorted(set(data) - SHAPE_KEYS):
+        problems.add(where, f"shapes: unknown key {key!r}")
+    classes = data.get("classes", {})
+    if not isinstance(classes, dict):
+        problems.add(where, "shapes.classes: must map class names to lists of phrases")
+        classes = {}
+    classes = {name: _string_list(value, f"{where}: shapes.classes.{name}", problems)
+               for name, value in classes.items()}
+    kinds = data.get("kinds", {})
+    if not isinstance(kinds, dict):
+        problems.add(where, "shapes.kinds: must map social kinds to lists of shapes")
+        kinds = {}
+    parsed: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {}
+    for kind, shapes in kinds.items():
+        if kind not in SOCIAL_KINDS:
+            problems.add(where, f"shapes.kinds: {kind!r} is not one of {', '.join(SOCIAL_KINDS)}")
+            continue
+        for text in _string_list(shapes, f"{where}: shapes.kinds.{kind}", problems):
+            slots: list[tuple[str, str]] = []
+            for part in text.split():
+                m = _SLOT.fullmatch(part)
+                if m is None or m.group(1) not in classes:
+                    problems.add(where, f"shapes.kinds.{kind}: {text!r}: {part!r} is not a class of shapes.classes")
+                else:
+                    slots.append((m.group(1), m.group(2)))
+            if slots and all(mod for _, mod in slots):
+                problems.add(where, f"shapes.kinds.{kind}: {text!r} has no required class, so it matches nothing")
+            parsed.setdefault(kind, []).append((text, slots))
+    return {"classes": classes, "kinds": parsed}
+
+
+def _build_shapes(tokenizer: regex.Pattern[str], spec: Mapping[str, Any], where: str,
+                  problems: Problems) -> dict[str, tuple[Shape, ...]]:
+    """Compile the checked ``shapes`` block and index each shape by the words it may start with."""
+    classes: dict[str, PhraseSet] = {}
+    for name, values in spec["classes"].items():
+        phrases: dict[tuple[str, ...], str] = {}
+        for value in values:
+            phrase = _tokenise_phrase(tokenizer, value)
+            if phrase:
+                phrases[phrase] = name
+            else:
+                problems.add(f"{where}: shapes.classes.{name}", f"{value!r} has no words")
+        classes[name] = PhraseSet.build(phrases)
+    index: dict[str, list[Shape]] = {}
+    for kind, shapes in spec["kinds"].items():
+        for text, slots in shapes:
+            compiled = tuple((classes[name], mod != "", mod == "*") for name, mod in slots)
+            starts: set[str] = set()
+            for words, optional, _ in compiled:
+                starts |= words.starts
+                if not optional:
+                    break
+            shape = Shape(kind, text, compiled, frozenset(starts))
+            for word in starts:
+                index.setdefault(word, []).append(shape)
+    return {word: tuple(shapes) for word, shapes in index.items()}
 
 
 def _load_injection(path: Path, problems: Problems) -> list[InjectionRule]:
@@ -451,6 +587,7 @@ def _build(patterns_dir: Path) -> Gatekeeper:
                     social.setdefault(phrase, key)
                 else:
                     words[key][phrase] = key
+    shapes = _build_shapes(tokenizer, gate["shapes"], str(patterns_dir / "gate.yaml"), problems)
     automaton = ahocorasick.Automaton()
     by_keyword: dict[str, list[int]] = {}
     for index, rule in enumerate(rules):
@@ -467,6 +604,10 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         question_marks=question_marks,
         clause_marks=frozenset(",，、:：;"),
         social=PhraseSet.build(social),
+        shapes=shapes,
+        vocabulary=frozenset({",", *(w for p in social for w in p),
+                              *(w for shape_list in shapes.values() for shape in shape_list
+                                for words, _, _ in shape.slots for p in words.phrases for w in p)}),
         words={k: PhraseSet.build(v) for k, v in words.items()},
         reason_priority=gate["priority"],
         min_cjk_chars=thresholds["min_cjk_chars"],

@@ -86,13 +86,18 @@ def _tsquery_sql(query: str) -> str:
             "plainto_tsquery('english', %(q)s))")
 
 
-# Candidates from terms in at most this share of facts; words like "user" or "team" (in half the facts) then
-# only add to the score of facts found by a rarer word. If that finds fewer than needed, every term is used.
+# Candidates come from the query's rare terms (in at most 10% of the facts and at most 5,000 of them): words
+# like "user" or "team" (in half the facts) then only add to the score of facts a rarer word found. If that
+# finds too few, every term is used, and at most FALLBACK_CANDIDATES facts are scored: a query made only of
+# very common words has little to rank by, and scoring every match would cost a scan of half the table.
 RARE_TERM_SHARE = 0.1
+RARE_TERM_MAX_DF = 5000
+FALLBACK_CANDIDATES = 2000
 _RARE_TSQ = """(SELECT string_agg(quote_literal(t.lexeme), ' | ')::tsquery
       FROM (SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', %(q)s)) u) t
       LEFT JOIN bm25_terms b ON b.lexeme = t.lexeme
-      WHERE coalesce(b.df, 0) <= %(rare)s * (SELECT greatest(n_docs, 1) FROM bm25_corpus WHERE id = 1))"""
+      WHERE coalesce(b.df, 0) <= least(%(rare_max)s,
+                                       %(rare)s * (SELECT greatest(n_docs, 1) FROM bm25_corpus WHERE id = 1)))"""
 
 
 def bm25_sql(where: str, limit_param: str = "n") -> str:
@@ -104,7 +109,7 @@ def bm25_sql(where: str, limit_param: str = "n") -> str:
                    UNION ALL SELECT 1, 1 WHERE NOT EXISTS (SELECT 1 FROM bm25_corpus WHERE id = 1)),
         idf AS (SELECT t.lexeme, ln(1 + (c.n - coalesce(b.df, 0) + 0.5) / (coalesce(b.df, 0) + 0.5)) AS idf
                 FROM terms t CROSS JOIN corpus c LEFT JOIN bm25_terms b ON b.lexeme = t.lexeme),
-        cand AS (SELECT f.id, f.tsv FROM facts f, q WHERE f.tsv @@ q.tsq AND {where})
+        cand AS (SELECT f.id, f.tsv FROM facts f, q WHERE f.tsv @@ q.tsq AND {where} LIMIT %(cap)s)
         SELECT cand.id, sum(i.idf * (coalesce(array_length(u.positions, 1), 1) * ({BM25_K1} + 1))
                    / (coalesce(array_length(u.positions, 1), 1)
                       + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length(cand.tsv) / c.avgdl))) AS score
@@ -202,10 +207,12 @@ def search(
                 rows = []
                 if not _OPERATORS.search(query):
                     rare = bm25_sql(where).replace("{tsq}", _RARE_TSQ)
-                    rows = conn.execute(rare, {**params, "rare": RARE_TERM_SHARE}).fetchall()
+                    rows = conn.execute(rare, {**params, "rare": RARE_TERM_SHARE, "rare_max": RARE_TERM_MAX_DF,
+                                               "cap": RARE_TERM_MAX_DF * 4}).fetchall()
                 if len(rows) < n:
                     sql = bm25_sql(where).replace("{tsq}", _tsquery_sql(query))
-                    rows = conn.execute(sql, params).fetchall()
+                    cap = FALLBACK_CANDIDATES if not _OPERATORS.search(query) else 1_000_000
+                    rows = conn.execute(sql, {**params, "cap": cap}).fetchall()
                 for rank, (fid, score) in enumerate(rows, 1):
                     ranks_b[fid] = (rank, float(score))
             fused: dict[UUID, float] = {}
