@@ -215,3 +215,57 @@ def test_row_level_security_matches_the_search_scope(store: Store, db_url: str) 
 def test_content_hash_normalises_case_space_and_final_punctuation() -> None:
     assert content_hash("Team uses  Redis.") == content_hash("team uses redis")
     assert content_hash("Team uses Redis") != content_hash("Team uses Redis 7")
+
+
+def test_migrations_up_down_up_on_a_fresh_database(db_url: str, tmp_path) -> None:
+    from factforge import db
+
+    with raw(db_url) as conn:
+        conn.execute("DROP DATABASE IF EXISTS ff_migrations")
+        conn.execute("CREATE DATABASE ff_migrations")
+    from sqlalchemy.engine import make_url
+
+    url = make_url(db_url).set(database="ff_migrations").render_as_string(hide_password=False)
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": str(tmp_path)})
+
+    def tables() -> set[str]:
+        with raw(url) as conn:
+            return {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+
+    try:
+        assert db.current_revision(url) is None
+        db.upgrade(url, settings)
+        head = db.current_revision(url)
+        assert {"facts", "fact_sources", "entities", "relationships", "extraction_queue", "bm25_terms"} <= tables()
+        db.downgrade(url, "base")
+        assert tables() == {"alembic_version"} and db.current_revision(url) is None
+        db.upgrade(url, settings)
+        assert db.current_revision(url) == head
+        with raw(url) as conn:
+            assert conn.execute("SELECT value FROM factforge_meta WHERE key = 'embed_dim'").fetchone() == ("384",)
+    finally:
+        with raw(db_url) as conn:
+            conn.execute("DROP DATABASE IF EXISTS ff_migrations WITH (FORCE)")
+
+
+def test_fact_with_embedding_round_trips_and_its_tsvector_is_searchable(store: Store, db_url: str) -> None:
+    vec = [0.0] * 384
+    vec[7] = 1.0
+    (saved,) = store.save([fact("Team deploys with ArgoCD", entities=("ArgoCD",))], TEAM, prov("t1"),
+                          embeddings=[vec], embedding_model="test-model")
+    with raw(db_url) as conn:
+        row = conn.execute(
+            "SELECT embedding::text, embedding_model, tsv::text, tsv @@ websearch_to_tsquery('english', 'deploying') "
+            "FROM facts WHERE id = %s", (saved.id,)).fetchone()
+    assert row[0].startswith("[0,0,0,0,0,0,0,1") and row[1] == "test-model"
+    assert "'argocd'" in row[2] and "'deploy'" in row[2] and row[3] is True
+
+
+def test_constraint_errors_surface_as_factforge_errors(store: Store) -> None:
+    from factforge.errors import DatabaseError, FactforgeError
+
+    # a label the relationships CHECK refuses: the database says no, the caller gets a DatabaseError
+    with pytest.raises(DatabaseError, match="check constraint|violates"):
+        store.save([fact("Team uses Go")], TEAM, prov("c1"), relationships=[Relationship("Go", "Rust", "Not Snake")])
+    assert issubclass(DatabaseError, FactforgeError)
+    assert store.facts() == []  # the transaction was rolled back as a whole
