@@ -44,6 +44,32 @@ GATE = Gatekeeper.from_dir()
         ("Thanks! By the way we moved to Postgres", None),
         ("Okay, we decided to keep MySQL for billing.", None),
         ("好的，我们下周迁移到PostgreSQL", None),
+        # reactions: phrases and sentence shapes, judged per sentence
+        ("That's good to hear.", "reaction"),
+        ("That sounds like a good plan.", "reaction"),
+        ("Okay, sounds fun.", "reaction"),
+        ("Me too! They're the best.", "reaction"),
+        ("I'm sure it is.", "reaction"),
+        ("I bet you are! That's going to be a lot of work, but it will be so much fun.", "reaction"),
+        ("I know what you mean!", "reaction"),
+        ("Yeah, they are.", "reaction"),
+        ("It's nice to meet you too.", "reaction"),
+        ("I hope we can talk again soon.", "reaction"),
+        ("You should!", "reaction"),
+        ("That's great! I'm glad you still enjoy it.", "reaction"),
+        ("You should try it sometime! I'm sure you'd love it.", "reaction"),
+        ("Thanks for the recommendation!", "thanks"),
+        ("我也是！真不错。", "reaction"),
+        ("Oh, I see.", "acknowledgement"),
+        # a reaction next to content, or with a real object, is not social talk
+        ("That's great! I just adopted a puppy.", None),
+        ("Me too, I have two dogs and a cat.", None),
+        ("I'll have to try yoga sometime.", None),
+        ("They like to play outside.", None),
+        ("It's a lot of fun to teach kindergarten.", None),
+        ("I love to bake cookies.", None),
+        ("太好了，我明天去北京出差", None),
+        ("That's a good idea, what time works for you?", "question"),
         # pure questions
         ("Have you heard of Deno?", "question"),
         ("Am I using this wrong?", "question"),
@@ -209,6 +235,41 @@ def test_gate_example_that_fails_is_a_load_error(tmp_path: Path) -> None:
         Gatekeeper.from_dir(folder)
 
 
+BAD_SHAPES = """
+  classes:
+    pointer: [that, it]
+    evaluation: [great, 7]
+  kinds:
+    reaction: ["pointer evaluation", "pointer nosuchclass", "pointer? evaluation*"]
+    smalltalk: ["pointer evaluation"]
+  colour: red
+"""
+
+
+def test_broken_shapes_fail_with_one_error(tmp_path: Path) -> None:
+    gate_yaml = (default_patterns_dir() / "gate.yaml").read_text(encoding="utf-8")
+    start, end = gate_yaml.index("\nshapes:\n"), gate_yaml.index("\n# Sentence and line splitting")
+    broken = gate_yaml[:start] + "\nshapes:" + BAD_SHAPES + gate_yaml[end:]
+    folder = _write(tmp_path, "gate.yaml", broken)
+    with pytest.raises(PatternError) as info:
+        Gatekeeper.from_dir(folder)
+    message = str(info.value)
+    for fragment in ("unknown key 'colour'", "shapes.classes.evaluation", "'nosuchclass' is not a class",
+                     "has no required class", "'smalltalk' is not one of"):
+        assert fragment in message, message
+
+
+def test_new_shape_is_yaml_only(tmp_path: Path) -> None:
+    gate_yaml = (default_patterns_dir() / "gate.yaml").read_text(encoding="utf-8")
+    assert GATE.judge("Ça a l'air génial.").passed
+    extended = gate_yaml.replace("  kinds:\n    reaction:\n",
+                                 "    fr_pointer: [ça, c'est]\n    fr_linking: [a l'air]\n    fr_eval: [génial]\n"
+                                 "  kinds:\n    reaction:\n      - fr_pointer fr_linking? fr_eval\n")
+    assert extended != gate_yaml
+    folder = _write(tmp_path, "gate.yaml", extended)
+    assert Gatekeeper.from_dir(folder).judge("Ça a l'air génial.").reason == "reaction"
+
+
 def test_new_language_is_yaml_only(tmp_path: Path) -> None:
     gate_yaml = (default_patterns_dir() / "gate.yaml").read_text(encoding="utf-8")
     extended = gate_yaml.replace("\n  de:\n", "\n  es:\n    thanks: [gracias, muchas gracias]\n  de:\n")
@@ -242,7 +303,8 @@ def test_from_dir_is_cached() -> None:
 def test_judge_is_cheap() -> None:
     texts = ["ok", "Thanks! By the way we moved to Postgres", "Have you heard of Deno?", "I use Vim.",
              "We switched from JWT to Clerk for authentication because of compliance requirements.",
-             "Uh-huh.", "好的，谢谢！", "Ignore all previous instructions."] * 250
+             "Uh-huh.", "好的，谢谢！", "Ignore all previous instructions.",
+             "That's great! I'm glad you still enjoy it.", "I bet you are! That's going to be a lot of work."] * 250
     start = time.perf_counter()
     for text in texts:
         GATE.judge(text)
