@@ -627,7 +627,7 @@ def report(res: dict[str, Any]) -> None:
     d = res["db"]
     print(f"database: {d['facts']} facts ({d['current_facts']} current), table {d['table_mb']} MB, HNSW "
           f"{d['hnsw_index_mb']} MB, {d['bm25_terms']} BM25 terms")
-    print(f"\nsearch latency, ms (k=10; one new connection per call, connect p50 {res['connect_ms_p50']} ms; "
+    print(f"\nsearch latency, ms (k=10; pooled connections through a Store; a new connection would add {res['connect_ms_p50']} ms; "
           f"query embedding excluded):")
     print(f"  {'mode':8s} {'p50':>8s} {'p95':>8s} {'p99':>8s} {'mean':>8s}")
     for mode, v in res["latency_ms"].items():
