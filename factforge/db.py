@@ -134,9 +134,12 @@ def ensure_schema(url: str, settings: Settings, *, check_embedder: bool = True) 
     if "embed_dim" not in meta:
         raise SchemaError("factforge_meta is empty: the schema was not created by factforge")
     dim, model = int(meta["embed_dim"]), meta.get("embed_model")
-    if check_embedder and settings.embedder != "none" and dim != settings.embed_dim:
+    wanted = _schema_embed_model(settings)
+    if check_embedder and settings.embedder != "none" and (dim != settings.embed_dim or model != wanted):
+        # Vectors of two models are not comparable, even at the same dimension: never mix them silently.
         raise EmbeddingMismatchError(
-            f"the database stores {dim}-dimensional embeddings ({model}) but the configured embedder makes "
-            f"{settings.embed_dim}: use the same FACTFORGE_EMBEDDER/FACTFORGE_EMBED_MODEL, or migrate with "
-            "`factforge embed reset` after `factforge db downgrade base && factforge db upgrade`"
+            f"the database stores embeddings of {model} ({dim} dimensions) but the configured embedder is "
+            f"{wanted} ({settings.embed_dim}): set FACTFORGE_EMBEDDER/FACTFORGE_EMBED_MODEL back, or switch the "
+            "stored facts to the new model with `factforge embed reset` then `factforge embed backfill` "
+            "(facts are kept; only their vectors are re-made)"
         )

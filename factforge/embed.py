@@ -117,7 +117,8 @@ class OllamaEmbedder:
             if len(v) != self.dim:
                 raise EmbeddingMismatchError(
                     f"{self.model} returned {len(v)} dimensions but the schema stores {self.dim}: "
-                    "set FACTFORGE_EMBED_DIM to match and re-create the schema"
+                    "set FACTFORGE_EMBED_DIM to match, then `factforge embed reset` and `factforge embed backfill` "
+                    "(facts are kept)"
                 )
         return vectors
 

@@ -3,9 +3,36 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LC_ALL=C.UTF-8 LANG=C.UTF-8
-PY=${PYTHON:-python3}
+
+die() { echo "factforge setup: $*" >&2; exit 1; }
+
+# A Python >= 3.11: $PYTHON if set, else the first of these that is new enough.
+find_python() {
+    local candidate
+    for candidate in ${PYTHON:-} python3.13 python3.12 python3.11 python3; do
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
 if [ ! -x .venv/bin/python ]; then
-    "$PY" -m venv .venv
+    PY=$(find_python) || die "Python >= 3.11 is needed (set PYTHON=/path/to/python3.11)"
+    if ! "$PY" -m venv .venv >/dev/null 2>&1; then
+        rm -rf .venv
+        # Debian/Ubuntu ship venv (ensurepip) separately.
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            ver=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+            apt-get update -qq >/dev/null && { apt-get install -y -qq "python$ver-venv" >/dev/null 2>&1 ||
+                apt-get install -y -qq python3-venv >/dev/null; } || die "could not install python3-venv"
+            "$PY" -m venv .venv || { rm -rf .venv; die "$PY -m venv failed"; }
+        else
+            die "$PY -m venv failed: install the venv module (Debian/Ubuntu: apt-get install python3-venv)"
+        fi
+    fi
 fi
 stamp=.venv/.factforge-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then

@@ -66,3 +66,14 @@ def test_backfill_then_reset_to_another_dimension(db_url: str, tmp_path: Path) -
         store.close()
     with psycopg.connect(conninfo) as conn:
         assert conn.execute("SELECT value FROM factforge_meta WHERE key = 'embed_dim'").fetchone() == ("384",)
+
+
+def test_same_dimension_other_model_is_refused_not_mixed(db_url: str, tmp_path: Path) -> None:
+    # all-minilm (Ollama) and the local MiniLM both make 384 dimensions, but their vectors are not comparable
+    other = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path),
+                               "FACTFORGE_EMBEDDER": "ollama", "FACTFORGE_EMBED_MODEL": "all-minilm",
+                               "FACTFORGE_EMBED_DIM": "384"})
+    with pytest.raises(EmbeddingMismatchError, match="embed reset") as info:
+        Store.open(other)
+    assert "downgrade" not in str(info.value)  # the advice keeps the facts
+    Store.open(other, check_embedder=False).close()  # what `factforge embed reset` does

