@@ -42,6 +42,15 @@ def _when(value: str) -> datetime:
     return ts
 
 
+def _settings(args: argparse.Namespace) -> Any:
+    """The environment's settings, with the global ``--database-url`` applied."""
+    from .settings import get_settings
+
+    settings = get_settings()
+    url = getattr(args, "database_url", None)
+    return settings.with_(database_url=url) if url else settings
+
+
 def _memory(args: argparse.Namespace, **kw: Any) -> Any:
     from .memory import Memory
 
@@ -157,10 +166,16 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    selector = {k: v for k, v in (("fact_id", args.id), ("agent_id", args.agent), ("session_id", args.session),
-                                  ("category", args.category), ("text", args.text)) if v}
+    selector = {k: v for k, v in (("fact_id", args.id), ("agent_id", args.agent), ("team_id", args.team),
+                                  ("session_id", args.session), ("category", args.category), ("text", args.text))
+                if v}
     if not selector:
-        raise SystemExit("factforge forget: name what to forget (--id, --agent, --session, --category, --text)")
+        raise SystemExit("factforge forget: name what to forget (--id, --agent, --team, --session, --category, "
+                         "--text)")
+    if not (args.id or args.agent or args.team or args.session or args.all_scopes):
+        # a filter alone would reach every agent's and team's facts
+        raise SystemExit("factforge forget: --category/--text alone match every agent and team: add --agent, "
+                         "--team or --session, or --all-scopes to mean it")
     with _memory(args, llm=None, embedder=None, background=False) as memory:
         count = memory.forget(dry_run=not args.yes, **selector)
     print(f"{count} fact(s) {'deleted' if args.yes else 'would be deleted; re-run with --yes to delete them'}")
@@ -169,9 +184,8 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 def cmd_db(args: argparse.Namespace) -> int:
     from . import db
-    from .settings import get_settings
 
-    settings = get_settings()
+    settings = _settings(args)
     url = db.database_url(settings)
     if args.action == "upgrade":
         db.upgrade(url, settings)
@@ -224,9 +238,8 @@ def cmd_patterns(args: argparse.Namespace) -> int:
 def cmd_embed(args: argparse.Namespace) -> int:
     from . import embed
     from .db import database_url
-    from .settings import get_settings
 
-    settings = get_settings()
+    settings = _settings(args)
     embedder = embed.make_embedder(settings)
     if embedder is None:
         raise FactforgeError("no embedder configured (FACTFORGE_EMBEDDER=none)")
@@ -327,9 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("forget", cmd_forget, "Delete facts (a dry-run count unless --yes).")
     sp.add_argument("--id", help="one fact id")
     sp.add_argument("--agent", help="every fact of this agent")
+    sp.add_argument("--team", help="every fact of this team (with --agent: that agent's facts in the team)")
     sp.add_argument("--session", help="every fact of this session")
     sp.add_argument("--category", help="facts of this category (with the other selectors)")
     sp.add_argument("--text", help="facts whose content contains this text")
+    sp.add_argument("--all-scopes", action="store_true",
+                    help="let --category/--text without --agent/--team/--session reach every scope")
     sp.add_argument("--yes", action="store_true", help="really delete")
 
     sp = add("db", cmd_db, "Database schema: upgrade, downgrade, or print the URL in use.")

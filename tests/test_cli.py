@@ -29,6 +29,14 @@ def test_every_command_is_documented_in_the_readme() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(_subcommands()))
+def test_every_option_is_documented_in_the_readme_row_of_its_command(name: str) -> None:
+    rows = " ".join(line for line in (ROOT / "README.md").read_text().splitlines()
+                    if line.startswith(f"| `factforge {name}"))
+    flags = [o for a in _subcommands()[name]._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+    assert [f for f in flags if f not in rows] == []
+
+
+@pytest.mark.parametrize("name", sorted(_subcommands()))
 def test_every_command_has_complete_help(name: str) -> None:
     sub = _subcommands()[name]
     assert sub.description and len(sub.description) > 20
@@ -86,3 +94,16 @@ def test_extract_text_prints_a_table() -> None:
     proc = run_cli("extract", "--no-llm", "I prefer dark mode over light mode")
     assert proc.returncode == 0, proc.stderr
     assert "preference" in proc.stdout and "User prefers dark mode over light mode" in proc.stdout
+
+
+def test_global_database_url_reaches_the_db_command() -> None:
+    url = "postgresql://someone@db.example:5433/memory"
+    proc = run_cli("--database-url", url, "db", "url", env={"FACTFORGE_DATABASE_URL": "postgresql://other@h/x"})
+    assert proc.returncode == 0, proc.stderr
+    assert "db.example:5433/memory" in proc.stdout and "other@h" not in proc.stdout
+
+
+def test_forget_by_filter_alone_needs_all_scopes() -> None:
+    proc = run_cli("forget", "--text", "Redis", env={"FACTFORGE_DATABASE_URL": "postgresql://u@127.0.0.1:1/x"})
+    assert proc.returncode != 0
+    assert "--all-scopes" in proc.stderr and "Traceback" not in proc.stderr
