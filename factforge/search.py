@@ -118,6 +118,19 @@ def bm25_sql(where: str, limit_param: str = "n") -> str:
     """
 
 
+_ITERATIVE: dict[str, bool] = {}
+
+
+def _has_iterative_scan(conn: Any, source: Any) -> bool:
+    """Whether the server's pgvector (>= 0.8) has iterative index scans; asked once per database."""
+    key = source if isinstance(source, str) else str(getattr(source, "url", id(source)))
+    if key not in _ITERATIVE:
+        row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        version = tuple(int(p) for p in re.findall(r"\d+", row[0])[:2]) if row else (0, 0)
+        _ITERATIVE[key] = version >= (0, 8)
+    return _ITERATIVE[key]
+
+
 @contextmanager
 def _connection(source: Any, *, need_vector: bool) -> Iterator[Any]:
     """A psycopg connection in a transaction: pooled from a Store, or a new one for a URL."""
@@ -194,7 +207,8 @@ def search(
                 import numpy as np
 
                 conn.execute(f"SET LOCAL hnsw.ef_search = {int(max(ef_search, n))}")
-                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                if _has_iterative_scan(conn, source):
+                    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                 rows = conn.execute(
                     f"SELECT f.id, f.embedding <=> %(v)s AS d FROM facts f WHERE f.embedding IS NOT NULL AND {where} "
                     "ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",
