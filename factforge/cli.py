@@ -121,7 +121,15 @@ def _print_summary(s: dict[str, Any]) -> None:
         print(f"skipped {err}", file=sys.stderr)
 
 
+def _need_scope(args: argparse.Namespace, command: str) -> None:
+    """Without --agent/--team a listing would show every agent's private facts: make that explicit."""
+    if not (args.agent or args.team or args.all_scopes):
+        raise SystemExit(f"factforge {command}: say whose view (--agent A --team T), or --all-scopes for every "
+                         "agent's and team's facts")
+
+
 def cmd_facts(args: argparse.Namespace) -> int:
+    _need_scope(args, "facts")
     with _memory(args, llm=None, embedder=None, background=False) as memory:
         rows = memory.facts(
             agent_id=args.agent, team_id=args.team, categories=args.category or None,
@@ -139,6 +147,7 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    _need_scope(args, "search")
     with _memory(args, llm=None, background=False) as memory:
         hits = memory.search(
             " ".join(args.query), agent_id=args.agent, team_id=args.team, k=args.k,
@@ -322,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--history", action="store_true", help="include superseded facts")
     sp.add_argument("--as-of", help="the facts that were valid at this ISO 8601 time")
     sp.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    sp.add_argument("--all-scopes", action="store_true", help="every agent's and team's facts (an analyst's view)")
     sp.add_argument("--json", action="store_true", help="one JSON object per fact")
 
     sp = add("search", cmd_search, "Hybrid (vector + BM25) search over the facts an agent may see.")
@@ -332,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--category", action="append", help="only this category (repeatable)")
     sp.add_argument("--history", action="store_true", help="include superseded facts")
     sp.add_argument("--mode", choices=("hybrid", "vector", "bm25"), default="hybrid", help="ranking (default hybrid)")
+    sp.add_argument("--all-scopes", action="store_true", help="search every agent's and team's facts")
     sp.add_argument("--json", action="store_true", help="one JSON object per hit, with why it was found")
 
     sp = add("stats", cmd_stats, "Counts: facts by category and method, queue, LLM calls and tokens.")

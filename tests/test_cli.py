@@ -103,7 +103,8 @@ def test_global_database_url_reaches_the_db_command() -> None:
     assert "db.example:5433/memory" in proc.stdout and "other@h" not in proc.stdout
 
 
-def test_forget_by_filter_alone_needs_all_scopes() -> None:
-    proc = run_cli("forget", "--text", "Redis", env={"FACTFORGE_DATABASE_URL": "postgresql://u@127.0.0.1:1/x"})
+@pytest.mark.parametrize("args", [("forget", "--text", "Redis"), ("facts",), ("search", "redis")])
+def test_reaching_every_scope_needs_all_scopes(args: tuple[str, ...]) -> None:
+    proc = run_cli(*args, env={"FACTFORGE_DATABASE_URL": "postgresql://u@127.0.0.1:1/x"})
     assert proc.returncode != 0
     assert "--all-scopes" in proc.stderr and "Traceback" not in proc.stderr
