@@ -98,7 +98,15 @@ def test_scenario_nativewind_workaround() -> None:
     assert f.category == "decision"
     assert f.confidence == 0.85
     assert f.method == "pattern"
-    assert "NativeWind v4" in f.entities
+    assert f.entities == ("NativeWind v4", "className")
+    assert f.rule_id == "decision.workaround"
+
+
+def test_using_a_workaround_is_one_decision() -> None:
+    # Not also "Team uses a workaround" / "Team uses workaround" from the technology rules.
+    facts = LIB.match("We use a workaround for NativeWind v4 because the className prop breaks")
+    assert [(f.content, f.category, f.entities) for f in facts] == [
+        ("Team uses a workaround for NativeWind v4 because the className prop breaks", "decision", ("NativeWind v4",))]
 
 
 @pytest.mark.parametrize(
@@ -109,6 +117,8 @@ def test_scenario_nativewind_workaround() -> None:
         ("Please always check for null before dereferencing",
          "Team policy: always check for null before dereferencing"),
         ("We require null checks in every PR", "Team policy: require null checks in every PR"),
+        ("You should add a null check before dereferencing user",
+         "Team policy: add a null check before dereferencing user"),
     ],
 )
 def test_scenario_null_check_policy(text: str, content: str) -> None:
@@ -167,6 +177,25 @@ def test_required_outputs(text: str, content: str, category: str) -> None:
 def test_temporal_facts(text: str, content: str, valid_from: datetime, valid_to: datetime | None) -> None:
     (f,) = LIB.match(text, timestamp=TS)
     assert (f.content, f.category, f.valid_from, f.valid_to) == (content, "temporal", valid_from, valid_to)
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "entities"),
+    [
+        # the verb 用/使用/采用 is not part of the object; the Latin-script technology is an entity
+        ("我喜欢用Vim", "User likes using Vim", ("Vim",)),
+        ("我们决定使用Redis做缓存", "Team decided to use Redis for 缓存", ("Redis",)),
+        ("我们决定用Redis做缓存。", "Team decided to use Redis for 缓存", ("Redis",)),
+    ],
+)
+def test_chinese_use_verb_stays_out_of_the_object(text: str, content: str, entities: tuple[str, ...]) -> None:
+    assert [(f.content, f.entities) for f in LIB.match(text)] == [(content, entities)]
+
+
+def test_state_that_still_holds_is_not_past_tense() -> None:
+    assert [(f.content, f.category) for f in LIB.match("I have been vegan since 2019")] == [
+        ("User has been vegan since 2019", "identity")]
+    assert [f.content for f in LIB.match("I was raised in Ohio.")] == ["User was raised in Ohio"]
 
 
 def test_one_sentence_several_facts() -> None:
