@@ -20,7 +20,7 @@ from .gatekeeper import Gatekeeper
 from .inputs import check_text, check_timestamp
 from .ner import EntityRecognizer
 from .patterns import PatternLibrary
-from .rulefile import REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, read_yaml
+from .rulefile import REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer
 from .secrets import SecretScanner
 from .segment import Segmenter
 from .settings import Settings, get_settings
@@ -31,8 +31,8 @@ __all__ = ["Extractor", "TurnRules", "extract"]
 logger = logging.getLogger("factforge.extract")
 
 TAIL_CHARS = 400
-
-_SPEAKER = regex.compile(r"(?m)^[ \t]*(\p{Lu}[\p{L}\p{N}_.'-]{0,30}(?: \p{Lu}[\p{L}\p{N}_.'-]{0,30})?)[ \t]*:[ \t]+(?=\S)")
+TURN_KEYS = frozenset({"kind", "confirmations", "tag_questions", "person_swaps", "speakers", "examples"})
+SPEAKER_KEYS = frozenset({"line", "not_names", "examples", "counter_examples"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -43,6 +43,8 @@ class TurnRules:
     tag_questions: tuple[regex.Pattern[str], ...]
     swap_rx: regex.Pattern[str]
     swaps: Mapping[str, str]
+    speaker_rx: regex.Pattern[str] | None = None
+    not_speakers: frozenset[str] = frozenset()
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> TurnRules:
@@ -60,6 +62,16 @@ class TurnRules:
             except TimeoutError:
                 logger.warning("tag-question rule timed out on %d chars; skipped", len(text))
         return self.swap_rx.sub(lambda m: _keep_case(m.group(0), self.swaps[m.group(0).lower()]), text)
+
+    def speakers(self, text: str) -> list[Span]:
+        """Names at the start of "Name: text" lines, headings and other ``not_names`` left out."""
+        if self.speaker_rx is None or ":" not in text:
+            return []
+        out = []
+        for m in safe_finditer(self.speaker_rx, text, "speakers.line"):
+            if m.group("name").casefold() not in self.not_speakers:
+                out.append(Span(m.start("name"), m.end("name"), m.group("name")))
+        return out
 
 
 def _norm_reply(text: str) -> str:
@@ -79,6 +91,8 @@ def _turn_rules(patterns_dir: str) -> TurnRules:
         problems.add(str(path), "must be a mapping")
         data = {}
     data = data or {}
+    for key in sorted(set(data) - TURN_KEYS):
+        problems.add(f"{path.name}", f"unknown key {key!r}")
     confirmations: set[str] = set()
     for lang, words in (data.get("confirmations") or {}).items():
         if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
@@ -95,12 +109,62 @@ def _turn_rules(patterns_dir: str) -> TurnRules:
         problems.add(f"{path.name}: person_swaps", "must map a phrase to its replacement")
         swaps_raw = {}
     swaps = {str(k).lower(): str(v) for k, v in swaps_raw.items()}
+    speaker_rx, not_speakers = _speaker_rules(data.get("speakers"), path.name, problems)
     problems.raise_if_any(f"invalid turn rules in {path}")
     keys = sorted(swaps, key=len, reverse=True) or ["(?!)"]
     alternation = "|".join(regex.escape(k) for k in keys)
     # Latin words need word boundaries; CJK words have none.
     swap_rx = regex.compile(rf"(?<![\p{{Latin}}'])(?:{alternation})(?![\p{{Latin}}'])", regex.IGNORECASE)
-    return TurnRules(frozenset(confirmations), tuple(tags), swap_rx, swaps)
+    rules = TurnRules(frozenset(confirmations), tuple(tags), swap_rx, swaps, speaker_rx, not_speakers)
+    _check_speakers(rules, data.get("speakers") or {}, path.name, problems)
+    problems.raise_if_any(f"invalid turn rules in {path}")
+    return rules
+
+
+def _speaker_rules(raw: Any, where: str, problems: Problems) -> tuple[regex.Pattern[str] | None, frozenset[str]]:
+    """The ``speakers`` section: the "Name:" line regex and the words that are never a speaker."""
+    if raw is None:
+        return None, frozenset()
+    at = f"{where}: speakers"
+    if not isinstance(raw, Mapping):
+        problems.add(at, "must be a mapping with 'line' and 'not_names'")
+        return None, frozenset()
+    for key in sorted(set(raw) - SPEAKER_KEYS):
+        problems.add(at, f"unknown key {key!r}")
+    rx = None
+    if not isinstance(raw.get("line"), str):
+        problems.add(at, "line: must be a regex string")
+    else:
+        rx = compile_regex(raw["line"], f"{at}.line", problems)
+        if rx is not None and "name" not in rx.groupindex:
+            problems.add(f"{at}.line", "must have a group 'name'")
+            rx = None
+    names = raw.get("not_names") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
+        problems.add(f"{at}.not_names", "must be a list of non-empty strings")
+        names = []
+    for key in ("examples", "counter_examples"):
+        if key in raw and not isinstance(raw[key], list):
+            problems.add(f"{at}.{key}", "must be a list")
+    return rx, frozenset(n.strip().casefold() for n in names)
+
+
+def _check_speakers(rules: TurnRules, raw: Mapping[str, Any], where: str, problems: Problems) -> None:
+    """Every speaker example yields its name; no counter-example yields a speaker."""
+    at = f"{where}: speakers"
+    examples = raw.get("examples") if isinstance(raw, Mapping) else None
+    for ex in examples if isinstance(examples, list) else []:
+        if not isinstance(ex, Mapping) or not isinstance(ex.get("text"), str) or not isinstance(ex.get("name"), str):
+            problems.add(f"{at}.examples", f"{ex!r}: must be a mapping {{text, name}}")
+            continue
+        got = [s.text for s in rules.speakers(ex["text"])]
+        if ex["name"] not in got:
+            problems.add(f"{at}.examples", f"{ex['text']!r}: expected speaker {ex['name']!r}, got {got!r}")
+    counter = raw.get("counter_examples") if isinstance(raw, Mapping) else None
+    for text in counter if isinstance(counter, list) else []:
+        got = [s.text for s in rules.speakers(str(text))]
+        if got:
+            problems.add(f"{at}.counter_examples", f"{text!r}: yields speaker(s) {got!r}")
 
 
 class Extractor:
@@ -183,11 +247,10 @@ class Extractor:
     def _entities(self, text: str, facts: list[Fact]) -> tuple[Entity, ...]:
         found = list(self.ner.find(text))
         seen = {e.name.casefold() for e in found}
-        for m in _SPEAKER.finditer(text):
-            name = m.group(1)
-            if name.casefold() not in seen and name.lower() not in ("note", "error", "warning", "info", "todo", "http", "https"):
-                seen.add(name.casefold())
-                found.append(Entity(name, "speaker", Span(m.start(1), m.end(1), name), "regex"))
+        for span in self.turns.speakers(text):
+            if span.text.casefold() not in seen:
+                seen.add(span.text.casefold())
+                found.append(Entity(span.text, "speaker", span, "regex"))
         for fact in facts:
             for name in fact.entities:
                 if name.casefold() not in seen:

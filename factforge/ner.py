@@ -24,12 +24,15 @@ import regex
 from .rulefile import Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer
 from .types import ENTITY_TYPES, Entity, Span
 
-__all__ = ["EntityRecognizer", "GazetteerEntry", "RegexExample", "RegexKind", "TextExample"]
+__all__ = ["CodeContext", "EntityRecognizer", "GazetteerEntry", "RegexExample", "RegexKind", "TextExample"]
 
 logger = logging.getLogger("factforge.ner")
 
 FILE_NAME = "entities.yaml"
-TOP_KEYS = frozenset({"version", "regex", "gazetteer", "examples"})
+TOP_KEYS = frozenset({"version", "regex", "gazetteer", "examples", "code_context"})
+CONTEXT_KEYS = frozenset({"types", "rules"})
+CONTEXT_RULE_KEYS = frozenset({"id", "description", "scope", "needs", "regex", "examples", "counter_examples"})
+SCOPES = ("line", "match")
 REGEX_KEYS = frozenset({"id", "type", "regex", "description", "ignore_case", "normalize", "needs",
                         "after_technology", "examples", "counter_examples"})
 GROUP_KEYS = frozenset({"group", "type", "entries"})
@@ -84,6 +87,19 @@ class GazetteerEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class CodeContext:
+    """Where entities of ``types`` are code, not mentions: inside a match (scope "match") or on its line."""
+
+    id: str
+    regex: regex.Pattern[str]
+    scope: str = "line"
+    needs: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+    counter_examples: tuple[str, ...] = ()
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class TextExample:
     """A whole text and the entity names the recognizer must return for it, in text order."""
 
@@ -124,6 +140,8 @@ class EntityRecognizer:
     automaton: Any = field(default=None, compare=False, repr=False)
     by_exact: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
     by_lower: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    contexts: tuple[CodeContext, ...] = ()
+    context_types: frozenset[str] = frozenset()
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> EntityRecognizer:
@@ -165,6 +183,15 @@ class EntityRecognizer:
                 if hits:
                     failures.append(f"rule {kind.id}: counter-example {text!r} matches "
                                     f"{[text[h.start:h.end] for h in hits]}")
+        for context in self.contexts:
+            for text in context.examples:
+                left = [h.name for h in self._resolve(text) if h.type in self.context_types]
+                if left:
+                    failures.append(f"code_context {context.id}: example {text!r} still yields {left}")
+            for text in context.counter_examples:
+                if not any(h.type in self.context_types for h in self._resolve(text)):
+                    failures.append(f"code_context {context.id}: counter-example {text!r} yields no "
+                                    f"{'/'.join(sorted(self.context_types))}")
         for ex in self.examples:
             got = tuple(e.name for e in self.find(ex.text))
             if got != ex.entities:
@@ -179,6 +206,8 @@ class EntityRecognizer:
         low = _lower(text)
         candidates = self._gazetteer_hits(text, low)
         candidates.extend(self._regex_hits(text, low))
+        if self.contexts and any(h.type in self.context_types for h in candidates):
+            candidates = self._drop_code(text, low, candidates)
         candidates.sort(key=lambda h: (h.start - h.end, h.start, h.priority))
         kept: list[_Hit] = []
         for hit in candidates:
@@ -192,6 +221,24 @@ class EntityRecognizer:
                 seen.add(hit.name)
                 out.append(hit)
         return out
+
+    def _drop_code(self, text: str, low: str, candidates: list[_Hit]) -> list[_Hit]:
+        """Candidates of the filtered types that sit in code (a fence, an assignment, a git header) dropped."""
+        ranges: list[tuple[int, int]] = []
+        for context in self.contexts:
+            if context.needs and not any(s in low for s in context.needs):
+                continue
+            for m in safe_finditer(context.regex, text, f"code_context.{context.id}"):
+                start, end = m.start(), m.end()
+                if context.scope == "line":
+                    start = text.rfind("\n", 0, start) + 1
+                    stop = text.find("\n", end)
+                    end = len(text) if stop < 0 else stop
+                ranges.append((start, end))
+        if not ranges:
+            return candidates
+        return [h for h in candidates
+                if h.type not in self.context_types or not any(s <= h.start and h.end <= e for s, e in ranges)]
 
     def _gazetteer_hits(self, text: str, low: str) -> list[_Hit]:
         hits: list[_Hit] = []
@@ -410,6 +457,61 @@ def _load_gazetteer(data: Any, where: str, problems: Problems) -> list[Gazetteer
     return entries
 
 
+def _load_contexts(data: Any, where: str, problems: Problems) -> tuple[list[CodeContext], frozenset[str]]:
+    if data is None:
+        return [], frozenset()
+    at = f"{where}: code_context"
+    if not isinstance(data, dict):
+        problems.add(at, "must be a mapping with 'types' and 'rules'")
+        return [], frozenset()
+    for key in sorted(set(data) - CONTEXT_KEYS):
+        problems.add(at, f"unknown key {key!r}")
+    types = _strings(data.get("types"), f"{at}.types", problems, allow_empty=False)
+    for t in types:
+        if t not in ENTITY_TYPES:
+            problems.add(f"{at}.types", f"{t!r} is not one of {', '.join(ENTITY_TYPES)}")
+    rules = data.get("rules")
+    if not isinstance(rules, list) or not rules:
+        problems.add(at, "rules: must be a non-empty list")
+        return [], frozenset(types)
+    out: list[CodeContext] = []
+    seen: set[str] = set()
+    for n, raw in enumerate(rules):
+        if not isinstance(raw, dict):
+            problems.add(f"{at} rule #{n + 1}", "must be a mapping")
+            continue
+        rule_id = raw.get("id")
+        rat = f"{at} rule {rule_id if isinstance(rule_id, str) and rule_id else '#' + str(n + 1)}"
+        before = len(problems.items)
+        for key in sorted(set(raw) - CONTEXT_RULE_KEYS):
+            problems.add(rat, f"unknown key {key!r}")
+        if not isinstance(rule_id, str) or not rule_id:
+            problems.add(rat, "missing id")
+        elif rule_id in seen:
+            problems.add(rat, "duplicate id")
+        else:
+            seen.add(rule_id)
+        scope = raw.get("scope", "line")
+        if scope not in SCOPES:
+            problems.add(rat, f"scope: must be one of {', '.join(SCOPES)}")
+        needs = [s.lower() for s in _strings(raw.get("needs"), f"{rat}.needs", problems)]
+        examples = _strings(raw.get("examples"), f"{rat}.examples", problems, allow_empty=False)
+        counter = _strings(raw.get("counter_examples"), f"{rat}.counter_examples", problems)
+        rx = None
+        if not isinstance(raw.get("regex"), str) or not raw["regex"]:
+            problems.add(rat, "missing regex")
+        else:
+            rx = compile_regex(raw["regex"], rat, problems)
+        for text in examples:
+            if needs and not any(s in text.lower() for s in needs):
+                problems.add(rat, f"example {text!r} contains none of {needs}, so the rule never runs on it")
+        if len(problems.items) > before or rx is None:
+            continue
+        out.append(CodeContext(rule_id, rx, scope, tuple(needs), tuple(examples), tuple(counter),
+                               str(raw.get("description", ""))))
+    return out, frozenset(types)
+
+
 def _load_text_examples(data: Any, where: str, problems: Problems) -> list[TextExample]:
     if data is None:
         return []
@@ -441,6 +543,7 @@ def _build(patterns_dir: Path) -> EntityRecognizer:
     kinds = _load_kinds(data.get("regex"), where, problems)
     entries = _load_gazetteer(data.get("gazetteer"), where, problems)
     examples = _load_text_examples(data.get("examples"), where, problems)
+    contexts, context_types = _load_contexts(data.get("code_context"), where, problems)
     problems.raise_if_any()
 
     automaton = ahocorasick.Automaton()
@@ -454,7 +557,8 @@ def _build(patterns_dir: Path) -> EntityRecognizer:
             by_lower.setdefault(" ".join(low.split()), entry.name)
     if entries:
         automaton.make_automaton()
-    recognizer = EntityRecognizer(tuple(kinds), tuple(entries), tuple(examples), automaton, by_exact, by_lower)
+    recognizer = EntityRecognizer(tuple(kinds), tuple(entries), tuple(examples), automaton, by_exact, by_lower,
+                                  tuple(contexts), context_types)
     # The file's examples are part of its validation: an edit that breaks one fails loading.
     for failure in recognizer.check():
         problems.add(where, failure)

@@ -28,7 +28,7 @@ import regex
 
 from .rulefile import Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer, yaml_files
 from .settings import Settings
-from .temporal import resolve
+from .temporal import Anchor, find_anchor, resolve
 from .types import CATEGORIES, Explanation, Fact, Span
 
 __all__ = ["Example", "PatternLibrary", "Rule", "EXAMPLE_REFERENCE"]
@@ -68,6 +68,9 @@ _FIRST_WORD = regex.compile(r"^([\p{L}]+)(.*)$", regex.DOTALL)
 _NO_CARRY = regex.compile(r"^(?:to|the|a|an|my|your|his|her|their|our|its|some|any|all|this|that|these|those)\s",
                           regex.IGNORECASE)
 _TO = regex.compile(r"^to\s", regex.IGNORECASE)
+# A preposition left dangling where a time expression was cut out of a slot ("moved to Berlin back in").
+_DANGLING = regex.compile(r"(?:\s+(?:back|on|in|at|by|during|since|from|until|till|as\s+of))+\s*$",
+                          regex.IGNORECASE)
 # The name of the define that holds the regex for one more list item (see ``list_group`` in preference.yaml).
 LIST_DEFINE = "list_next"
 
@@ -124,16 +127,24 @@ class Rule:
 class _Hit:
     fact: Fact
     order: tuple[int, int]
+    own_time: bool = False  # dated by the rule's own time slot, not by a word elsewhere in the sentence
 
 
 class _Sentences:
     """Sentence boundaries of one text, computed on first use."""
 
-    __slots__ = ("_ends", "_text")
+    __slots__ = ("_anchors", "_ends", "_text")
 
     def __init__(self, text: str) -> None:
         self._text = text
         self._ends: list[int] | None = None
+        self._anchors: dict[int, Anchor | None] = {}
+
+    def anchor(self, start: int, end: int, reference: datetime) -> Anchor | None:
+        """The time expression that dates facts stated in the sentence ``start:end`` (once per sentence)."""
+        if start not in self._anchors:
+            self._anchors[start] = find_anchor(self._text, reference, start, end)
+        return self._anchors[start]
 
     def bounds(self, pos: int) -> tuple[int, int]:
         """(start, end) of the sentence holding ``pos``; ``end`` includes its terminator."""
@@ -218,16 +229,17 @@ class PatternLibrary:
             rule = self.rules[index]
             for m in safe_finditer(rule.regex, norm, rule.id):
                 for start, fact in self._facts(rule, m, text, sentences, timestamp, settings):
-                    hits.append(_Hit(fact, (start, index)))
+                    hits.append(_Hit(fact, (start, index), rule.time_group is not None))
         if not hits:
             return []
         best: dict[str, _Hit] = {}
         for hit in hits:
             key = hit.fact.content.casefold()
             kept = best.get(key)
-            # Same content twice: keep the more confident one; on a tie the one that knows when it held.
-            if kept is None or (hit.fact.confidence, hit.fact.valid_from is not None) > (
-                kept.fact.confidence, kept.fact.valid_from is not None
+            # Same content twice: keep the more confident one; on a tie the one that knows when it held,
+            # preferring a rule that captured the time itself.
+            if kept is None or (hit.fact.confidence, hit.fact.valid_from is not None, hit.own_time) > (
+                kept.fact.confidence, kept.fact.valid_from is not None, kept.own_time
             ):
                 best[key] = hit
         return [h.fact for h in sorted(best.values(), key=lambda h: h.order)]
@@ -242,7 +254,19 @@ class PatternLibrary:
             return []
         if rule.blockers is not None and rule.blockers.search(m.string, start, max(start, m.start())):
             return []
-        values = {name: _clean(v) for name, v in m.groupdict().items() if v is not None}
+        # A rule without its own time slot is dated by a time expression anywhere in its sentence. In an
+        # event (category temporal) a relative one is cut out of the slots so the stored text does not go
+        # stale ("moved to Berlin 3 weeks ago"); elsewhere it can be the substance of the fact ("plans to
+        # go to business school next year") and the rule files' examples keep it.
+        anchor = None
+        reference = timestamp or datetime.now(timezone.utc)
+        if rule.time_group is None or m.group(rule.time_group) is None:
+            anchor = sentences.anchor(start, end, reference)
+        groups = m.groupdict()
+        cut = False
+        if anchor is not None and anchor.relative and rule.category == "temporal":
+            groups, cut = _cut_span(m, groups, anchor.span.start, anchor.span.end)
+        values = {name: _clean(v) for name, v in groups.items() if v is not None}
         values = {k: v for k, v in values.items() if v}
         subject = self._subject(rule, values, settings)
         if subject is None:
@@ -252,7 +276,9 @@ class PatternLibrary:
         values = {k: v if k == subject_group else self._swap_pronouns(v) for k, v in values.items()}
         values["subject"] = subject
         out = []
-        fact = self._fact(rule, m, original, start, end, values, subject_group, m.start(), m.end(), timestamp)
+        dated = (anchor, reference, cut) if anchor is not None else None
+        fact = self._fact(rule, m, original, start, end, values, subject_group, m.start(), m.end(), timestamp,
+                          dated)
         if fact is not None:
             out.append((m.start(), fact))
         group = rule.list_group
@@ -262,7 +288,8 @@ class PatternLibrary:
                 if _TO.match(first) and not _NO_CARRY.match(item):
                     item = "to " + item
                 more = {**values, group: self._swap_pronouns(item)}
-                fact = self._fact(rule, m, original, start, end, more, subject_group, item_start, item_end, timestamp)
+                fact = self._fact(rule, m, original, start, end, more, subject_group, item_start, item_end, timestamp,
+                                  dated)
                 if fact is not None:
                     out.append((item_start, fact))
         return out
@@ -275,6 +302,7 @@ class PatternLibrary:
     def _fact(
         self, rule: Rule, m: regex.Match[str], original: str, start: int, end: int, values: Mapping[str, str],
         subject_group: str | None, span_start: int, span_end: int, timestamp: datetime | None,
+        dated: tuple[Anchor, datetime, bool] | None = None,
     ) -> Fact | None:
         subject = values["subject"]
         content = _render(rule.pieces, values)
@@ -292,6 +320,12 @@ class PatternLibrary:
             valid_from, valid_to = resolve(values[rule.time_group], reference)
             if rule.time_mode == "since":
                 valid_to = None
+        note = None
+        if dated is not None:
+            anchor, reference, cut = dated
+            valid_from, valid_to = anchor.valid_from, anchor.valid_to
+            note = (f"dated by {anchor.span.text!r} in its sentence, resolved against {reference.isoformat()}"
+                    + ("; the relative phrase is left out of the content" if cut else ""))
         entities = tuple(dict.fromkeys(
             _ARTICLE.sub("", values[g]) for g in rule.entity_groups if values.get(g)
         ))
@@ -299,7 +333,7 @@ class PatternLibrary:
         span = Span(span_start, span_end, original[span_start:span_end])
         explanation = Explanation(
             stage="pattern", rule_id=rule.id, original_confidence=rule.confidence, final_confidence=final,
-            span=span, context_boost=round(final - rule.confidence, 4), note=None,
+            span=span, context_boost=round(final - rule.confidence, 4), note=note,
         )
         return Fact(
             content=content, category=rule.category, confidence=final, method="pattern",  # type: ignore[arg-type]
@@ -336,6 +370,24 @@ def _swap_pronoun(word: str, pronouns: Mapping[str, str]) -> str:
     new = pronouns.get(word.lower(), word)
     # "I", "I'm" are always capitalised, so their capital says nothing about a sentence start.
     return new[:1].upper() + new[1:] if word[:1].isupper() and word[:1] != "I" else new
+
+
+def _cut_span(
+    m: regex.Match[str], groups: Mapping[str, str | None], start: int, end: int
+) -> tuple[dict[str, str | None], bool]:
+    """The match's group values with ``start:end`` (and a preposition it leaves dangling) cut out."""
+    out = dict(groups)
+    cut = False
+    for name, value in groups.items():
+        if value is None:
+            continue
+        g_start, g_end = m.span(name)
+        if g_end <= start or end <= g_start:
+            continue
+        left = _DANGLING.sub("", m.string[g_start:max(g_start, start)])
+        out[name] = left + " " + m.string[min(g_end, end):g_end]
+        cut = True
+    return out, cut
 
 
 def _list_items(rx: regex.Pattern[str], text: str, pos: int, end: int) -> list[tuple[int, int, str]]:

@@ -18,6 +18,7 @@ expressions (weekdays, "N units ago", "tomorrow") go through ``parsedatetime``.
 from __future__ import annotations
 
 import calendar
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from functools import lru_cache
 
@@ -26,7 +27,7 @@ import regex
 
 from .types import Span
 
-__all__ = ["find_expressions", "resolve"]
+__all__ = ["Anchor", "find_anchor", "find_expressions", "resolve"]
 
 Period = tuple[datetime | None, datetime | None]
 
@@ -51,7 +52,8 @@ _CORE = (
     rf"|(?:on\s+)?\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}})?)?)"
 )
 EXPRESSION = regex.compile(
-    rf"(?<![\p{{L}}\p{{N}}])(?:(?:since|from|until|till|as\s+of|starting)\s+)?{_CORE}(?![\p{{L}}\p{{N}}])",
+    rf"(?<![\p{{L}}\p{{N}}])(?:(?:from|between)\s+{_CORE}\s+(?:to|until|till|through|and)\s+{_CORE}"
+    rf"|(?:(?:since|from|until|till|as\s+of|starting)\s+)?{_CORE})(?![\p{{L}}\p{{N}}])",
     regex.IGNORECASE,
 )
 
@@ -63,6 +65,20 @@ _ISO = regex.compile(r"(?:on\s+)?(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}
 _RELATIVE_PERIOD = regex.compile(r"(last|this|next|past)\s+(week|month|year)")
 _AGO = regex.compile(rf"({_NUMBER_RX})\s+({_UNIT_RX})\s+ago")
 _OPEN = regex.compile(r"(since|from|as\s+of|starting|until|till)\s+(.+)")
+_RANGE = regex.compile(rf"(?:from|between)\s+({_CORE})\s+(?:to|until|till|through|and)\s+({_CORE})")
+# In running text (a fact's sentence, not a time slot a rule captured) some forms are too ambiguous to
+# anchor a fact: a bare month ("I may", "we march"), a bare weekday ("Monday meetings"), a bare number
+# that looks like a year ("2000 tests"). They count only with a preposition, a day or a year attached.
+_AMBIGUOUS = regex.compile(rf"(?:(?:early|late)\s+)?(?:{_MONTH_RX})|{_WEEKDAY_RX}|(?:19|20)\d\d")
+# Every expression find_anchor accepts holds one of these words or a year-like number: a cheap test that
+# spares the full expression scan on the many sentences that hold no time at all.
+_TRIGGERS = frozenset({"yesterday", "today", "tonight", "tomorrow", "ago", "week", "month", "year", "weekend",
+                       "summer", "winter", "spring", "fall", "autumn", "monday", "tuesday", "wednesday", "thursday",
+                       "friday", "saturday", "sunday"}) | frozenset(MONTHS)
+_WORDS = regex.compile(r"[a-z]+")
+_YEARISH = regex.compile(r"(?:19|20)\d\d|[\u4e00-\u9fff]")
+# Expressions whose meaning does not depend on when they were said: they name a year or an ISO date.
+_ABSOLUTE = regex.compile(r"(?:19|20)\d\d")
 
 # Chinese: fixed words and "N <unit> 前" ("三周前" = three weeks ago), with Chinese or Arabic numerals.
 _ZH_FIXED = {
@@ -193,6 +209,11 @@ def resolve(expression: str, reference: datetime) -> Period:
     e = _normalise(english if english is not None else expression)
     if not e or EXPRESSION.fullmatch(e) is None:
         return None, None
+    if m := _RANGE.fullmatch(e):
+        first, last = _period(m.group(1), ref), _period(m.group(2), ref)
+        if first is None or last is None or last[1] < first[0]:
+            return None, None
+        return first[0], last[1]
     if m := _OPEN.fullmatch(e):
         period = _period(m.group(2), ref)
         if period is None:
@@ -211,3 +232,50 @@ def find_expressions(text: str) -> list[Span]:
         found += [Span(m.start(), m.end(), m.group()) for m in ZH_EXPRESSION.finditer(text)]
         found.sort(key=lambda s: s.start)
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A time expression in a sentence and the validity it gives a fact stated in that sentence.
+
+    A point or period ("last month", "3 weeks ago", "in 2023") says when the fact began to hold, so only
+    ``valid_from`` is set; "until X" sets only ``valid_to``; an explicit range ("from 2019 to 2021") both.
+    ``relative`` is true when the words mean something else on another day, so they must not be frozen into
+    a fact's text ("moved to Berlin 3 weeks ago" is wrong a month later).
+    """
+
+    span: Span
+    valid_from: datetime | None
+    valid_to: datetime | None
+    relative: bool
+
+
+def find_anchor(text: str, reference: datetime, start: int = 0, end: int | None = None) -> Anchor | None:
+    """The first time expression in ``text[start:end]`` that resolves, as an :class:`Anchor`; else None.
+
+    Bare months, weekdays and years are skipped (see ``_AMBIGUOUS``), and so is a capitalised expression in
+    mid-sentence ("I watch Last Week Tonight"): it is a title, not a time.
+    """
+    end = len(text) if end is None else end
+    piece = text[start:end]
+    if _YEARISH.search(piece) is None and _TRIGGERS.isdisjoint(_WORDS.findall(piece.lower())):
+        return None
+    spans = [Span(m.start(), m.end(), m.group()) for m in EXPRESSION.finditer(text, start, end)]
+    if any("\u4e00" <= c <= "\u9fff" for c in text[start:end]):
+        spans += [Span(m.start(), m.end(), m.group()) for m in ZH_EXPRESSION.finditer(text, start, end)]
+        spans.sort(key=lambda s: s.start)
+    for span in spans:
+        words = _normalise(span.text)
+        if _AMBIGUOUS.fullmatch(words):
+            continue
+        if span.text[:1].isupper() and text[start:span.start].strip(" \t\n\"'(") and \
+                regex.match(rf"(?:{_MONTH_RX}|{_WEEKDAY_RX})\b", words) is None:
+            continue
+        valid_from, valid_to = resolve(span.text, reference)
+        if valid_from is None and valid_to is None:
+            continue
+        closed = valid_from is None or _RANGE.fullmatch(words) is not None
+        parts = m.groups() if (m := _RANGE.fullmatch(words)) else (words,)
+        return Anchor(span, valid_from, valid_to if closed else None,
+                      relative=any(_ABSOLUTE.search(p) is None for p in parts))
+    return None

@@ -270,3 +270,89 @@ def test_gazetteer_is_fast() -> None:
     median = statistics.median(timeit.repeat(lambda: NER._gazetteer_hits(text, low), number=1, repeat=2000))
     # Measured ~30 µs; the bound leaves room for slow CI machines.
     assert median < 300e-6, median
+
+
+# ------------------------------------------------------------------- hash false positives (seed 000, warning 8)
+
+
+def _hashes(text: str) -> list[str]:
+    return [e.name for e in NER.find(text) if e.type == "hash"]
+
+
+SHA = "e83c5163316f89bfbde7d9ab23ca2e25604af290"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # code and VCS plumbing: not a mention
+        (f'sha = "{SHA}"', []),
+        (f"expected := {SHA[:12]}", []),
+        (f'{{"commit": "{SHA}"}}', []),
+        (f"commit {SHA}", []),
+        (f"commit {SHA} (HEAD -> main, origin/main)\nAuthor: Ana <ana@example.com>", []),
+        ("Merge: 3f2a9c1 e83c516", []),
+        (f"Here is the log:\n```\n{SHA}\n3f2a9c1 fix the build\n```", []),
+        (f"```\nunclosed fence {SHA}", []),
+        (f"check(blob, {SHA})", []),
+        # prose: a real reference, kept
+        ("fixed in commit e83c1a2", ["e83c1a2"]),
+        (f"We reverted commit {SHA} because it broke login.", [SHA]),
+        (f"HEAD is {SHA}", [SHA]),
+        (f"```\nx = {SHA}\n```\nThe fix landed in 3f2a9c1.", ["3f2a9c1"]),
+        (f'sha = "{SHA}"\nbut prod runs 3f2a9c1', ["3f2a9c1"]),
+    ],
+)
+def test_code_context_drops_hashes_in_code_only(text: str, expected: list[str]) -> None:
+    assert _hashes(text) == expected
+
+
+def test_code_context_leaves_other_entities_in_code() -> None:
+    names = [e.name for e in NER.find(f"```\npip install fastapi  # {SHA}\n```")]
+    assert names == ["pip", "FastAPI"]
+
+
+def _context_cases() -> list[tuple[str, str, bool]]:
+    return [(rule["id"], text, kept) for rule in RAW["code_context"]["rules"]
+            for key, kept in (("examples", False), ("counter_examples", True)) for text in rule.get(key, [])]
+
+
+@pytest.mark.parametrize(("rule_id", "text", "kept"), _context_cases())
+def test_code_context_yaml_examples(rule_id: str, text: str, kept: bool) -> None:
+    assert bool(_hashes(text)) is kept, rule_id
+
+
+BAD_CONTEXT = """
+  rules:
+    - id: no_regex
+      scope: line
+      examples: ["x"]
+    - id: bad_scope
+      scope: file
+      regex: "a"
+      examples: ["a"]
+    - id: bad_regex
+      regex: "(["
+      examples: ["a"]
+"""
+
+
+def test_broken_code_context_is_one_error(tmp_path: Path) -> None:
+    text = (default_patterns_dir() / "entities.yaml").read_text(encoding="utf-8")
+    start = text.index("code_context:\n") + len("code_context:\n")
+    end = text.index("\nregex:\n")
+    broken = text[:start] + "  types: [hash, colour]" + BAD_CONTEXT + text[end:]
+    with pytest.raises(PatternError) as info:
+        EntityRecognizer.from_dir(_folder(tmp_path, broken))
+    message = str(info.value)
+    for fragment in ("'colour' is not one of", "rule no_regex: missing regex", "rule bad_scope: scope",
+                     "rule bad_regex", "regex does not compile"):
+        assert fragment in message, (fragment, message)
+
+
+def test_code_context_example_that_fails_is_a_load_error(tmp_path: Path) -> None:
+    text = (default_patterns_dir() / "entities.yaml").read_text(encoding="utf-8")
+    broken = text.replace("        - \"fixed in commit e83c1a2\"\n", "        - \"note: nothing here\"\n")
+    assert broken != text
+    with pytest.raises(PatternError, match="code_context git_header: counter-example 'note: nothing here'"):
+        EntityRecognizer.from_dir(_folder(tmp_path, broken))

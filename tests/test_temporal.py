@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from factforge.temporal import find_expressions, resolve
+from factforge.temporal import find_anchor, find_expressions, resolve
 
 REF = datetime(2024, 6, 15, 12, 0, tzinfo=timezone.utc)
 UTC = timezone.utc
@@ -83,3 +83,59 @@ def test_find_expressions() -> None:
 def test_find_chinese_expressions() -> None:
     text = "我们昨天部署了v2，三周前修好了它。去年我搬到了上海。"
     assert [s.text for s in find_expressions(text)] == ["昨天", "三周前", "去年"]
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("from 2019 to 2021", (day(2019, 1, 1), day(2021, 12, 31, True))),
+        ("between March and May", (day(2024, 3, 1), day(2024, 5, 31, True))),
+        ("from March 2022 until last month", (day(2022, 3, 1), day(2024, 5, 31, True))),
+        ("from 2021 to 2019", (None, None)),  # backwards: not a range
+    ],
+)
+def test_resolve_closed_ranges(expression: str, expected: tuple[datetime | None, datetime | None]) -> None:
+    assert resolve(expression, REF) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase", "valid_from", "valid_to", "relative"),
+    [
+        ("We switched from JWT to Clerk last month", "last month", day(2024, 5, 1), None, True),
+        ("Since March I prefer tabs", "Since March", day(2024, 3, 1), None, True),
+        ("Yesterday we decided to use Redis", "Yesterday", day(2024, 6, 14), None, True),
+        ("I moved to Berlin 3 weeks ago", "3 weeks ago", day(2024, 5, 25), None, True),
+        ("In 2023 we migrated to Postgres", "In 2023", day(2023, 1, 1), None, False),
+        ("I prefer tabs until May 2024", "until May 2024", None, day(2024, 5, 31, True), False),
+        ("I used Java from 2015 to 2019", "from 2015 to 2019", day(2015, 1, 1), day(2019, 12, 31, True), False),
+        ("我们上个月换了数据库", "上个月", day(2024, 5, 1), None, True),
+    ],
+)
+def test_find_anchor(text: str, phrase: str, valid_from: datetime | None, valid_to: datetime | None,
+                     relative: bool) -> None:
+    anchor = find_anchor(text, REF)
+    assert anchor is not None
+    assert (anchor.span.text, anchor.valid_from, anchor.valid_to, anchor.relative) == (
+        phrase, valid_from, valid_to, relative)
+    assert text[anchor.span.start:anchor.span.end] == phrase
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I may switch to Rust",          # "may" is a verb here, not the month
+        "Monday meetings are the worst",  # a bare weekday
+        "we ran 2000 tests",             # a bare number that looks like a year
+        "I watch Last Week Tonight",     # a title in mid-sentence
+        "I prefer tabs",
+    ],
+)
+def test_find_anchor_skips_ambiguous_words(text: str) -> None:
+    assert find_anchor(text, REF) is None
+
+
+def test_find_anchor_stays_inside_its_bounds() -> None:
+    text = "Yesterday was busy. I prefer tabs."
+    assert find_anchor(text, REF, 20, len(text)) is None
+    anchor = find_anchor(text, REF, 0, 19)
+    assert anchor is not None and anchor.span.text == "Yesterday"

@@ -1,0 +1,165 @@
+"""The composed rule stages: time words date facts of any rule, and "Name:" lines name speakers."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from factforge.errors import PatternError
+from factforge.extract import Extractor, TurnRules
+from factforge.patterns import PatternLibrary
+from factforge.rulefile import default_patterns_dir
+
+TS = datetime(2024, 6, 15, 12, 0, tzinfo=timezone.utc)  # a Saturday
+UTC = timezone.utc
+LIB = PatternLibrary.from_dir()
+EX = Extractor()
+TURNS = TurnRules.from_dir()
+
+
+def day(y: int, m: int, d: int, end: bool = False) -> datetime:
+    return datetime(y, m, d, 23, 59, 59, tzinfo=UTC) if end else datetime(y, m, d, tzinfo=UTC)
+
+
+# ------------------------------------------------------------------- time words outside temporal rules
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "rule_id", "valid_from", "valid_to"),
+    [
+        ("We switched from JWT to Clerk last month", "Team switched from JWT to Clerk", "tech.switch",
+         day(2024, 5, 1), None),
+        ("Since March I prefer tabs", "User prefers tabs", "pref.prefer", day(2024, 3, 1), None),
+        ("Yesterday we decided to use Redis for caching", "Team decided to use Redis for caching",
+         "decision.decided_to", day(2024, 6, 14), None),
+        ("In 2023 we migrated to Postgres", "Team migrated to Postgres", "tech.switch_to", day(2023, 1, 1), None),
+        ("I prefer tabs until May 2024", "User prefers tabs", "pref.prefer", None, day(2024, 5, 31, True)),
+    ],
+)
+def test_any_rule_is_dated_by_its_sentence(text: str, content: str, rule_id: str, valid_from: datetime | None,
+                                           valid_to: datetime | None) -> None:
+    (f,) = LIB.match(text, timestamp=TS)
+    assert (f.content, f.rule_id, f.valid_from, f.valid_to) == (content, rule_id, valid_from, valid_to)
+    note = f.explanation.note
+    assert note is not None and "resolved against 2024-06-15T12:00:00+00:00" in note
+
+
+def test_relative_phrase_is_cut_from_an_event() -> None:
+    facts = LIB.match("I moved to Berlin 3 weeks ago", timestamp=TS)
+    assert [f.content for f in facts] == ["User moved to Berlin"]
+    assert facts[0].valid_from == day(2024, 5, 25)
+    (past,) = LIB.match_rule("activity.past", "I moved to Berlin 3 weeks ago", timestamp=TS)
+    assert (past.content, past.valid_from) == ("User moved to Berlin", day(2024, 5, 25))
+    assert past.explanation.note is not None and "left out of the content" in past.explanation.note
+
+
+def test_dangling_preposition_goes_with_the_phrase() -> None:
+    (f,) = LIB.match_rule("activity.past", "I moved to Berlin back in March with Ana", timestamp=TS)
+    assert (f.content, f.valid_from) == ("User moved to Berlin with Ana", day(2024, 3, 1))
+
+
+def test_absolute_dates_stay_in_the_content() -> None:
+    (f,) = LIB.match_rule("activity.past", "I moved to Berlin in 2019", timestamp=TS)
+    assert (f.content, f.valid_from) == ("User moved to Berlin in 2019", day(2019, 1, 1))
+
+
+def test_a_rules_own_time_slot_wins() -> None:
+    (f,) = LIB.match("We deployed v2 yesterday", timestamp=TS)
+    assert (f.rule_id, f.valid_from, f.valid_to, f.explanation.note) == (
+        "temporal.event", day(2024, 6, 14), day(2024, 6, 14, True), None)
+    (g,) = LIB.match("Last week I started using Rust", timestamp=TS)
+    assert g.category == "temporal" and g.valid_to == day(2024, 6, 9, True)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We switched from JWT to Clerk for authentication because of compliance requirements",
+        "I may switch to Rust. I use Vim.",
+        "I use Vim. Yesterday was long.",  # the time word is in another sentence
+    ],
+)
+def test_no_time_word_no_date(text: str) -> None:
+    assert all(f.valid_from is None and f.valid_to is None and f.explanation.note is None
+               for f in LIB.match(text, timestamp=TS))
+
+
+def test_extractor_carries_the_dates() -> None:
+    result = EX.extract("Since March I prefer tabs", timestamp=TS)
+    assert [(f.content, f.valid_from) for f in result.facts] == [("User prefers tabs", day(2024, 3, 1))]
+
+
+# ----------------------------------------------------------------------------------------- speakers
+
+
+def _speakers(text: str) -> list[str]:
+    return [e.name for e in EX.extract(text, timestamp=TS).entities if e.type == "speaker"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Alice: I moved the DB to Postgres\nBob Smith: we use Redis for caching", ["Alice", "Bob Smith"]),
+        ("Update: we use Redis for caching", []),
+        ("Monday: we use Redis for caching", []),
+        ("Summary: we use Redis for caching", []),
+        ("Reminder: we use Redis for caching", []),
+        ("Q: which cache do you use?\nA: we use Redis for caching", []),
+        ("Note: we use Redis for caching", []),
+        ("TODO: we use Redis for caching", []),
+        ("Error: we use Redis for caching", []),
+        ("September: we use Redis for caching", []),
+        ("User: we use Redis for caching", []),
+        ("Priya: we use Redis for caching\nNotes: fine", ["Priya"]),
+    ],
+)
+def test_speaker_lines(text: str, expected: list[str]) -> None:
+    assert _speakers(text) == expected
+
+
+def _speaker_cases() -> list[tuple[str, str | None]]:
+    raw = yaml.safe_load((default_patterns_dir() / "turns.yaml").read_text(encoding="utf-8"))["speakers"]
+    return [(ex["text"], ex["name"]) for ex in raw["examples"]] + [(t, None) for t in raw["counter_examples"]]
+
+
+@pytest.mark.parametrize(("text", "name"), _speaker_cases())
+def test_speaker_yaml_examples(text: str, name: str | None) -> None:
+    got = [s.text for s in TURNS.speakers(text)]
+    assert got == ([name] if name else [])
+
+
+def test_stop_list_is_data() -> None:
+    assert len(TURNS.not_speakers) >= 40
+    assert {"monday", "update", "summary", "q", "a", "todo", "error", "december"} <= TURNS.not_speakers
+
+
+def _folder(tmp_path: Path, text: str) -> Path:
+    for src in default_patterns_dir().glob("*.yaml"):
+        shutil.copy(src, tmp_path / src.name)
+    (tmp_path / "turns.yaml").write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def test_broken_speaker_rules_are_one_error(tmp_path: Path) -> None:
+    text = (default_patterns_dir() / "turns.yaml").read_text(encoding="utf-8")
+    broken = text.replace("  not_names:\n", "  colour: red\n  not_names:\n").replace(
+        '    - "Update: shipped v2"\n', '    - "Update: shipped v2"\n    - "Carol: hello"\n')
+    broken = broken.replace("(?P<name>", "(?P<who>")
+    assert broken.count("colour") == 1 and "(?P<who>" in broken
+    with pytest.raises(PatternError) as info:
+        TurnRules.from_dir(_folder(tmp_path, broken))
+    message = str(info.value)
+    for fragment in ("'colour'", "must have a group 'name'"):
+        assert fragment in message, (fragment, message)
+
+
+def test_speaker_counter_example_that_fails_is_a_load_error(tmp_path: Path) -> None:
+    text = (default_patterns_dir() / "turns.yaml").read_text(encoding="utf-8")
+    broken = text.replace('    - "Update: shipped v2"\n', '    - "Update: shipped v2"\n    - "Carol: hello"\n')
+    assert broken != text
+    with pytest.raises(PatternError, match="'Carol: hello': yields speaker"):
+        TurnRules.from_dir(_folder(tmp_path, broken))
