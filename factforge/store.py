@@ -56,8 +56,27 @@ def content_hash(content: str) -> str:
     return hashlib.sha256(normalize_content(content).encode("utf-8")).hexdigest()
 
 
+def _miss_hash(text: str) -> str:
+    return hashlib.sha256(normalize_content(text)[:2000].encode()).hexdigest()
+
+
 MAX_TX_ATTEMPTS = 5
 RETRY_SQLSTATES = frozenset({"40001", "40P01", "23505"})  # serialization failure, deadlock, unique race
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def check_text(name: str, value: str | None) -> None:
+    """PostgreSQL text cannot hold a NUL byte, and UTF-8 cannot encode a lone surrogate: say so before SQL."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be a string, not {type(value).__name__}")
+    bad = _UNSTORABLE.search(value)
+    if bad is not None:
+        what = "a NUL byte" if bad.group() == "\x00" else f"a lone surrogate (U+{ord(bad.group()):04X})"
+        raise ValidationError(f"{name} contains {what}")
 
 
 def check_fact(fact: Fact) -> None:
@@ -68,8 +87,7 @@ def check_fact(fact: Fact) -> None:
         raise ValidationError("a fact needs non-empty content")
     for name, value in (("content", fact.content), ("subject", fact.subject), ("relation", fact.relation),
                         ("rule_id", fact.rule_id), *((f"entity {e!r}", e) for e in fact.entities)):
-        if value is not None and "\x00" in value:
-            raise ValidationError(f"fact {name} contains a NUL byte")
+        check_text(f"fact {name}", value)
     if fact.category not in CATEGORIES:
         raise ValidationError(f"category {fact.category!r} must be one of {', '.join(CATEGORIES)}")
     if fact.method not in METHODS:
@@ -99,6 +117,8 @@ class Scope:
             raise ValidationError("a private fact needs an agent_id")
         if self.visibility == "team" and not self.team_id:
             raise ValidationError("a team fact needs a team_id")
+        check_text("agent_id", self.agent_id)
+        check_text("team_id", self.team_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +131,10 @@ class Provenance:
     assistant_message: str | None = None
     activity_session: str | None = None
     message_ts: datetime | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("source_key", "session_id", "user_message", "assistant_message", "activity_session"):
+            check_text(name, getattr(self, name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +209,26 @@ def _explanation_json(fact: Fact) -> str:
     return json.dumps(data, ensure_ascii=False, default=str)
 
 
+# The key of "the same fact in the same scope" (migration 0003's partial unique indexes): a private fact is
+# one agent's in one team, a team fact the team's whoever said it, a global fact everybody's.
+_CONFLICT_TARGET = {
+    "private": "(content_hash, agent_id, coalesce(team_id, '')) WHERE superseded_at IS NULL AND visibility = 'private'",
+    "team": "(content_hash, team_id) WHERE superseded_at IS NULL AND visibility = 'team'",
+    "global": "(content_hash) WHERE superseded_at IS NULL AND visibility = 'global'",
+}
+
+
+def same_scope(alias: str, visibility: str, *, vis: str = "visibility", agent: str = "agent",
+               team: str = "team") -> str:
+    """SQL: row ``alias`` is in the scope of the given visibility, agent and team parameters."""
+    if visibility == "private":
+        return (f"{alias}.visibility = 'private' AND {alias}.agent_id = %({agent})s "
+                f"AND {alias}.team_id IS NOT DISTINCT FROM %({team})s")
+    if visibility == "team":
+        return f"{alias}.visibility = 'team' AND {alias}.team_id = %({team})s"
+    return f"{alias}.visibility = %({vis})s"
+
+
 def visible_clause(agent_id: str | None, team_id: str | None, alias: str = "f") -> tuple[str, dict[str, Any]]:
     """SQL restricting facts to what an agent may see (everything when both are None: the analyst's view)."""
     if agent_id is None and team_id is None:
@@ -205,6 +249,7 @@ class Store:
         self.settings = settings
         self.engine = engine
         self.rules = SupersessionRules.from_dir(settings.patterns_dir)
+        self._recognizer: Any = None  # entities.yaml, loaded when the first entity is stored
 
     @classmethod
     def open(cls, settings: Settings, *, check_embedder: bool = True) -> Store:
@@ -252,6 +297,9 @@ class Store:
 
     def upsert_session(self, session_id: str, *, kind: str = "conversation", agent_id: str | None = None,
                        team_id: str | None = None, intent: str | None = None) -> None:
+        for name, value in (("session_id", session_id), ("agent_id", agent_id), ("team_id", team_id),
+                            ("intent", intent)):
+            check_text(name, value)
         with self._tx() as conn:
             conn.exec_driver_sql(
                 "INSERT INTO sessions (id, kind, agent_id, team_id, intent) "
@@ -269,6 +317,10 @@ class Store:
                     assistant_message: str | None = None, message_ts: datetime | None = None,
                     gate_reason: str | None = None, fact_count: int = 0) -> None:
         """Record a processed turn (last, after its facts and queue row: a crash before it means a redo)."""
+        for name, value in (("key", key), ("session_id", session_id), ("activity_session", activity_session),
+                            ("agent_id", agent_id), ("team_id", team_id), ("user_message", user_message),
+                            ("assistant_message", assistant_message), ("gate_reason", gate_reason)):
+            check_text(name, value)
         with self._tx() as conn:
             inserted = conn.exec_driver_sql(
                 "INSERT INTO turns (key, session_id, activity_session, agent_id, team_id, user_message, "
@@ -310,7 +362,7 @@ class Store:
         for fact in facts:
             check_fact(fact)
         # Entities in a stable order: concurrent writers then lock rows in the same order.
-        entities = sorted(entities, key=lambda e: (normalize_entity(e.name), e.type))
+        entities = sorted(entities, key=lambda e: (normalize_entity(self._canonical(e.name)), e.type))
         for attempt in range(1, MAX_TX_ATTEMPTS + 1):
             try:
                 out: list[StoredFact] = []
@@ -371,8 +423,7 @@ class Store:
                     %(subject)s, %(relation)s, %(slots)s::jsonb, %(explanation)s::jsonb, %(session)s,
                     %(user_msg)s, %(assistant_msg)s, %(activity)s, %(agent)s, %(team)s, %(visibility)s,
                     %(embedding)s, %(model)s, %(hash)s, %(seen)s, %(seen)s, %(valid_from)s, %(valid_to)s)
-                ON CONFLICT (content_hash, visibility, coalesce(agent_id, ''), coalesce(team_id, ''))
-                    WHERE superseded_at IS NULL
+                ON CONFLICT {_CONFLICT_TARGET[scope.visibility]}
                 DO UPDATE SET mention_count = facts.mention_count + 1,
                     last_seen_at = greatest(facts.last_seen_at, excluded.last_seen_at),
                     confidence = greatest(facts.confidence, excluded.confidence),
@@ -385,9 +436,10 @@ class Store:
             action = "new" if row["inserted"] else "mention"
         added_source = conn.exec_driver_sql(
             "INSERT INTO fact_sources (fact_id, source_key, session_id, activity_session, agent_id, user_message, "
-            "assistant_message, message_ts) VALUES (%(id)s, %(key)s, %(session)s, %(activity)s, %(agent)s, "
+            "assistant_message, message_ts) VALUES (%(id)s, %(key)s, %(src_session)s, %(activity)s, %(agent)s, "
             "%(user_msg)s, %(assistant_msg)s, %(ts)s) ON CONFLICT (fact_id, source_key) DO NOTHING RETURNING id",
-            {**params, "id": row["id"], "key": prov.source_key, "ts": prov.message_ts},
+            # The session as said, even unregistered (no foreign key here): forgetting it must find the mention.
+            {**params, "id": row["id"], "key": prov.source_key, "ts": prov.message_ts, "src_session": prov.session_id},
         ).first()
         if action != "new" and added_source is None:
             # The same source said it again (a retried queue item): not a new mention.
@@ -407,8 +459,7 @@ class Store:
             f"""
             SELECT {_FACT_COLS}, 1 - (embedding <=> %(embedding)s) AS similarity FROM facts
             WHERE superseded_at IS NULL AND embedding IS NOT NULL AND category = %(category)s
-              AND visibility = %(visibility)s AND agent_id IS NOT DISTINCT FROM %(agent)s
-              AND team_id IS NOT DISTINCT FROM %(team)s AND content_hash <> %(hash)s
+              AND {same_scope("facts", scope.visibility)} AND content_hash <> %(hash)s
             ORDER BY embedding <=> %(embedding)s LIMIT 1
             """,
             params,
@@ -443,8 +494,7 @@ class Store:
                     valid_to = CASE WHEN f.valid_to IS NULL THEN greatest(coalesce(f.valid_from, %(at)s), %(at)s)
                                     ELSE f.valid_to END
                 WHERE f.superseded_at IS NULL AND f.id <> %(new_id)s
-                  AND f.visibility = %(vis)s AND f.team_id IS NOT DISTINCT FROM %(team)s
-                  AND (%(vis)s <> 'private' OR f.agent_id = %(agent)s)
+                  AND {same_scope("f", new["visibility"], vis="vis")}
                   AND f.first_seen_at <= %(at)s
                   AND {where}
                 RETURNING f.id
@@ -457,35 +507,55 @@ class Store:
             done += [r[0] for r in rows]
         return done
 
+    def _canonical(self, name: str) -> str:
+        """The gazetteer's spelling of a name ("postgres" -> "PostgreSQL"), else the name as given."""
+        if self._recognizer is None:
+            from .ner import EntityRecognizer
+
+            self._recognizer = EntityRecognizer.from_dir(self.settings.patterns_dir)
+        return self._recognizer.canonical(name) or name.strip()
+
     def _upsert_entities(self, conn: Any, entities: Sequence[Entity]) -> dict[str, int]:
         ids: dict[str, int] = {}
         for ent in entities:
             norm = normalize_entity(ent.name)
             if not norm or norm in ids:
                 continue
+            canon = self._canonical(ent.name)
+            cnorm = normalize_entity(canon)
+            # Another spelling of a known name is the same entity; the spelling is kept as an alias.
             row = conn.exec_driver_sql(
-                "INSERT INTO entities (name, normalized_name, type) VALUES (%(name)s, %(norm)s, %(type)s) "
-                "ON CONFLICT (normalized_name, type) DO UPDATE SET mention_count = entities.mention_count + 1, "
-                "last_seen_at = now() RETURNING id",
-                {"name": ent.name, "norm": norm, "type": ent.type},
+                "INSERT INTO entities AS e (name, normalized_name, type, aliases) "
+                "VALUES (%(name)s, %(norm)s, %(type)s, %(aliases)s) "
+                "ON CONFLICT (normalized_name, type) DO UPDATE SET mention_count = e.mention_count + 1, "
+                "last_seen_at = now(), aliases = CASE WHEN excluded.aliases <@ e.aliases THEN e.aliases "
+                "ELSE e.aliases || excluded.aliases END RETURNING id",
+                {"name": canon, "norm": cnorm, "type": ent.type,
+                 "aliases": [ent.name.strip()] if cnorm != norm else []},
             ).one()
-            ids[norm] = row[0]
+            ids[norm] = ids.setdefault(cnorm, row[0])
         return ids
 
     def _entity_id(self, conn: Any, name: str, ids: dict[str, int], type_: str = "concept") -> int:
         norm = normalize_entity(name)
         if norm in ids:
             return ids[norm]
+        canon = self._canonical(name)
+        cnorm = normalize_entity(canon)
+        aliases = [name.strip()] if cnorm != norm else []
         row = conn.exec_driver_sql(
-            "SELECT id FROM entities WHERE normalized_name = %(n)s ORDER BY mention_count DESC LIMIT 1", {"n": norm}
+            "SELECT id FROM entities WHERE normalized_name = %(n)s ORDER BY mention_count DESC, id LIMIT 1", {"n": cnorm}
         ).first()
         if row is None:
             row = conn.exec_driver_sql(
-                "INSERT INTO entities (name, normalized_name, type) VALUES (%(name)s, %(n)s, %(t)s) "
+                "INSERT INTO entities (name, normalized_name, type, aliases) VALUES (%(name)s, %(n)s, %(t)s, %(a)s) "
                 "ON CONFLICT (normalized_name, type) DO UPDATE SET last_seen_at = now() RETURNING id",
-                {"name": name, "n": norm, "t": type_},
+                {"name": canon, "n": cnorm, "t": type_, "a": aliases},
             ).one()
-        ids[norm] = row[0]
+        if aliases:
+            conn.exec_driver_sql("UPDATE entities SET aliases = aliases || %(a)s WHERE id = %(id)s "
+                                 "AND NOT %(a)s <@ aliases", {"id": row[0], "a": aliases})
+        ids[norm] = ids[cnorm] = row[0]
         return row[0]
 
     def _link_entities(self, conn: Any, fact: StoredFact, ids: dict[str, int], entities: Sequence[Entity]) -> None:
@@ -532,7 +602,10 @@ class Store:
         where, params = visible_clause(agent_id, team_id)
         clauses = [where]
         if as_of is not None:
-            clauses.append("f.first_seen_at <= %(as_of)s AND (f.superseded_at IS NULL OR f.superseded_at > %(as_of)s)")
+            # A stated validity ("since March", "until Friday") wins over when we first heard of the fact;
+            # the end is the stated one or the supersession, whichever came first (least() skips NULLs).
+            clauses.append("coalesce(f.valid_from, f.first_seen_at) <= %(as_of)s "
+                           "AND (least(f.valid_to, f.superseded_at) IS NULL OR least(f.valid_to, f.superseded_at) > %(as_of)s)")
             params["as_of"] = as_of
         elif not include_history:
             clauses.append("f.superseded_at IS NULL")
@@ -575,47 +648,158 @@ class Store:
     def forget(self, *, dry_run: bool = False, fact_id: str | None = None, agent_id: str | None = None,
                session_id: str | None = None, category: str | None = None, text: str | None = None,
                team_id: str | None = None) -> int:
-        """Delete facts (and, for a session or agent, its stored messages and queued work)."""
-        clauses: list[str] = []
+        """Forget facts; returns how many facts are deleted (or would be, with ``dry_run``).
+
+        ``fact_id``, ``category``, ``text`` and ``team_id`` select facts. ``session_id`` and ``agent_id`` select
+        *mentions*: their sources are removed, and a fact goes only when no other mention keeps it (a team fact
+        another agent also said stays, with that agent's source). With no fact selector, the session's or
+        agent's stored messages, queued work and pattern misses go too. Whatever a deleted fact had superseded
+        is current again; entities and relationships nothing refers to any more are removed; queued LLM work
+        of a forgotten fact's sources is dropped so a later drain cannot bring it back.
+        """
+        fact_clauses: list[str] = []
         params: dict[str, Any] = {}
         if fact_id is not None:
             try:
                 params["id"] = UUID(str(fact_id))
             except ValueError:
                 raise ValidationError(f"not a fact id: {fact_id!r}") from None
-            clauses.append("id = %(id)s")
-        if agent_id is not None:
-            clauses.append("agent_id = %(agent)s")
-            params["agent"] = agent_id
+            fact_clauses.append("f.id = %(id)s")
         if team_id is not None:
-            clauses.append("team_id = %(team)s")
+            fact_clauses.append("f.team_id = %(team)s")
             params["team"] = team_id
-        if session_id is not None:
-            clauses.append("(source_session = %(session)s OR source_activity_session = %(session)s)")
-            params["session"] = session_id
         if category is not None:
-            clauses.append("category = %(category)s")
+            fact_clauses.append("f.category = %(category)s")
             params["category"] = category
         if text is not None:
-            clauses.append("content ILIKE %(text)s")
+            fact_clauses.append("f.content ILIKE %(text)s")
             params["text"] = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        if not clauses:
+        source_clauses: list[str] = []
+        legacy: list[str] = []  # the same selection on facts stored without any source row
+        if agent_id is not None:
+            source_clauses.append("s.agent_id = %(agent)s")
+            legacy.append("f.agent_id = %(agent)s")
+            params["agent"] = agent_id
+        if session_id is not None:
+            source_clauses.append("(s.session_id = %(session)s OR s.activity_session = %(session)s)")
+            legacy.append("(f.source_session = %(session)s OR f.source_activity_session = %(session)s)")
+            params["session"] = session_id
+        if not fact_clauses and not source_clauses:
             raise ValidationError("forget needs a selector (fact_id, agent_id, session_id, category, text)")
-        where = " AND ".join(clauses)
+        fwhere = " AND ".join(fact_clauses) or "TRUE"
+        if source_clauses:
+            swhere = " AND ".join(source_clauses)
+            doomed_sql = (
+                f"SELECT f.id FROM facts f WHERE {fwhere} AND ("
+                f"(EXISTS (SELECT 1 FROM fact_sources s WHERE s.fact_id = f.id AND {swhere})"
+                f" AND NOT EXISTS (SELECT 1 FROM fact_sources s WHERE s.fact_id = f.id AND NOT coalesce({swhere}, false)))"
+                f" OR (NOT EXISTS (SELECT 1 FROM fact_sources s WHERE s.fact_id = f.id) AND {' AND '.join(legacy)}))"
+            )
+        else:
+            swhere = "FALSE"
+            doomed_sql = f"SELECT f.id FROM facts f WHERE {fwhere}"
+        only_scope = fact_id is None and category is None and text is None and bool(source_clauses)
         with self._tx() as conn:
+            doomed = [r[0] for r in conn.exec_driver_sql(doomed_sql, params).fetchall()]
             if dry_run:
-                return int(conn.exec_driver_sql(f"SELECT count(*) FROM facts WHERE {where}", params).scalar_one())
-            n = conn.exec_driver_sql(f"DELETE FROM facts WHERE {where}", params).rowcount
-            only_scope = fact_id is None and category is None and text is None
-            if only_scope and session_id is not None:
-                conn.exec_driver_sql("DELETE FROM turns WHERE session_id = %(session)s OR activity_session = %(session)s", params)
-                conn.exec_driver_sql("DELETE FROM extraction_queue WHERE payload->>'session_id' = %(session)s "
-                                     "OR payload->>'activity_session' = %(session)s", params)
-            if only_scope and agent_id is not None and session_id is None:
-                conn.exec_driver_sql("DELETE FROM turns WHERE agent_id = %(agent)s", params)
-                conn.exec_driver_sql("DELETE FROM extraction_queue WHERE payload->>'agent_id' = %(agent)s", params)
-                conn.exec_driver_sql("DELETE FROM fact_sources WHERE agent_id = %(agent)s", params)
-            return int(n)
+                return len(doomed)
+            params["doomed"] = doomed
+            # Mentions the selection removes from facts that survive.
+            dropped = conn.exec_driver_sql(
+                f"DELETE FROM fact_sources s USING facts f WHERE f.id = s.fact_id AND {fwhere} AND {swhere} "
+                "AND NOT s.fact_id = ANY(%(doomed)s) RETURNING s.fact_id, s.source_key", params).fetchall()
+            keys = {r[1] for r in dropped}
+            keys |= {r[0] for r in conn.exec_driver_sql(
+                "SELECT source_key FROM fact_sources WHERE fact_id = ANY(%(doomed)s)", params).fetchall()}
+            survivors: dict[UUID, int] = {}
+            for fid, _key in dropped:
+                survivors[fid] = survivors.get(fid, 0) + 1
+            for fid, n in survivors.items():
+                # The fact's own provenance columns now tell of its earliest remaining mention.
+                conn.exec_driver_sql(
+                    """
+                    UPDATE facts f SET mention_count = greatest(1, f.mention_count - %(n)s),
+                        source_session = (SELECT x.id FROM sessions x WHERE x.id = first.session_id),
+                        source_user_message = first.user_message,
+                        source_assistant_message = first.assistant_message,
+                        source_activity_session = first.activity_session,
+                        agent_id = CASE WHEN f.visibility = 'private' THEN f.agent_id
+                                        ELSE coalesce(first.agent_id, f.agent_id) END
+                    FROM (SELECT * FROM fact_sources WHERE fact_id = %(id)s ORDER BY seen_at, id LIMIT 1) first
+                    WHERE f.id = %(id)s
+                    """,
+                    {"id": fid, "n": n},
+                )
+            entity_ids = {r[0] for r in conn.exec_driver_sql(
+                "SELECT entity_id FROM fact_entities WHERE fact_id = ANY(%(doomed)s)", params).fetchall()}
+            for src, dst in conn.exec_driver_sql(
+                    "DELETE FROM relationships WHERE fact_id = ANY(%(doomed)s) RETURNING source_id, target_id",
+                    params).fetchall():
+                entity_ids |= {src, dst}
+            replaced = [r[0] for r in conn.exec_driver_sql(
+                "SELECT id FROM facts WHERE superseded_by = ANY(%(doomed)s) AND NOT id = ANY(%(doomed)s) "
+                "ORDER BY superseded_at DESC, id", params).fetchall()]
+            conn.exec_driver_sql("DELETE FROM facts WHERE id = ANY(%(doomed)s)", params)
+            for fid in replaced:
+                # Current again, unless the same fact was stated afresh meanwhile (that row stays current).
+                conn.exec_driver_sql(
+                    """
+                    UPDATE facts f SET superseded_at = NULL, superseded_by = NULL, valid_to = NULL
+                    WHERE f.id = %(id)s AND f.superseded_by IS NULL AND NOT EXISTS (
+                        SELECT 1 FROM facts c WHERE c.superseded_at IS NULL AND c.content_hash = f.content_hash
+                          AND c.visibility = f.visibility
+                          AND (f.visibility = 'global' OR c.team_id IS NOT DISTINCT FROM f.team_id)
+                          AND (f.visibility <> 'private' OR c.agent_id = f.agent_id))
+                    """,
+                    {"id": fid},
+                )
+            if entity_ids:
+                conn.exec_driver_sql(
+                    "DELETE FROM entities e WHERE e.id = ANY(%(ids)s) "
+                    "AND NOT EXISTS (SELECT 1 FROM fact_entities fe WHERE fe.entity_id = e.id) "
+                    "AND NOT EXISTS (SELECT 1 FROM relationships r WHERE r.fact_id IS NOT NULL "
+                    "AND (r.source_id = e.id OR r.target_id = e.id))",
+                    {"ids": sorted(entity_ids)},
+                )
+            if keys:
+                conn.exec_driver_sql("DELETE FROM extraction_queue WHERE source_key = ANY(%(keys)s)",
+                                     {"keys": sorted(keys)})
+            if only_scope:
+                self._forget_scope_records(conn, params, session_id, agent_id)
+            return len(doomed)
+
+    def _forget_scope_records(self, conn: Any, params: Mapping[str, Any], session_id: str | None,
+                              agent_id: str | None) -> None:
+        """A forgotten session's or agent's messages, queued work and pattern misses."""
+        if session_id is not None:
+            turns = "(session_id = %(session)s OR activity_session = %(session)s)"
+            if agent_id is not None:
+                turns += " AND agent_id = %(agent)s"
+        else:
+            turns = "agent_id = %(agent)s"
+        texts = [r[0] for r in conn.exec_driver_sql(
+            f"SELECT user_message FROM turns WHERE {turns} AND user_message IS NOT NULL", params).fetchall()]
+        hashes = sorted({_miss_hash(t) for t in texts})
+        owners = []
+        if session_id is not None:
+            owners.append("%(session)s = ANY(session_ids)")
+        if agent_id is not None:
+            owners.append("%(agent)s = ANY(agent_ids)")
+        # Misses recorded before they kept their provenance are matched by the forgotten messages' text.
+        conn.exec_driver_sql(
+            f"DELETE FROM pattern_misses WHERE ({' AND '.join(owners)}) "
+            "OR (session_ids = '{}' AND agent_ids = '{}' AND text_hash = ANY(%(hashes)s))",
+            {**params, "hashes": hashes},
+        )
+        conn.exec_driver_sql(f"DELETE FROM turns WHERE {turns}", params)
+        queue = []
+        if session_id is not None:
+            queue.append("(payload->>'session_id' = %(session)s OR payload->>'activity_session' = %(session)s)")
+        if agent_id is not None:
+            queue.append("payload->>'agent_id' = %(agent)s")
+        conn.exec_driver_sql(f"DELETE FROM extraction_queue WHERE {' AND '.join(queue)}", params)
+        if session_id is not None and agent_id is None:
+            conn.exec_driver_sql("DELETE FROM sessions WHERE id = %(session)s", params)
 
     # -- embeddings ----------------------------------------------------------------------------------
 
@@ -648,9 +832,17 @@ class Store:
         self.engine.dispose()
         return int(n)
 
-    def known_entities(self, n: int = 20) -> list[str]:
+    def known_entities(self, n: int = 20, *, agent_id: str | None = None, team_id: str | None = None) -> list[str]:
+        """The most mentioned entities of current facts the caller may see (its private facts, its team's facts,
+        global facts). They go into an LLM prompt, so with no scope given only global facts' entities count."""
+        if agent_id is None and team_id is None:
+            where, params = "f.visibility = 'global'", {}
+        else:
+            where, params = visible_clause(agent_id, team_id)
         return [r["name"] for r in self._all(
-            "SELECT name FROM entities ORDER BY mention_count DESC, last_seen_at DESC LIMIT %(n)s", {"n": n})]
+            f"SELECT e.name FROM entities e WHERE EXISTS (SELECT 1 FROM fact_entities fe JOIN facts f ON f.id = "
+            f"fe.fact_id WHERE fe.entity_id = e.id AND f.superseded_at IS NULL AND {where}) "
+            "ORDER BY e.mention_count DESC, e.last_seen_at DESC, e.name LIMIT %(n)s", {**params, "n": n})]
 
     # -- the LLM queue -------------------------------------------------------------------------------
 
@@ -665,7 +857,10 @@ class Store:
         return row is not None
 
     def claim_due(self, n: int = 1, *, stale_after_s: int = 600) -> list[QueueItem]:
-        """Take up to n due items (pending, or processing but abandoned by a crashed worker)."""
+        """Take up to n due items (pending, or processing but abandoned by a crashed worker).
+
+        Items that never errored come first: one the model keeps failing on must not hold up fresh work, and
+        a failure right after a fresh item succeeded is then known to be the item's own."""
         rows = self._all(
             """
             UPDATE extraction_queue SET status = 'processing', locked_at = now(), attempts = attempts + 1,
@@ -674,12 +869,13 @@ class Store:
                 SELECT id FROM extraction_queue
                 WHERE (status = 'pending' AND next_try_at <= now())
                    OR (status = 'processing' AND locked_at < now() - make_interval(secs => %(stale)s))
-                ORDER BY id LIMIT %(n)s FOR UPDATE SKIP LOCKED)
-            RETURNING id, source_key, payload, attempts
+                ORDER BY (last_error IS NOT NULL), id LIMIT %(n)s FOR UPDATE SKIP LOCKED)
+            RETURNING id, source_key, payload, attempts, (last_error IS NOT NULL) AS errored
             """,
             {"n": n, "stale": stale_after_s},
         )
-        return [QueueItem(r["id"], r["source_key"], r["payload"], r["attempts"]) for r in sorted(rows, key=lambda r: r["id"])]
+        rows.sort(key=lambda r: (r["errored"], r["id"]))
+        return [QueueItem(r["id"], r["source_key"], r["payload"], r["attempts"]) for r in rows]
 
     def fail(self, item_id: int, error: str, max_attempts: int) -> str:
         """Record a failed attempt: back off exponentially, or mark 'failed' (kept, never deleted)."""
@@ -728,13 +924,19 @@ class Store:
              "e": error[:2000] if error else None},
         )
 
-    def record_miss(self, text: str) -> None:
-        """Count an informative message that no pattern answered (for rule writers: `patterns misses`)."""
-        norm = normalize_content(text)[:2000]
+    def record_miss(self, text: str, *, session_id: str | None = None, agent_id: str | None = None) -> None:
+        """Count an informative message that no pattern answered (for rule writers: `patterns misses`).
+
+        ``session_id``/``agent_id`` say whose message it was, so forgetting them removes it too."""
         self._all(
-            "INSERT INTO pattern_misses (text_hash, text) VALUES (%(h)s, %(t)s) ON CONFLICT (text_hash) "
-            "DO UPDATE SET count = pattern_misses.count + 1, last_seen_at = now() RETURNING count",
-            {"h": hashlib.sha256(norm.encode()).hexdigest(), "t": text[:2000]},
+            "INSERT INTO pattern_misses AS p (text_hash, text, session_ids, agent_ids) VALUES (%(h)s, %(t)s, "
+            "%(sessions)s, %(agents)s) ON CONFLICT (text_hash) DO UPDATE SET count = p.count + 1, "
+            "last_seen_at = now(), "
+            "session_ids = (SELECT coalesce(array_agg(DISTINCT x), '{}') FROM unnest(p.session_ids || excluded.session_ids) x), "
+            "agent_ids = (SELECT coalesce(array_agg(DISTINCT x), '{}') FROM unnest(p.agent_ids || excluded.agent_ids) x) "
+            "RETURNING count",
+            {"h": _miss_hash(text), "t": text[:2000], "sessions": [session_id] if session_id else [],
+             "agents": [agent_id] if agent_id else []},
         )
 
     def top_misses(self, n: int = 20) -> list[Miss]:

@@ -7,6 +7,7 @@ import multiprocessing as mp
 import os
 import subprocess
 import sys
+from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from factforge.embed import make_embedder
 from factforge.errors import ValidationError
 from factforge.memory import Memory
 from factforge.settings import Settings
-from factforge.store import Provenance, Scope
+from factforge.store import Provenance, Scope, Store
 from factforge.types import Explanation, Fact
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,3 +139,52 @@ def test_bad_values_are_clear_errors_before_sql(settings: Settings) -> None:
         with pytest.raises(ValidationError, match="visibility"):
             Scope("a", None, "public")
         assert m.stats()["facts"] == 0
+
+
+def _fact(content: str, category: str = "technology", subject: str = "Team") -> Fact:
+    return Fact(content, category, 0.9, "pattern", Explanation("pattern", "r", 0.9, 0.9),  # type: ignore[arg-type]
+                subject=subject)
+
+
+def test_team_fact_from_two_agents_is_one_row_even_concurrently(settings: Settings) -> None:
+    import threading
+
+    # Store only: these tests need no extraction rules.
+    with closing(Store.open(settings)) as store:
+        texts = [f"Team uses tool number {i}" for i in range(12)]
+        barrier = threading.Barrier(2)
+        errors: list[BaseException] = []
+
+        def write(agent: str) -> None:
+            try:
+                for i, text in enumerate(texts):
+                    barrier.wait()
+                    store.save([_fact(text)], Scope(agent, "t1", "team"), Provenance(f"{agent}-{i}"))
+                    store.save([_fact("Python 3.14 is out", "other", "Python")], Scope(agent, "t1", "global"),
+                               Provenance(f"{agent}-g{i}"))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=write, args=(a,)) for a in ("a1", "a2")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+        team = {f.content: f for f in store.facts(team_id="t1", agent_id="nobody") if f.visibility == "team"}
+        assert set(team) == set(texts)
+        for f in team.values():
+            assert f.mention_count == 2
+            assert sorted(s["agent_id"] for s in store.sources(f.id)) == ["a1", "a2"]
+        (glob,) = [f for f in store.facts() if f.visibility == "global"]
+        assert glob.mention_count == 24 and len(store.sources(glob.id)) == 24
+        # a private fact stays one row per agent
+        for agent in ("a1", "a2"):
+            store.save([_fact("User likes tea", "preference", "User")], Scope(agent, "t1", "private"),
+                       Provenance(f"p-{agent}"))
+        private = [f for f in store.facts() if f.visibility == "private"]
+        assert sorted(f.agent_id for f in private) == ["a1", "a2"]
+        assert all(f.mention_count == 1 for f in private)
+        # the cross-agent view counts both agents' mentions of the one row
+        row = store._all("SELECT agents, mentions FROM team_patterns WHERE content = %(c)s", {"c": texts[0]})
+        assert row == [{"agents": 2, "mentions": 2}]

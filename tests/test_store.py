@@ -123,7 +123,18 @@ def test_entities_and_relationships_are_upserted_with_counts(store: Store, db_ur
         rel_count = conn.execute("SELECT mention_count FROM relationships WHERE label = 'replaced'").fetchone()[0]
     assert counts == {"Clerk": 2, "JWT": 1}
     assert links == 3 and rel_count == 2
-    assert store.known_entities(1) == ["Clerk"]
+    assert store.known_entities(1, agent_id="a1", team_id="t1") == ["Clerk"]
+
+
+def test_known_entities_are_only_those_the_caller_may_see(store: Store) -> None:
+    for content, ent, scope in (("Team uses Rust", "Rust", Scope("a3", "t2", "team")),
+                                ("Team uses Go", "Go", Scope("a2", "t1", "team")),
+                                ("User likes Vim", "Vim", Scope("a1", "t1", "private")),
+                                ("User likes Emacs", "Emacs", Scope("a2", "t1", "private")),
+                                ("Python is popular", "Python", Scope(None, None, "global"))):
+        store.save([fact(content, entities=(ent,))], scope, prov(content), entities=[Entity(ent, "technology")])
+    assert sorted(store.known_entities(20, agent_id="a1", team_id="t1")) == ["Go", "Python", "Vim"]
+    assert store.known_entities(20) == ["Python"]  # no scope: nothing private or team-only
 
 
 def test_forget_dry_run_then_real(store: Store) -> None:
@@ -269,3 +280,163 @@ def test_constraint_errors_surface_as_factforge_errors(store: Store) -> None:
         store.save([fact("Team uses Go")], TEAM, prov("c1"), relationships=[Relationship("Go", "Rust", "Not Snake")])
     assert issubclass(DatabaseError, FactforgeError)
     assert store.facts() == []  # the transaction was rolled back as a whole
+
+
+def test_migration_0003_merges_per_agent_team_rows_and_downgrades(db_url: str, tmp_path) -> None:
+    from sqlalchemy.engine import make_url
+
+    from factforge import db
+
+    with raw(db_url) as conn:
+        conn.execute("DROP DATABASE IF EXISTS ff_merge")
+        conn.execute("CREATE DATABASE ff_merge")
+    url = make_url(db_url).set(database="ff_merge").render_as_string(hide_password=False)
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": str(tmp_path)})
+    try:
+        db.upgrade(url, settings, "0002")
+        with raw(url) as conn:
+            ids = []
+            for agent in ("a1", "a2"):
+                ids.append(conn.execute(
+                    "INSERT INTO facts (content, category, confidence, extraction_method, agent_id, team_id, "
+                    "visibility, content_hash) VALUES ('Team uses Go', 'technology', 0.9, 'pattern', %s, 't1', "
+                    "'team', %s) RETURNING id", (agent, content_hash("Team uses Go"))).fetchone()[0])
+                conn.execute("INSERT INTO fact_sources (fact_id, source_key, agent_id) VALUES (%s, %s, %s)",
+                             (ids[-1], f"k-{agent}", agent))
+        db.upgrade(url, settings)
+        with raw(url) as conn:
+            rows = conn.execute("SELECT id, mention_count FROM facts").fetchall()
+            sources = sorted(r[0] for r in conn.execute("SELECT agent_id FROM fact_sources"))
+        assert rows == [(ids[0], 2)] and sources == ["a1", "a2"]
+        db.downgrade(url, "0002")
+        db.upgrade(url, settings)
+    finally:
+        with raw(db_url) as conn:
+            conn.execute("DROP DATABASE IF EXISTS ff_merge WITH (FORCE)")
+
+
+def test_forget_a_session_keeps_a_team_fact_another_session_also_said(store: Store) -> None:
+    for agent, session in (("a1", "s1"), ("a2", "s2")):
+        store.upsert_session(session, agent_id=agent, team_id="t1")
+        store.save([fact("Team uses Go")], Scope(agent, "t1", "team"),
+                   Provenance(f"k-{session}", session, f"said in {session}", message_ts=T0))
+    assert store.forget(dry_run=True, session_id="s1") == 0
+    assert store.forget(session_id="s1") == 0
+    (kept,) = store.facts()
+    assert kept.mention_count == 1 and kept.source_session == "s2" and kept.agent_id == "a2"
+    assert [s["session_id"] for s in store.sources(kept.id)] == ["s2"]
+    assert store.get(kept.id).source_session == "s2"
+    assert store._all("SELECT source_user_message FROM facts") == [{"source_user_message": "said in s2"}]
+    assert store.forget(agent_id="a2") == 1 and store.facts() == []
+
+
+def test_forget_collects_entities_relationships_misses_and_queue(store: Store, db_url: str) -> None:
+    store.upsert_session("s3", agent_id="a1")
+    ents = [Entity("Clerk", "technology"), Entity("JWT", "technology")]
+    store.save([fact("Team switched from JWT to Clerk", entities=("JWT", "Clerk"))], TEAM, prov("e1", session="s3"),
+               entities=ents, relationships=[Relationship("Clerk", "JWT", "replaced")])
+    store.save([fact("Team uses Go", entities=("Go",))], TEAM, prov("e2", session="s4"), entities=[Entity("Go", "technology")])
+    store.record_turn("e1", session_id="s3", agent_id="a1", user_message="hmm what about that thing")
+    store.record_miss("hmm what about that thing")  # recorded without provenance: matched by text
+    store.record_miss("another message", session_id="s3", agent_id="a1")
+    store.record_miss("someone else's message", session_id="s4", agent_id="a9")
+    store.enqueue("e1", {"user": "x", "session_id": "s3"})
+    assert store.forget(session_id="s3") == 1
+    with raw(db_url) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM entities")] == ["Go"]
+        assert conn.execute("SELECT count(*) FROM relationships").fetchone() == (0,)
+        assert [r[0] for r in conn.execute("SELECT text FROM pattern_misses")] == ["someone else's message"]
+        assert conn.execute("SELECT count(*) FROM extraction_queue").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM sessions WHERE id = 's3'").fetchone() == (0,)
+
+
+def test_forget_by_text_drops_queued_work_of_its_sources(store: Store) -> None:
+    store.save([fact("Team uses Zig")], TEAM, prov("z1"))
+    store.save([fact("Team uses Odin")], TEAM, prov("z2"))
+    store.enqueue("z1", {"user": "We use Zig"})
+    store.enqueue("z2", {"user": "We use Odin"})
+    assert store.forget(text="zig") == 1
+    assert [i.source_key for i in store.claim_due(5)] == ["z2"]
+
+
+def test_forgetting_a_superseding_fact_makes_the_old_one_current_again(store: Store) -> None:
+    (old,) = store.save([fact("Team uses JWT for auth", relation="uses", slots={"tech": "JWT"})], TEAM, prov("o1"))
+    (new,) = store.save([fact("Team switched from JWT to Clerk", relation="switched_to",
+                              slots={"old": "JWT", "new": "Clerk"})], TEAM, prov("n1", T0 + timedelta(days=1)))
+    assert new.supersedes == (old.id,)
+    assert store.forget(fact_id=str(new.id)) == 1
+    back = store.get(old.id)
+    assert back.superseded_at is None and back.superseded_by is None and back.valid_to is None
+    assert [f.content for f in store.facts()] == ["Team uses JWT for auth"]
+
+
+@pytest.mark.parametrize("order", [("postgres", "PostgreSQL"), ("PostgreSQL", "postgres")])
+def test_another_spelling_of_a_known_name_is_an_alias(store: Store, db_url: str, order: tuple[str, str]) -> None:
+    for i, name in enumerate(order):
+        store.save([fact(f"Team runs {name} number {i}", entities=(name,))], TEAM, prov(f"pg{i}"),
+                   entities=[Entity(name, "technology")])
+    with raw(db_url) as conn:
+        rows = conn.execute("SELECT name, aliases, mention_count FROM entities").fetchall()
+        links = conn.execute("SELECT count(DISTINCT entity_id), count(*) FROM fact_entities").fetchone()
+    assert rows == [("PostgreSQL", ["postgres"], 2)]
+    assert links == (1, 2)
+
+
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda: Provenance("k", user_message="hi\x00there"), "user_message contains a NUL byte"),
+    (lambda: Provenance("k", assistant_message="ok \udc80"), "assistant_message contains a lone surrogate"),
+    (lambda: Provenance("k", session_id="s\x00"), "session_id contains a NUL"),
+    (lambda: Provenance("k\ud800"), "source_key contains a lone surrogate"),
+    (lambda: Provenance("k", activity_session="\x00"), "activity_session"),
+    (lambda: Scope("a\x00", "t1", "team"), "agent_id contains a NUL"),
+    (lambda: Scope("a1", "t\udfff", "team"), "team_id contains a lone surrogate"),
+    (lambda: Fact("Team uses \ud83d", "technology", 0.5, "pattern", Explanation("pattern", "r", 0.5, 0.5)), None),
+])
+def test_unstorable_text_is_a_validation_error_before_sql(store: Store, make, match: str | None) -> None:
+    if match is not None:
+        with pytest.raises(ValidationError, match=match):
+            make()
+    else:
+        with pytest.raises(ValidationError, match="lone surrogate"):
+            store.save([make()], TEAM, prov("u1"))
+    with pytest.raises(ValidationError, match="NUL"):
+        store.upsert_session("s\x00")
+    with pytest.raises(ValidationError, match="NUL"):
+        store.record_turn("k", user_message="\x00")
+    assert store.facts() == []
+
+
+def test_as_of_uses_the_stated_validity(store: Store) -> None:
+    import dataclasses
+
+    since = dataclasses.replace(fact("Team uses Nomad", relation="uses", slots={"tech": "Nomad"}),
+                                valid_from=T0 - timedelta(days=30))
+    until = dataclasses.replace(fact("Team freezes deploys", "decision"), valid_to=T0 + timedelta(days=2))
+    store.save([since, until], TEAM, prov("v1"))  # first heard of at T0
+    at = {d: {f.content for f in store.facts(as_of=T0 + timedelta(days=d))} for d in (-40, -10, 1, 3)}
+    assert at[-40] == set()
+    assert at[-10] == {"Team uses Nomad"}  # before first_seen_at, but valid since a month before
+    assert at[1] == {"Team uses Nomad", "Team freezes deploys"}
+    assert at[3] == {"Team uses Nomad"}  # the freeze ended
+    store.save([fact("Team switched from Nomad to Kubernetes", relation="switched_to",
+                     slots={"old": "Nomad", "new": "Kubernetes"})], TEAM, prov("v2", T0 + timedelta(days=5)))
+    assert "Team uses Nomad" not in {f.content for f in store.facts(as_of=T0 + timedelta(days=6))}
+    assert "Team uses Nomad" in {f.content for f in store.facts(as_of=T0 + timedelta(days=4))}
+
+
+def test_forget_finds_mentions_of_an_unregistered_session(store: Store) -> None:
+    store.save([fact("Team uses Elm")], TEAM, prov("x1", session="never-registered"))
+    store.save([fact("Team uses Elm")], Scope("a2", "t1", "team"), prov("x2", session="other"))
+    assert store.forget(session_id="never-registered") == 0
+    (kept,) = store.facts()
+    assert kept.mention_count == 1 and [s["source_key"] for s in store.sources(kept.id)] == ["x2"]
+    assert store.forget(session_id="other") == 1
+
+
+def test_items_that_errored_are_claimed_after_fresh_ones(store: Store) -> None:
+    store.enqueue("old", {"user": "x"})
+    (item,) = store.claim_due(1)
+    store.fail(item.id, "model crashed", max_attempts=5)
+    store.enqueue("new", {"user": "y"})
+    store._all("UPDATE extraction_queue SET next_try_at = now() RETURNING id")
+    assert [i.source_key for i in store.claim_due(5)] == ["new", "old"]
