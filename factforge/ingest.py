@@ -128,6 +128,8 @@ def _ingest_one(memory: Memory, obj: dict[str, Any], *, wait_for_llm: bool) -> R
         unknown = set(obj) - ACTIVITY_FIELDS
         if unknown:
             raise InputError(f"unknown field(s) {', '.join(sorted(unknown))} in an activity session")
+        if "agent_id" not in obj:
+            raise InputError("an activity session needs 'activity_session_id' and 'agent_id'")
         return memory.observe(wait_for_llm=wait_for_llm, **obj)
     unknown = set(obj) - TURN_FIELDS
     if unknown:

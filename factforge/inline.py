@@ -59,6 +59,11 @@ def parse_inline(reply: str) -> InlineResult:
     rels: list[Relationship] = []
     skipped: list[tuple[str, str]] = []
 
+    def injected(*texts: str) -> bool:
+        # Every string a tag carries into memory is checked, not only fact bodies: an entity name or a
+        # relationship end is stored and later shown to agents just like a fact.
+        return any(gate.is_injection(t) is not None for t in texts)
+
     def fact_tag(m: re.Match[str]) -> str:
         attrs, body = _attrs(m.group(3)), html.unescape(re.sub(r"\s+", " ", m.group(4))).strip()
         tag = m.group(0)[:80]
@@ -69,7 +74,7 @@ def parse_inline(reply: str) -> InlineResult:
             skipped.append((tag, f"fact longer than {MAX_FACT_CHARS} characters"))
         elif category not in CATEGORIES:
             skipped.append((tag, f"unknown category {category!r}"))
-        elif gate.is_injection(body):
+        elif injected(body, attrs.get("entities", "")):
             skipped.append((tag, "looks like a prompt injection"))
         else:
             try:
@@ -95,14 +100,19 @@ def parse_inline(reply: str) -> InlineResult:
             name, etype = attrs.get("name", "").strip(), (attrs.get("type") or "concept").lower()
             if not name:
                 skipped.append((tag, "entity without a name"))
+            elif injected(name):
+                skipped.append((tag, "entity name looks like a prompt injection"))
             else:
                 entities.append(Entity(name, etype if etype in ENTITY_TYPES else "concept", None, "inline"))
         else:
             src = (attrs.get("from") or attrs.get("source") or "").strip()
             dst = (attrs.get("to") or attrs.get("target") or "").strip()
-            label = _snake(attrs.get("label") or attrs.get("type") or "")
+            raw_label = attrs.get("label") or attrs.get("type") or ""
+            label = _snake(raw_label)
             if not src or not dst:
                 skipped.append((tag, "relationship needs 'from' and 'to'"))
+            elif injected(src, dst, raw_label):  # the raw label: snake_case would hide the wording
+                skipped.append((tag, "relationship looks like a prompt injection"))
             elif not _LABEL.match(label):
                 skipped.append((tag, "relationship needs a label"))
             elif src.casefold() == dst.casefold():

@@ -42,6 +42,7 @@ __all__ = [
     "MAX_RETRIES",
     "OllamaLLM",
     "build_messages",
+    "is_transient",
     "merge",
     "parse_reply",
     "source_text",
@@ -49,7 +50,7 @@ __all__ = [
 
 logger = logging.getLogger("factforge.llm")
 
-# Retries after the first attempt when the reply cannot be parsed (so at most 3 calls per request).
+# Retries after the first attempt when the reply cannot be parsed (so at most 1 + MAX_RETRIES = 2 calls).
 MAX_RETRIES = 1  # seed 002 / issue 4: one correction round quoting the parse error, then the queue
 
 # Handed to Ollama as ``format=``: constrained decoding makes a broken reply rare, parse_reply still checks.
@@ -150,31 +151,31 @@ def source_text(request: LLMRequest) -> str:
 
 
 def build_messages(request: LLMRequest, settings: Settings) -> list[dict[str, str]]:
-    """The system + user messages of the first attempt."""
+    """The system + user messages of the first attempt.
+
+    Everything that came from outside (the text, the turn, rule hints, stored entity names) goes into the
+    prompt as one JSON object: ``json.dumps`` escapes quotes and line breaks, so no text can close the data
+    block and pose as prompt (a raw ``--- END TEXT ---`` delimiter could be written by the user).
+    """
     system = _template("extract.txt").substitute(
         user=settings.user_subject, team=settings.team_subject, categories=", ".join(CATEGORIES)
     )
-    hints = ""
-    if request.hints:
-        hints = "Possible facts found by rules (confirm, correct or complete them):\n" + "".join(
-            f"- {h.content}\n" for h in request.hints
-        )
-    known = ""
-    if request.known_entities:
-        known = "Known entities (reuse these exact names for the same thing):\n" + "".join(
-            f"- {name}\n" for name in request.known_entities
-        )
+    material: dict[str, Any] = {}
     if request.user is not None or request.assistant is not None:
-        text = f"User: {request.user if request.user is not None else request.text}"
+        material["user"] = request.user if request.user is not None else request.text
         if request.assistant:
-            text += f"\nAssistant: {request.assistant}"
+            material["assistant"] = request.assistant
     else:
-        text = request.text
+        material["text"] = request.text
+    if request.hints:
+        # Possible facts found by rules: the model confirms, corrects or completes them.
+        material["possible_facts_from_rules"] = [h.content for h in request.hints]
+    if request.known_entities:
+        # Reusing these exact names keeps one entity per thing across turns.
+        material["known_entities"] = list(request.known_entities)
     user = _template("extract_input.txt").substitute(
         timestamp=request.timestamp.isoformat() if request.timestamp else "unknown",
-        hints=hints,
-        known_entities=known,
-        text=text,
+        material=json.dumps(material, ensure_ascii=False, indent=1),
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
@@ -235,6 +236,17 @@ def _ollama_errors(settings: Settings) -> Iterator[None]:
         raise LLMError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
     except (pydantic.ValidationError, json.JSONDecodeError) as exc:
         raise LLMError(f"{where} sent a response that is not an Ollama chat response: {exc}") from exc
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether an :class:`LLMError` is the server's fault for now (HTTP 5xx, a timeout), not the request's.
+
+    Such a failure says nothing about the queued item, so it must not use up the item's attempts.
+    """
+    cause = exc.__cause__
+    if isinstance(cause, ollama.ResponseError):
+        return cause.status_code >= 500
+    return isinstance(cause, httpx.TimeoutException)
 
 
 # ------------------------------------------------------------------------------------------------ exchange

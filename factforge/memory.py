@@ -12,11 +12,11 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import partial
-from typing import Any, TypeVar
+from functools import wraps
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .errors import EmbedderError, InputError, LLMError, LLMUnavailableError, ValidationError
 from .inputs import check_text, check_timestamp, source_key
@@ -30,6 +30,8 @@ from .types import Entity, Extraction, Fact, GateDecision, Relationship
 logger = logging.getLogger("factforge.memory")
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
 
 @dataclass(frozen=True, slots=True)
 class RememberResult:
@@ -315,7 +317,8 @@ class Memory:
             )
             queued = True
             if not extraction.facts and extraction.gate.passed:
-                self.store.record_miss(extraction.text)
+                self.store.record_miss(extraction.text, session_id=session_id or provenance.activity_session,
+                                       agent_id=agent_id)
         self.store.record_turn(
             provenance.source_key,
             session_id=session_id,
@@ -386,15 +389,16 @@ class Memory:
         """Process due items of the extraction queue with the LLM; failures back off and retry later."""
         if self._llm is None:
             return DrainReport()
-        from .llm import LLMRequest, merge
+        from .llm import LLMRequest, is_transient, merge
 
         processed = stored_n = failed = retried = 0
+        answered = False  # whether the LLM answered any item in this pass
         rejections: Counter[str] = Counter()
         while limit is None or processed < limit:
             items = self.store.claim_due(1 if limit is None else min(16, limit - processed))
             if not items:
                 break
-            for item in items:
+            for index, item in enumerate(items):
                 processed += 1
                 p = item.payload
                 ts = check_timestamp(p.get("timestamp"))
@@ -409,27 +413,36 @@ class Memory:
                     assistant=p.get("assistant"),
                     timestamp=ts,
                     hints=extraction.hints,
-                    known_entities=tuple(self.store.known_entities(20)),
+                    known_entities=tuple(self.store.known_entities(20, agent_id=p.get("agent_id"),
+                                                                    team_id=p.get("team_id"))),
                 )
                 started = time.perf_counter()
                 try:
                     result = self._llm.extract(request)
-                except LLMUnavailableError as exc:
-                    # Ollama is down: the item goes back untouched (no attempt counted) and the pass stops.
-                    self.store.release(item.id, str(exc))
-                    retried += 1
-                    logger.warning("LLM unreachable (%s); %s stays queued", exc, item.source_key[:12])
-                    return DrainReport(processed, stored_n, failed, retried, dict(rejections))
                 except LLMError as exc:
-                    self.store.record_llm_call(
-                        self.settings.llm_model, False, 0, 0, (time.perf_counter() - started) * 1000, str(exc)
-                    )
-                    status = self.store.fail(item.id, str(exc), self.settings.queue_max_attempts)
-                    if status == "failed":
-                        failed += 1
-                    else:
-                        retried += 1
-                    continue
+                    if not isinstance(exc, LLMUnavailableError):  # an HTTP exchange took place: account for it
+                        self.store.record_llm_call(
+                            self.settings.llm_model, False, 0, 0, (time.perf_counter() - started) * 1000, str(exc)
+                        )
+                    # A 5xx or timeout after another item of this pass succeeded is this item's own problem
+                    # (too long for the model, say): it counts as an attempt, so it cannot stay queued forever.
+                    outage = isinstance(exc, LLMUnavailableError) or (is_transient(exc) and not answered)
+                    if not outage:
+                        status = self.store.fail(item.id, str(exc), self.settings.queue_max_attempts)
+                        if status == "failed":
+                            failed += 1
+                        else:
+                            retried += 1
+                        continue
+                    # Ollama is down, overloaded (5xx) or too slow: not the item's fault. It goes back
+                    # untouched (no attempt counted, retried after a back-off) and the pass stops, so an
+                    # outage never turns queued work into 'failed'.
+                    for untouched in items[index:]:  # this item and the rest of the claimed batch
+                        self.store.release(untouched.id, str(exc))
+                    retried += 1
+                    logger.warning("LLM unavailable (%s); %s stays queued", exc, item.source_key[:12])
+                    return DrainReport(processed, stored_n, failed, retried, dict(rejections))
+                answered = True
                 usage = result.usage
                 self.store.record_llm_call(
                     self.settings.llm_model, True, usage.prompt_tokens, usage.output_tokens, usage.latency_ms, None
@@ -522,21 +535,22 @@ class Memory:
         self.close()
 
 
-def _activity_text(dialogue: Sequence[Mapping[str, str]] | str | None,
+def _activity_text(dialogue: Sequence[Mapping[str, str] | str] | str | None,
                    events: Sequence[Mapping[str, Any] | str] | None) -> str:
+    """The text of an activity session; anything but the documented shapes is an :class:`InputError`."""
     lines: list[str] = []
     if isinstance(dialogue, str):
-        lines.append(dialogue)
+        lines.append(check_text("dialogue", dialogue) or "")
     elif dialogue is not None:
-        if not isinstance(dialogue, Sequence):
-            raise InputError("dialogue must be a string or a list of {speaker, text}")
-        for i, turn in enumerate(dialogue):
+        for i, turn in enumerate(_as_list("dialogue", dialogue, "a string or a list of {speaker, text}")):
+            if isinstance(turn, str):
+                lines.append(check_text(f"dialogue[{i}]", turn) or "")
+                continue
             if not isinstance(turn, Mapping) or not isinstance(turn.get("text"), str):
-                raise InputError(f"dialogue[{i}] must be an object with a string 'text'")
-            check_text(f"dialogue[{i}].text", turn["text"])
+                raise InputError(f"dialogue[{i}] must be a string or an object with a string 'text'")
             # The speaker's words only: "Name:" prefixes would make every line look like dialogue metadata.
-            lines.append(turn["text"])
-    for i, event in enumerate(events or ()):
+            lines.append(check_text(f"dialogue[{i}].text", turn["text"]) or "")
+    for i, event in enumerate(_as_list("events", events, "a list of strings or objects") if events is not None else ()):
         if isinstance(event, str):
             lines.append(check_text(f"events[{i}]", event) or "")
         elif isinstance(event, Mapping):
@@ -545,50 +559,65 @@ def _activity_text(dialogue: Sequence[Mapping[str, str]] | str | None,
                 raise InputError(f"events[{i}] needs a string 'text' or 'description'")
             lines.append(check_text(f"events[{i}].text", text) or "")
         else:
-            raise InputError(f"events[{i}] must be a string or an object")
+            raise InputError(f"events[{i}] must be a string or an object, got {type(event).__name__}")
     return "\n".join(line.strip() for line in lines if line.strip())
+
+
+def _as_list(name: str, value: object, expected: str) -> Sequence[Any]:
+    # A JSON line can put anything here: a number, true, a string or an object is not a list of items
+    # (iterating a string or a dict would silently turn characters or keys into events).
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise InputError(f"{name} must be {expected}, got {type(value).__name__}")
+    return value
+
+
+def _in_thread(method: Callable[Concatenate[Memory, P], T]) -> Callable[Concatenate[AsyncMemory, P], Awaitable[T]]:
+    """An async method of :class:`AsyncMemory` running ``method`` of its :class:`Memory` in a worker thread.
+
+    ``functools.wraps`` and ``ParamSpec`` carry the exact signature and docstring over, so the async API
+    can never drift from the sync one.
+    """
+
+    @wraps(method)
+    async def run(self: AsyncMemory, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await asyncio.to_thread(method, self._memory, *args, **kwargs)
+
+    return run
 
 
 class AsyncMemory:
     """The asyncio face of :class:`Memory`: same code, each call run in a worker thread.
 
     Database and extraction work is blocking; running the one implementation in ``asyncio.to_thread``
-    keeps a single code path instead of a copied async one.
+    keeps a single code path instead of a copied async one. Every method takes the arguments of the
+    :class:`Memory` method of the same name.
     """
 
-    def __init__(self, url: str | None = None, **kwargs: Any) -> None:
-        self._memory = Memory(url, **kwargs)
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        settings: Settings | None = None,
+        llm: Any = "auto",
+        embedder: Any = "auto",
+        background: bool = True,
+    ) -> None:
+        self._memory = Memory(url, settings=settings, llm=llm, embedder=embedder, background=background)
 
     @property
     def memory(self) -> Memory:
+        """The synchronous :class:`Memory` underneath."""
         return self._memory
 
-    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await asyncio.to_thread(partial(fn, *args, **kwargs))
-
-    async def remember(self, **kwargs: Any) -> RememberResult:
-        return await self._run(self._memory.remember, **kwargs)
-
-    async def observe(self, **kwargs: Any) -> RememberResult:
-        return await self._run(self._memory.observe, **kwargs)
-
-    async def search(self, query: str, **kwargs: Any) -> list[Any]:
-        return await self._run(self._memory.search, query, **kwargs)
-
-    async def facts(self, **kwargs: Any) -> list[StoredFact]:
-        return await self._run(self._memory.facts, **kwargs)
-
-    async def forget(self, **kwargs: Any) -> int:
-        return await self._run(self._memory.forget, **kwargs)
-
-    async def drain(self, **kwargs: Any) -> DrainReport:
-        return await self._run(self._memory.drain, **kwargs)
-
-    async def stats(self) -> dict[str, Any]:
-        return await self._run(self._memory.stats)
-
-    async def close(self) -> None:
-        await self._run(self._memory.close)
+    remember = _in_thread(Memory.remember)
+    observe = _in_thread(Memory.observe)
+    search = _in_thread(Memory.search)
+    facts = _in_thread(Memory.facts)
+    forget = _in_thread(Memory.forget)
+    drain = _in_thread(Memory.drain)
+    wait = _in_thread(Memory.wait)
+    stats = _in_thread(Memory.stats)
+    close = _in_thread(Memory.close)
 
     async def __aenter__(self) -> AsyncMemory:
         return self

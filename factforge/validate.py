@@ -6,8 +6,9 @@ counts travel back to the caller), the good ones become :class:`Fact` / :class:`
 :class:`Relationship` values with ``method="llm"`` and an explanation pointing at the source text.
 
 Grounding is lexical and deliberately simple: entity names must occur in the source (case-insensitive),
-and a fact needs at least one content word (4+ letters, not a framing word such as "prefers") or CJK
-bigram that occurs in the source.
+and at least 30% of a fact's content words (3+ letters, not a framing or function word such as "prefers"
+or "the"; compared after light stemming) or CJK bigrams must occur in the source. Minimum lengths and the
+cue words each category needs live in ``data/fact_checks.yaml``.
 """
 
 from __future__ import annotations
@@ -18,11 +19,15 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from functools import lru_cache
 from importlib import resources
+from dataclasses import dataclass
 from typing import Any
 
 import regex
+import yaml
 
+from .errors import PatternError
 from .gatekeeper import SOCIAL_KINDS, Gatekeeper
+from .rulefile import safe_search
 from .settings import Settings
 from .types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship, Span
 
@@ -49,11 +54,13 @@ REJECTION_REASONS: tuple[str, ...] = (
     "malformed",            # not an object, or a required field missing / of the wrong type
     "empty",                # blank content or name
     "too_long",             # content over MAX_CONTENT_CHARS, name over MAX_ENTITY_CHARS
+    "too_short",            # under the minimum length of data/fact_checks.yaml (CJK characters or characters)
     "instruction_injection",  # content reads like a prompt injection
     "question",             # content is a restated question, not a fact
     "ungrounded_entity",    # an entity the fact or the entity list names does not occur in the source
     "ungrounded",           # under 30% of the fact's content words occur in the source
     "trivial",              # about the conversation, not the world ("User asked about the weather")
+    "category_mismatch",    # one word, or lacks its category's cue (a "temporal" fact with no time in it)
     "low_confidence",       # below settings.medium_confidence
     "duplicate",            # same content / name / edge twice in one reply
     "stoplisted",           # an entity that is only social talk ("thanks", "good morning")
@@ -64,8 +71,11 @@ REJECTION_REASONS: tuple[str, ...] = (
 )
 
 _WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{N}'’_-]*")
-_LATIN_WORD = regex.compile(r"\p{Latin}{4,}")
+_LATIN_WORD = regex.compile(r"\p{Latin}{3,}")
 _CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
+_CJK_CHAR = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
+# Suffixes stripped by the light stemmer, longest first: "coding"/"codes"/"code" all become "cod".
+_SUFFIXES = ("ations", "ation", "ings", "ing", "ers", "ied", "ies", "ed", "er", "es", "ly", "s", "e")
 # A sentence or line of the source; the best-matching one becomes a fact's span.
 _SENTENCE = regex.compile(r"[^\n.!?。！？]+[.!?。！？]*")
 _NON_ALNUM = regex.compile(r"[^\p{L}\p{N}]+")
@@ -91,6 +101,103 @@ def _base_stopwords() -> frozenset[str]:
     return frozenset(
         line.strip().lower() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _FactChecks:
+    """data/fact_checks.yaml, validated: minimum lengths and each category's cue regexes."""
+
+    cjk_chars: int
+    other_chars: int
+    min_words: int
+    cues: Mapping[str, tuple[frozenset[str], tuple[Any, ...]]]
+
+
+def _cues(category: str, spec: Any, problems: list[str]) -> tuple[frozenset[str], tuple[Any, ...]]:
+    """(stems of the single cue words, regexes of the phrases, CJK words and patterns) of one category."""
+    if not isinstance(spec, Mapping) or not set(spec) <= {"words", "patterns"}:
+        problems.append(f"categories.{category}: needs 'words' and/or 'patterns' lists only")
+        return frozenset(), ()
+    words, patterns = spec.get("words") or [], spec.get("patterns") or []
+    if not isinstance(words, list) or not isinstance(patterns, list) or not all(
+        isinstance(x, str) and x.strip() for x in words + patterns
+    ):
+        problems.append(f"categories.{category}: 'words' and 'patterns' must be lists of non-empty strings")
+        return frozenset(), ()
+    if category not in CATEGORIES:
+        problems.append(f"categories.{category}: not a category ({', '.join(CATEGORIES)})")
+    # Single Latin words are compared by stem (see _category_fits); phrases and CJK words by regex.
+    stems = frozenset(_stem(w.strip().casefold()) for w in words if regex.fullmatch(r"\p{Latin}+", w.strip()))
+    phrases = [w.strip() for w in words if not regex.fullmatch(r"\p{Latin}+", w.strip())]
+    out = []
+    latin = [r"\s+".join(regex.escape(p) for p in w.split()) for w in phrases if not _CJK_CHAR.search(w)]
+    cjk = [regex.escape(w) for w in phrases if _CJK_CHAR.search(w)]
+    if latin:
+        out.append(r"(?<![\p{L}\p{N}])(?:" + "|".join(latin) + r")(?![\p{L}\p{N}])")
+    if cjk:  # no word boundaries in CJK text
+        out.append("(?:" + "|".join(cjk) + ")")
+    out += patterns
+    compiled = []
+    for rx in out:
+        try:
+            compiled.append(regex.compile(rx, regex.IGNORECASE))
+        except regex.error as exc:
+            problems.append(f"categories.{category}: bad pattern {rx!r}: {exc}")
+    return stems, tuple(compiled)
+
+
+@lru_cache(maxsize=1)
+def _fact_checks() -> _FactChecks:
+    path = resources.files("factforge").joinpath("data/fact_checks.yaml")
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    problems: list[str] = []
+    if not isinstance(data, Mapping):
+        raise PatternError(f"{path}: must be a mapping with 'min_content' and 'categories'")
+    mins = data.get("min_content")
+    values: dict[str, int] = {}
+    for key in ("cjk_chars", "other_chars", "min_words"):
+        value = mins.get(key) if isinstance(mins, Mapping) else None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            problems.append(f"min_content.{key}: must be a whole number >= 0")
+        values[key] = value if isinstance(value, int) else 0
+    categories = data.get("categories") or {}
+    if not isinstance(categories, Mapping):
+        problems.append("categories: must be a mapping of category -> cues")
+        categories = {}
+    cues = {str(c): _cues(str(c), spec, problems) for c, spec in categories.items()}
+    if problems:
+        raise PatternError(f"{path}: " + "; ".join(problems))
+    return _FactChecks(values["cjk_chars"], values["other_chars"], values["min_words"], cues)
+
+
+def _stem(word: str) -> str:
+    """A light English stem: one suffix off (keeping 3+ letters), "ies" -> "y", a doubled consonant halved."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not (suffix == "s" and word.endswith("ss")):
+            stem = word[: -len(suffix)]
+            if suffix in ("ied", "ies"):
+                return stem + "y"
+            if len(stem) >= 4 and stem[-1] == stem[-2] and stem[-1] not in "aeiouls":
+                stem = stem[:-1]  # running -> run, stopped -> stop
+            return stem
+    return word
+
+
+def _too_short(content: str, checks: _FactChecks) -> bool:
+    cjk = len(_CJK_CHAR.findall(content))
+    return cjk < checks.cjk_chars if cjk else len(content) < checks.other_chars
+
+
+def _category_fits(content: str, category: str, checks: _FactChecks) -> bool:
+    if not _CJK_CHAR.search(content) and len(_WORD.findall(content)) < checks.min_words:
+        return False
+    cues = checks.cues.get(category)
+    if cues is None:
+        return True
+    stems, rxs = cues
+    if any(_stem(w.casefold()) in stems for w in regex.findall(r"\p{Latin}+", content)):
+        return True
+    return any(safe_search(rx, content, f"fact_checks.{category}") is not None for rx in rxs)
 
 
 def normalise_content(text: str) -> str:
@@ -128,6 +235,8 @@ class _Source:
         self.text = text
         self.folded = text.casefold()
         self.words = {w.casefold() for w in _WORD.findall(text)}
+        # Stems of every word and of every piece of a hyphenated/apostrophed one ("I've" -> "ve", "i").
+        self.stems = {_stem(w.casefold()) for w in regex.findall(r"\p{L}+", text)}
         self.stopwords = stopwords
 
     def find(self, name: str) -> Span | None:
@@ -140,7 +249,7 @@ class _Source:
         return Span(m.start(), m.end(), m.group()) if m else None
 
     def content_terms(self, content: str) -> list[str]:
-        """Latin content words (4+ letters, not stop words) and CJK bigrams of ``content``."""
+        """Latin content words (3+ letters, not stop words) and CJK bigrams of ``content``."""
         terms = [w for w in (x.casefold() for x in _LATIN_WORD.findall(content)) if w not in self.stopwords]
         for run in _CJK_RUN.findall(content):
             terms += [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
@@ -149,9 +258,9 @@ class _Source:
     def has_term(self, term: str) -> bool:
         if _CJK_RUN.fullmatch(term):
             return term in self.folded
-        if term in self.words:
-            return True
-        # Light stemming: "migrating" is grounded by "migrated", "databases" by "database".
+        if term in self.words or _stem(term) in self.stems:
+            return True  # "codes" is grounded by "coding", "databases" by "database"
+        # Long words also by a shared 5-letter beginning: "migration" by "migrating".
         stem = term[:5] if len(term) >= 6 else None
         return stem is not None and any(w.startswith(stem) for w in self.words)
 
@@ -311,6 +420,9 @@ def _validate_fact(
         return reject("empty")
     if len(content) > MAX_CONTENT_CHARS:
         return reject("too_long")
+    checks = _fact_checks()
+    if _too_short(content, checks):
+        return reject("too_short")
     if keeper.is_injection(content) is not None:
         return reject("instruction_injection")
     if content.endswith("?") or keeper.judge(content).reason == "question":
@@ -325,12 +437,13 @@ def _validate_fact(
         return reject("ungrounded")
     if _trivial_rx().search(content):
         return reject("trivial")
-    if confidence < settings.medium_confidence:
-        return reject("low_confidence")
-
     category = str(item.get("category") or "").strip().lower()
     if category not in CATEGORIES:
         category = "other"
+    if not _category_fits(content, category, checks):
+        return reject("category_mismatch")
+    if confidence < settings.medium_confidence:
+        return reject("low_confidence")
     entity_names: list[str] = []
     for span in spans:
         assert span is not None

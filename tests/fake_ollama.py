@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any, Union
 
 __all__ = ["Delay", "FakeOllama", "HTTPError", "Recorded", "Reply", "fake_vector"]
@@ -169,7 +170,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chat(self, body: Any) -> None:
         fake = self.server.fake
-        answer = fake._next()
+        answer = fake._next(body)
         if isinstance(answer, Delay):
             fake._stop.wait(answer.seconds)
             answer = answer.then
@@ -204,6 +205,7 @@ class FakeOllama:
         self.models = models
         self.requests: list[Recorded] = []
         self._answers: deque[Reply | HTTPError | Delay] = deque()
+        self._responder: Callable[[Any], Answer] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._server = _Server(self)
@@ -226,6 +228,15 @@ class FakeOllama:
                 self._answers.append(answer)
         return self
 
+    def respond_with(self, responder: Callable[[Any], Answer] | None) -> FakeOllama:
+        """Answer chat requests the script does not cover with ``responder(request_body)`` (None: HTTP 500).
+
+        Lets a test answer by content when the order of requests is not fixed (a drained queue).
+        """
+        with self._lock:
+            self._responder = responder
+        return self
+
     @property
     def chat_requests(self) -> list[Any]:
         """Bodies of the ``/api/chat`` requests received so far."""
@@ -241,11 +252,17 @@ class FakeOllama:
         with self._lock:
             self.requests.append(Recorded(method, path, body))
 
-    def _next(self) -> Reply | HTTPError | Delay:
+    def _next(self, body: Any = None) -> Reply | HTTPError | Delay:
         with self._lock:
             if self._answers:
                 return self._answers.popleft()
-        return HTTPError(500, "fake ollama: no scripted answer left")
+            responder = self._responder
+        if responder is None:
+            return HTTPError(500, "fake ollama: no scripted answer left")
+        answer = responder(body)
+        if isinstance(answer, (dict, list)):
+            return Reply(json.dumps(answer))
+        return Reply(answer) if isinstance(answer, str) else answer
 
     def close(self) -> None:
         """Stop serving and release the port; sleeping answers wake up and finish."""

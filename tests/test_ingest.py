@@ -67,3 +67,27 @@ def test_progress_bar_only_on_a_terminal() -> None:
         bar.close()
     assert piped.getvalue() == ""
     assert "10/10" in tty.getvalue() and "/s" in tty.getvalue()
+
+
+def test_hostile_activity_lines_are_reported_and_skipped(db_url: str, tmp_path: Path) -> None:
+    from factforge.ingest import ingest_lines
+    from factforge.memory import Memory
+    from factforge.settings import Settings
+
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path),
+                                  "FACTFORGE_LLM": "off", "FACTFORGE_EMBEDDER": "none"})
+    base = {"activity_session_id": "s", "agent_id": "a"}
+    lines = [json.dumps({**base, "events": bad}) for bad in (5, True, "We switched from JWT to Clerk", {"text": "x"})]
+    lines += [json.dumps({**base, "dialogue": 7}), json.dumps({"activity_session_id": "s"}),
+              json.dumps({**base, "events": ["We switched from JWT to Clerk"], "dialogue": ["I use Vim"]})]
+    with Memory(settings=settings, llm=None, embedder=None, background=False) as memory:
+        summary = ingest_lines(memory, lines)
+    assert summary.errors == [
+        "line 1: events must be a list of strings or objects, got int",
+        "line 2: events must be a list of strings or objects, got bool",
+        "line 3: events must be a list of strings or objects, got str",
+        "line 4: events must be a list of strings or objects, got dict",
+        "line 5: dialogue must be a string or a list of {speaker, text}, got int",
+        "line 6: an activity session needs 'activity_session_id' and 'agent_id'",
+    ]
+    assert summary.activities == 1 and summary.facts >= 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -199,3 +200,133 @@ def test_remember_does_not_wait_for_the_llm_unless_asked(settings: Settings, fak
         assert [f.method for f in m.facts(agent_id="ops")] == ["llm"]
         waited = m.remember(user=UNANSWERED + " again tonight", agent_id="ops", wait_for_llm=True)
         assert waited.queued and m.store.queue_counts()["done"] == 2
+
+
+def test_async_memory_remembers_searches_lists_and_forgets(settings: Settings, fake: FakeOllama) -> None:
+    import asyncio
+    import inspect
+
+    from factforge.memory import AsyncMemory
+
+    # Same parameters as the sync API, not **kwargs.
+    for name in ("remember", "observe", "search", "facts", "forget", "drain", "stats", "close"):
+        assert inspect.signature(getattr(AsyncMemory, name)) == inspect.signature(getattr(Memory, name)), name
+        assert inspect.iscoroutinefunction(getattr(AsyncMemory, name)), name
+
+    async def scenario() -> None:
+        async with AsyncMemory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=False) as m:
+            r = await m.remember(user="We switched from JWT to Clerk for authentication", agent_id="dev",
+                                 team_id="platform", session_id="s1")
+            assert "Team switched from JWT to Clerk" in {f.content for f in r.facts}
+            queued = await m.remember(user=UNANSWERED, agent_id="dev", team_id="platform")
+            assert queued.queued
+            fake.script(LLM_REPLY)
+            report = await m.drain()
+            assert (report.processed, report.stored_facts) == (1, 1)
+            hits = await m.search("Clerk", agent_id="dev", team_id="platform")
+            assert hits and "Clerk" in hits[0].content
+            listed = await m.facts(agent_id="dev", team_id="platform")
+            assert len(listed) == 3
+            assert await m.forget(session_id="s1", dry_run=True) == 2
+            assert await m.forget(session_id="s1") == 2
+            assert {f.content for f in await m.facts(agent_id="dev", team_id="platform")} == {
+                LLM_REPLY["facts"][0]["content"]}
+            assert (await m.stats())["llm_calls"] == 1
+        assert m.memory._closed
+
+    asyncio.run(scenario())
+
+
+# Ten turns: five the rules answer, five only the LLM can. The healthy fake answers by content, so the order in
+# which the queue is drained does not matter.
+BATCH_RULED = [
+    "We switched from JWT to Clerk for authentication because of compliance requirements",
+    "I prefer dark mode over light mode in every editor",
+    "We use PostgreSQL for the billing service",
+    "My name is Alice",
+    "I prefer tabs over spaces",
+]
+BATCH_LLM = {
+    UNANSWERED: "Staging cluster runs out of memory during the nightly batch job",
+    "The deploy pipeline times out whenever the integration suite runs against the shared sandbox":
+        "Deploy pipeline times out when the integration suite runs against the shared sandbox",
+    "Our on-call rotation hands over every Monday morning at nine to the next engineer":
+        "On-call rotation hands over every Monday morning at nine",
+    "The mobile app crashes on startup for customers still running the oldest supported Android release":
+        "Mobile app crashes on startup on the oldest supported Android release",
+    "Customer invoices get generated twice when the billing worker restarts in the middle of a run":
+        "Customer invoices get generated twice when the billing worker restarts mid-run",
+}
+
+
+def _answer_by_content(body: dict) -> dict:
+    prompt = body["messages"][-1]["content"]
+    for said, fact in BATCH_LLM.items():
+        if json.dumps(said) in prompt:  # the turn is JSON-quoted in the prompt
+            return {"facts": [{"content": fact, "category": "other", "confidence": 0.8, "entities": []}],
+                    "entities": [], "relationships": []}
+    return {"facts": [], "entities": [], "relationships": []}
+
+
+def _remember_batch(m: Memory, agent: str) -> set[str]:
+    for text in BATCH_RULED + list(BATCH_LLM):
+        m.remember(user=text, agent_id=agent)
+    return {f.content for f in m.facts(agent_id=agent)}
+
+
+@pytest.mark.parametrize("fault", ["http-500", "timeout"])
+def test_an_outage_during_a_batch_loses_nothing_and_fails_nothing(settings: Settings, fake: FakeOllama,
+                                                                   fault: str) -> None:
+    from tests.fake_ollama import Delay
+
+    settings = settings.with_(llm_timeout=0.3, queue_max_attempts=2)
+    outage = HTTPError(500, "llama runner process has terminated") if fault == "http-500" else Delay(1.0)
+    with Memory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=False) as m:
+        fake.respond_with(lambda body: outage)
+        during = _remember_batch(m, "outage")
+        assert during and m.store.queue_counts()["pending"] == len(BATCH_LLM)  # pattern facts stored, rest queued
+        for _ in range(settings.queue_max_attempts + 2):  # more outage drains than an item has attempts
+            m.store._all("UPDATE extraction_queue SET next_try_at = now() RETURNING id")
+            report = m.drain()
+            assert report.failed == 0 and report.retried_later == 1
+        rows = m.store._all("SELECT status, attempts FROM extraction_queue")
+        assert {(r["status"], r["attempts"]) for r in rows} == {("pending", 0)}
+        assert m.stats()["llm_errors"] == settings.queue_max_attempts + 2  # each HTTP call is accounted for
+
+        fake.respond_with(_answer_by_content)
+        m.store._all("UPDATE extraction_queue SET next_try_at = now() RETURNING id")
+        assert m.drain().processed == len(BATCH_LLM)
+        assert m.store.queue_counts() == {"pending": 0, "processing": 0, "done": len(BATCH_LLM), "failed": 0}
+        after_outage = {f.content for f in m.facts(agent_id="outage")}
+
+        healthy = _remember_batch(m, "healthy")  # fresh scope, server up from the start
+        m.drain()
+        healthy = {f.content for f in m.facts(agent_id="healthy")}
+    assert during < after_outage and after_outage == healthy
+    assert set(BATCH_LLM.values()) <= healthy
+
+
+def test_an_item_the_model_always_fails_on_ends_failed_not_queued_forever(settings: Settings,
+                                                                          fake: FakeOllama) -> None:
+    poison = "The mobile app crashes on startup for customers still running the oldest supported Android release"
+
+    def answer(body: dict) -> Any:
+        if json.dumps(poison) in body["messages"][-1]["content"]:
+            return HTTPError(500, "model runner crashed on this input")  # this input only, every time
+        return _answer_by_content(body)
+
+    settings = settings.with_(queue_max_attempts=2)
+    with Memory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=False) as m:
+        fake.respond_with(answer)
+        _remember_batch(m, "p")
+        first = m.drain()
+        assert first.processed == len(BATCH_LLM) and first.retried_later == 1  # the server answered the others
+        m.remember(user="Our nightly backup to cold storage keeps skipping the audit log bucket", agent_id="p")
+        m.store._all("UPDATE extraction_queue SET next_try_at = now() RETURNING id")
+        second = m.drain()
+        # the new item goes first (the poison one errored before), so the 500 is the item's own: attempt 2, failed
+        assert second.failed == 1
+        counts = m.store.queue_counts()
+        assert counts["failed"] == 1 and counts["pending"] == 0 and counts["done"] == len(BATCH_LLM)
+        row = m.store._all("SELECT payload->>'user' AS u, last_error FROM extraction_queue WHERE status = 'failed'")
+        assert row[0]["u"] == poison and "crashed" in row[0]["last_error"]

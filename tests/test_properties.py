@@ -20,8 +20,10 @@ from hypothesis import strategies as st
 from factforge.errors import FactforgeError, InputError, PatternError
 from factforge.extract import Extractor, TurnRules
 from factforge.gatekeeper import REASONS, Gatekeeper
+from factforge.ingest import ACTIVITY_FIELDS, TURN_FIELDS, ingest_lines
 from factforge.inline import parse_inline
 from factforge.inputs import check_text, iter_json_lines
+from factforge.memory import Memory
 from factforge.ner import EntityRecognizer
 from factforge.patterns import PatternLibrary
 from factforge.rulefile import REGEX_TIMEOUT, safe_finditer, safe_search
@@ -347,3 +349,48 @@ def test_uncompilable_pattern_file_is_rejected_with_one_error(tmp_path: Path) ->
                                        encoding="utf-8")
     with pytest.raises(PatternError, match=r"evil.nested_quantifier: regex does not compile"):
         PatternLibrary.from_dir(tmp_path)
+
+
+# -- hostile JSON lines through the ingest line handler ----------------------------------------------------
+
+JSON_SCALAR = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), MIXED)
+JSON_VALUE = st.recursive(JSON_SCALAR, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(["text", "description", "speaker", "x"]) | st.text(max_size=5), inner, max_size=4)),
+    max_leaves=12)
+FIELDS = sorted(TURN_FIELDS | ACTIVITY_FIELDS) + ["wait_for_llm", "kind", ""]
+GOOD_VALUES = {
+    "user": "I use Vim", "agent_id": "a", "activity_session_id": "s", "events": ["We switched from JWT to Clerk"],
+    "dialogue": [{"speaker": "u", "text": "I use Vim"}], "timestamp": "2025-03-14T09:30:00Z", "visibility": "private",
+}
+JSON_OBJECT = st.dictionaries(
+    st.sampled_from(FIELDS), st.one_of(JSON_VALUE, st.sampled_from(sorted(GOOD_VALUES.values(), key=str))), max_size=6
+)
+
+
+@pytest.fixture(scope="module")
+def ingest_memory(pg_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> Memory:
+    s = Settings.from_env({"FACTFORGE_DATABASE_URL": pg_server_url, "FACTFORGE_LLM": "off",
+                           "FACTFORGE_HOME": str(tmp_path_factory.mktemp("home")), "FACTFORGE_EMBEDDER": "none"})
+    m = Memory(settings=s, llm=None, embedder=None, background=False)
+    yield m
+    m.close()
+
+
+@settings(max_examples=FEW, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(JSON_OBJECT)
+@example({"activity_session_id": "s", "agent_id": "a", "events": 5})
+@example({"activity_session_id": "s", "agent_id": "a", "events": True})
+@example({"activity_session_id": "s", "agent_id": "a", "events": "We switched from JWT to Clerk"})
+@example({"activity_session_id": "s", "agent_id": "a", "events": {"text": "x"}})
+@example({"activity_session_id": "s", "agent_id": "a", "dialogue": 5, "events": None})
+@example({"activity_session_id": "s", "agent_id": "a", "dialogue": ["I use Vim", {"text": "I use Git"}]})
+@example({"activity_session_id": "s", "agent_id": "a", "dialogue": [3]})
+def test_ingest_line_gives_a_result_or_a_clear_error(ingest_memory: Memory, obj: dict[str, Any]) -> None:
+    line = json.dumps(obj)
+    summary = ingest_lines(ingest_memory, [line, json.dumps({"user": "I use Vim", "agent_id": "probe"})])
+    # One line's verdict, and the line after it is still ingested: nothing stops the run.
+    assert summary.lines == 2 and summary.turns + summary.activities + len(summary.errors) == 2
+    assert all(e.startswith("line 1: ") for e in summary.errors), summary.errors
+    assert not any("Traceback" in e or "TypeError" in e or "object of type" in e for e in summary.errors)
