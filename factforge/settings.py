@@ -84,7 +84,7 @@ class Settings:
     team_subject: str = "Team"
     max_message_chars: int = 2000
     queue_max_attempts: int = 5
-    dedup_similarity: float = 0.95
+    dedup_similarity: float = 0.94
     secrets_mode: str = "redact"
     patterns_dir: Path | None = None
     default_visibility: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VISIBILITY))
@@ -141,7 +141,7 @@ class Settings:
             team_subject=env.get("FACTFORGE_TEAM_SUBJECT") or "Team",
             max_message_chars=_int(env, "FACTFORGE_MAX_MESSAGE_CHARS", 2000, 100, 10_000_000),
             queue_max_attempts=_int(env, "FACTFORGE_QUEUE_MAX_ATTEMPTS", 5, 1, 1000),
-            dedup_similarity=_float(env, "FACTFORGE_DEDUP_SIMILARITY", 0.95, 0.5, 1.0),
+            dedup_similarity=_float(env, "FACTFORGE_DEDUP_SIMILARITY", 0.94, 0.5, 1.0),
             secrets_mode=secrets_mode,
             patterns_dir=Path(patterns_raw) if patterns_raw else None,
             default_visibility=visibility,

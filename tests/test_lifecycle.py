@@ -42,6 +42,14 @@ CASES = [
     pytest.param(["We use PostgreSQL for the database"], "We switched from MySQL to MariaDB",
                  {"Team uses PostgreSQL for the database", "Team switched from MySQL to MariaDB", "Team uses MariaDB"},
                  set(), id="unrelated-switch"),
+    # paraphrases merge (real embeddings, cosine 0.949), near-misses with another value or polarity do not
+    pytest.param(["I prefer dark mode"], "I like dark mode", {"User prefers dark mode"}, set(), id="paraphrase-merged"),
+    pytest.param(["I have two dogs"], "I have three dogs", {"User has two dogs", "User has three dogs"}, set(),
+                 id="other-value-kept"),
+    pytest.param(["I like dark mode"], "I no longer like dark mode", {"User dislikes dark mode"},
+                 {"User likes dark mode"}, id="preference-turned"),
+    pytest.param(["I hate meetings before noon"], "I love meetings before noon", {"User loves meetings before noon"},
+                 {"User dislikes meetings before noon"}, id="preference-turned-back"),
 ]
 
 
