@@ -1,22 +1,29 @@
 """Batch ingest of JSON lines (turns or activity sessions) into a :class:`~factforge.memory.Memory`.
 
-Resumable and idempotent: every input has a stable key recorded after its facts are stored, so a re-run
-(after a crash, or of the same file) skips what is done and adds nothing.
+Resumable and idempotent: every input has a stable key recorded with its facts (in the same transaction,
+which stores a group of lines at once), so a re-run (after a crash, or of the same file) skips what is done
+and adds nothing.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .errors import InputError, ValidationError
+from .errors import DatabaseError, InputError, ValidationError
 from .inputs import iter_json_lines
 from .memory import Memory, RememberResult
+
+logger = logging.getLogger("factforge.ingest")
+
+# Lines per transaction: a few hundred make commits a small share of the work; a crash redoes one group at most.
+DEFAULT_BATCH_SIZE = 200
 
 TURN_FIELDS = {"user", "assistant", "agent_id", "team_id", "session_id", "timestamp", "visibility"}
 ACTIVITY_FIELDS = {"activity_session_id", "intent", "dialogue", "events", "agent_id", "team_id", "timestamp",
@@ -47,6 +54,18 @@ class IngestSummary:
         if not result.gate.passed:
             self.dropped_by_reason[result.gate.reason or "dropped"] += 1
         self.queued += int(result.queued)
+
+    def record(self, obj: dict[str, Any] | InputError, outcome: RememberResult | str) -> None:
+        """Count one line: its result, or the message of the error that rejected it."""
+        self.lines += 1
+        if isinstance(outcome, str):
+            self.errors.append(outcome)
+            return
+        if isinstance(obj, dict) and "activity_session_id" in obj:
+            self.activities += 1
+        else:
+            self.turns += 1
+        self.add(outcome)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -97,30 +116,61 @@ def ingest_lines(
     *,
     progress: Callable[[int], None] | None = None,
     wait_for_llm: bool = False,
+    batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> IngestSummary:
-    """Ingest JSON lines; a malformed line is reported in ``errors`` and the run goes on."""
+    """Ingest JSON lines, ``batch_size`` of them per transaction; a malformed line is reported in ``errors``
+    and the run goes on."""
+    if batch_size < 1:
+        raise ValidationError(f"batch_size must be at least 1, not {batch_size}")
     summary = IngestSummary()
     started = time.perf_counter()
-    for no, obj in iter_json_lines(lines):
-        summary.lines += 1
-        try:
-            if isinstance(obj, InputError):
-                raise obj
-            result = _ingest_one(memory, obj, wait_for_llm=wait_for_llm)
-        except (InputError, ValidationError) as exc:
-            # Bad input is reported and skipped; database and other errors stop the run (re-run resumes).
-            msg = str(exc)
-            summary.errors.append(msg if msg.startswith("line ") else f"line {no}: {msg}")
-        else:
-            if "activity_session_id" in obj:
-                summary.activities += 1
-            else:
-                summary.turns += 1
-            summary.add(result)
-        if progress is not None:
-            progress(summary.lines)
+    group: list[tuple[int, dict[str, Any] | InputError]] = []
+    for item in iter_json_lines(lines):
+        group.append(item)
+        if len(group) == batch_size:
+            _ingest_group(memory, group, summary, progress=progress, wait_for_llm=wait_for_llm)
+            group = []
+    if group:
+        _ingest_group(memory, group, summary, progress=progress, wait_for_llm=wait_for_llm)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _ingest_group(memory: Memory, group: Sequence[tuple[int, dict[str, Any] | InputError]], summary: IngestSummary,
+                  *, progress: Callable[[int], None] | None, wait_for_llm: bool) -> None:
+    """Store a group of lines in one transaction; a line's turn key is recorded with its facts, so a crash
+    loses the whole group or none of it and a re-run redoes exactly what is missing."""
+    if len(group) > 1:
+        try:
+            with memory.batch():
+                outcomes = [_attempt(memory, no, obj, wait_for_llm) for no, obj in group]
+        except DatabaseError as exc:
+            # A conflict with another writer, or a row the database refuses: nothing of the group is stored.
+            # One line at a time, the usual retries apply and the lines before a refused one are kept, as they
+            # were before batching; a database that is gone fails again on the first line and ends the run.
+            logger.info("lines %d-%d rolled back (%s); storing them one at a time", group[0][0], group[-1][0], exc)
+        else:
+            for (_no, obj), outcome in zip(group, outcomes):
+                summary.record(obj, outcome)
+                if progress is not None:
+                    progress(summary.lines)
+            return
+    for no, obj in group:
+        summary.record(obj, _attempt(memory, no, obj, wait_for_llm))
+        if progress is not None:
+            progress(summary.lines)
+
+
+def _attempt(memory: Memory, no: int, obj: dict[str, Any] | InputError, wait_for_llm: bool) -> RememberResult | str:
+    """The result of one line, or the message of the input error that rejects it."""
+    try:
+        if isinstance(obj, InputError):
+            raise obj
+        return _ingest_one(memory, obj, wait_for_llm=wait_for_llm)
+    except (InputError, ValidationError) as exc:
+        # Bad input is reported and skipped; database and other errors stop the run (re-run resumes).
+        msg = str(exc)
+        return msg if msg.startswith("line ") else f"line {no}: {msg}"
 
 
 def _ingest_one(memory: Memory, obj: dict[str, Any], *, wait_for_llm: bool) -> RememberResult:
@@ -140,7 +190,7 @@ def _ingest_one(memory: Memory, obj: dict[str, Any], *, wait_for_llm: bool) -> R
 
 
 def ingest_file(memory: Memory, path: Path, *, show_progress: bool | None = None,
-                wait_for_llm: bool = False) -> IngestSummary:
+                wait_for_llm: bool = False, batch_size: int = DEFAULT_BATCH_SIZE) -> IngestSummary:
     """Ingest a JSON-lines file of turns or activity sessions (see the README for the fields)."""
     try:
         text = path.read_text(encoding="utf-8", errors="surrogateescape")
@@ -149,6 +199,6 @@ def ingest_file(memory: Memory, path: Path, *, show_progress: bool | None = None
     lines = text.splitlines()
     bar = Progress(sum(1 for line in lines if line.strip()), force=show_progress)
     try:
-        return ingest_lines(memory, lines, progress=bar.update, wait_for_llm=wait_for_llm)
+        return ingest_lines(memory, lines, progress=bar.update, wait_for_llm=wait_for_llm, batch_size=batch_size)
     finally:
         bar.close()

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import wraps
@@ -227,6 +228,16 @@ class Memory:
         return RememberResult(facts=facts, gate=extraction.gate, queued=queued, duplicate=duplicate,
                               extraction=extraction)
 
+    def batch(self) -> AbstractContextManager[None]:
+        """Store the :meth:`remember`/:meth:`observe` calls made in this block (in this thread) in one
+        transaction, committed when the block ends: far fewer commits for a batch of turns.
+
+        Each call sees the ones before it exactly as if they had been committed (duplicates, supersession).
+        A call that raises leaves nothing behind and the others stay; a :class:`DatabaseError` rolls the
+        whole block back. Queued LLM work starts after the commit.
+        """
+        return self.store.unit_of_work()
+
     def _check_visibility(self, visibility: str | None, team_id: str | None) -> None:
         if visibility is None:
             return
@@ -277,65 +288,69 @@ class Memory:
         extra_entities: Sequence[Entity] = (),
         extra_relationships: Sequence[Relationship] = (),
     ) -> tuple[tuple[StoredFact, ...], bool, bool]:
-        session_id = provenance.session_id
-        if session_id is not None:
-            self.store.upsert_session(session_id, kind=kind, agent_id=agent_id, team_id=team_id, intent=intent)
-        if self.store.turn_seen(provenance.source_key):
-            # Seen before (re-ingest, retry after a crash): the turn is recorded last, so everything it
-            # produced is already stored; doing nothing keeps re-runs exact.
-            return (), False, True
-        facts = list(extraction.facts) + list(extra_facts)
-        stored = self._save(
-            facts,
-            provenance,
-            agent_id=agent_id,
-            team_id=team_id,
-            visibility=visibility,
-            entities=list(extraction.entities) + list(extra_entities),
-            relationships=list(extraction.relationships) + list(extra_relationships),
-        )
-        queued = False
-        if extraction.needs_llm:
-            assistant_text = payload.get("assistant")
-            if assistant_text and self.extractor.gate.is_injection(assistant_text):
-                # Injected text never reaches the LLM prompt, whoever wrote it.
-                payload = {**payload, "assistant": None}
-            # Queued before anything can fail: the LLM works from the queue, never from memory only.
-            self.store.enqueue(
-                provenance.source_key,
-                {
-                    **payload,
-                    "user": self._redact(payload.get("user")),
-                    "assistant": self._redact(payload.get("assistant")),
-                    "agent_id": agent_id,
-                    "team_id": team_id,
-                    "session_id": session_id,
-                    "activity_session": provenance.activity_session,
-                    "timestamp": provenance.message_ts.isoformat() if provenance.message_ts else None,
-                    "visibility": visibility,
-                },
+        # Inside a batch (a unit of work) a call that fails leaves nothing behind; the batch's other turns stay.
+        with self.store.savepoint():
+            session_id = provenance.session_id
+            if session_id is not None:
+                self.store.upsert_session(session_id, kind=kind, agent_id=agent_id, team_id=team_id, intent=intent)
+            if self.store.turn_seen(provenance.source_key):
+                # Seen before (re-ingest, retry after a crash): the turn is recorded last, so everything it
+                # produced is already stored; doing nothing keeps re-runs exact.
+                return (), False, True
+            facts = list(extraction.facts) + list(extra_facts)
+            stored = self._save(
+                facts,
+                provenance,
+                agent_id=agent_id,
+                team_id=team_id,
+                visibility=visibility,
+                entities=list(extraction.entities) + list(extra_entities),
+                relationships=list(extraction.relationships) + list(extra_relationships),
             )
-            queued = True
-            if not extraction.facts and extraction.gate.passed:
-                self.store.record_miss(extraction.text, session_id=session_id or provenance.activity_session,
-                                       agent_id=agent_id)
-        self.store.record_turn(
-            provenance.source_key,
-            session_id=session_id,
-            activity_session=provenance.activity_session,
-            agent_id=agent_id,
-            team_id=team_id,
-            user_message=provenance.user_message,
-            assistant_message=provenance.assistant_message,
-            message_ts=provenance.message_ts,
-            gate_reason=extraction.gate.reason,
-            fact_count=len(stored),
-        )
+            queued = False
+            if extraction.needs_llm:
+                assistant_text = payload.get("assistant")
+                if assistant_text and self.extractor.gate.is_injection(assistant_text):
+                    # Injected text never reaches the LLM prompt, whoever wrote it.
+                    payload = {**payload, "assistant": None}
+                # Queued before anything can fail: the LLM works from the queue, never from memory only.
+                self.store.enqueue(
+                    provenance.source_key,
+                    {
+                        **payload,
+                        "user": self._redact(payload.get("user")),
+                        "assistant": self._redact(payload.get("assistant")),
+                        "agent_id": agent_id,
+                        "team_id": team_id,
+                        "session_id": session_id,
+                        "activity_session": provenance.activity_session,
+                        "timestamp": provenance.message_ts.isoformat() if provenance.message_ts else None,
+                        "visibility": visibility,
+                    },
+                )
+                queued = True
+                if not extraction.facts and extraction.gate.passed:
+                    self.store.record_miss(extraction.text, session_id=session_id or provenance.activity_session,
+                                           agent_id=agent_id)
+            self.store.record_turn(
+                provenance.source_key,
+                session_id=session_id,
+                activity_session=provenance.activity_session,
+                agent_id=agent_id,
+                team_id=team_id,
+                user_message=provenance.user_message,
+                assistant_message=provenance.assistant_message,
+                message_ts=provenance.message_ts,
+                gate_reason=extraction.gate.reason,
+                fact_count=len(stored),
+            )
         if queued:
+            # After the commit: the worker (another connection) must see the queue row, and a drain must not
+            # hold the batch's transaction open through LLM calls.
             if wait_for_llm:
-                self.drain()
+                self.store.after_commit(self.drain)
             elif self._background and self._llm is not None:
-                self._kick_worker()
+                self.store.after_commit(self._kick_worker)
         return tuple(stored), queued, False
 
     def _save(
