@@ -1,0 +1,83 @@
+"""Search against a brute-force BM25 oracle computed in Python from the stored tsvectors and statistics."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from factforge.embed import LocalEmbedder
+from factforge.search import BM25_B, BM25_K1, search
+from factforge.settings import Settings
+from factforge.store import Provenance, Scope, Store
+from factforge.types import Explanation, Fact
+
+WORDS = ["kafka", "redis", "postgres", "billing", "deploy", "queue", "cache", "metrics", "search", "mobile",
+         "payments", "gateway", "cluster", "nightly", "backup", "grafana", "terraform", "alerts", "staging", "api"]
+QUERIES = ["kafka billing", "redis cache for the api", "nightly backup of postgres", "terraform staging cluster",
+           "grafana alerts", "mobile payments gateway queue", "deploy", "search metrics dashboard"]
+
+
+def _fact(content: str) -> Fact:
+    return Fact(content=content, category="technology", confidence=0.9, method="pattern",
+                explanation=Explanation("pattern", "t", 0.9, 0.9), rule_id="t", subject="Team")
+
+
+@pytest.fixture
+def corpus(db_url: str, tmp_path: Path) -> Iterator[Store]:
+    rng = random.Random(11)
+    store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    texts = sorted({"Team uses " + " ".join(rng.sample(WORDS, rng.randint(1, 6))) for _ in range(400)})
+    for i in range(0, len(texts), 50):
+        store.save([_fact(t) for t in texts[i:i + 50]], Scope("a1", "t1", "team"), Provenance(f"k{i}"))
+    # the best match for every query, in a scope the searcher may not see
+    store.save([_fact("Team uses " + q) for q in QUERIES], Scope("other", "t2", "private"), Provenance("hidden"))
+    yield store
+    store.close()
+
+
+def _oracle(db_url: str, query: str, k: int) -> list[tuple[str, float]]:
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+        n_docs, total = conn.execute("SELECT n_docs, total_len FROM bm25_corpus WHERE id = 1").fetchone()
+        df = dict(conn.execute("SELECT lexeme, df FROM bm25_terms").fetchall())
+        terms = {r[0] for r in conn.execute("SELECT lexeme FROM unnest(to_tsvector('english', %s))", (query,))}
+        rows = conn.execute(
+            "SELECT f.content, u.lexeme, coalesce(array_length(u.positions, 1), 1), length(f.tsv) FROM facts f, "
+            "unnest(f.tsv) u WHERE f.superseded_at IS NULL AND (f.visibility = 'global' OR "
+            "(f.visibility = 'team' AND f.team_id = 't1') OR (f.visibility = 'private' AND f.agent_id = 'a1'))"
+        ).fetchall()
+    avgdl = max(total / max(n_docs, 1), 1)
+    scores: dict[str, float] = {}
+    for content, lexeme, tf, dl in rows:
+        if lexeme in terms:
+            idf = math.log(1 + (n_docs - df.get(lexeme, 0) + 0.5) / (df.get(lexeme, 0) + 0.5))
+            scores[content] = scores.get(content, 0.0) + idf * tf * (BM25_K1 + 1) / (
+                tf + BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl))
+    return sorted(scores.items(), key=lambda kv: -kv[1])[:k]
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_bm25_ranks_like_the_oracle_and_stays_scoped(corpus: Store, db_url: str, query: str) -> None:
+    hits = search(corpus, query, agent_id="a1", team_id="t1", mode="bm25", k=10)
+    expected = _oracle(db_url, query, 10)
+    assert [round(h.bm25_score or 0, 6) for h in hits] == [round(s, 6) for _, s in expected]
+    assert [h.bm25_rank for h in hits] == list(range(1, len(hits) + 1))
+    assert all(h.agent_id == "a1" and h.team_id == "t1" for h in hits)  # the hidden best matches never show
+
+
+def test_hybrid_runs_both_paths_and_fuses_them(corpus: Store) -> None:
+    embedder = LocalEmbedder()
+    rows = corpus.facts_without_embedding(1000)
+    corpus.set_embeddings([(fid, vec) for (fid, _), vec in zip(rows, embedder.embed([t for _, t in rows]))],
+                          embedder.model)
+    hits = search(corpus, "redis cache for the api", agent_id="a1", team_id="t1", embedder=embedder, k=10)
+    assert len(hits) == 10
+    assert any(h.vector_rank is not None and h.bm25_rank is not None for h in hits)
+    for h in hits:  # the fused score is exactly the sum of the reciprocal ranks of the paths that found it
+        parts = [1 / (60 + r) for r in (h.vector_rank, h.bm25_rank) if r is not None]
+        assert h.fused_score == pytest.approx(sum(parts))
+    assert [h.fused_score for h in hits] == sorted((h.fused_score for h in hits), reverse=True)
