@@ -293,8 +293,19 @@ class Store:
             with self.engine.begin() as conn:
                 yield conn
         except SQLAlchemyError as exc:
-            orig = getattr(exc, "orig", None) or exc
-            raise DatabaseError(f"database error: {str(orig).strip().splitlines()[0]}") from exc
+            raise self._database_error(getattr(exc, "orig", None) or exc) from exc
+
+    def _database_error(self, orig: BaseException) -> DatabaseError:
+        """One line for a failed statement; a full disk says which disk and what to do."""
+        from .embedded import disk_full_error
+
+        first = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+        if disk_full_error(self.settings.home, orig) is not None:
+            where = (f"the embedded server's disk (FACTFORGE_HOME={self.settings.home})"
+                     if self.settings.database_url is None else "the database server's disk")
+            return DatabaseError(f"{where} is full ({first}): free some space; this write was rolled back, "
+                                 "nothing else was lost")
+        return DatabaseError(f"database error: {first}")
 
     def _bound(self) -> Any:
         return getattr(self._local, "conn", None)
@@ -341,8 +352,7 @@ class Store:
                 raise
             conn.exec_driver_sql("RELEASE SAVEPOINT ff_call")
         except SQLAlchemyError as exc:
-            orig = getattr(exc, "orig", None) or exc
-            raise DatabaseError(f"database error: {str(orig).strip().splitlines()[0]}") from exc
+            raise self._database_error(getattr(exc, "orig", None) or exc) from exc
 
     def after_commit(self, hook: Callable[[], object]) -> None:
         """Call ``hook`` once this thread's unit of work has committed (at once outside one); the same hook

@@ -244,3 +244,37 @@ def test_disk_full_errors_are_recognised(tmp_path: Path, problem: BaseException 
     assert (error is not None) is full
     if error is not None:
         assert str(error).startswith(f"no space left on the device holding FACTFORGE_HOME={tmp_path}:")
+
+
+_WRITE_UNTIL_FULL = """
+import resource, signal, sys
+from pathlib import Path
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (24 * 2**20, 24 * 2**20))  # inherited by the server it starts
+from factforge.errors import DatabaseError
+from factforge.settings import Settings
+from factforge.store import Store
+store = Store.open(Settings.from_env({"FACTFORGE_HOME": sys.argv[1], "FACTFORGE_EMBEDDER": "none"}))
+try:
+    with store._tx() as conn:
+        conn.exec_driver_sql("CREATE TABLE ff_ballast (x text)")
+        conn.exec_driver_sql("INSERT INTO ff_ballast SELECT (SELECT string_agg(md5(random()::text || i || j), '') "
+                             "FROM generate_series(1, 30) j) FROM generate_series(1, 60000) i")
+except DatabaseError as exc:
+    print(exc)
+    sys.exit(3)
+print("no error")
+"""
+
+
+def test_a_full_disk_while_writing_is_one_clear_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    try:
+        proc = subprocess.run([sys.executable, "-B", "-c", _WRITE_UNTIL_FULL, str(home)], capture_output=True,
+                              text=True, timeout=180)
+        assert proc.returncode == 3, proc.stdout + proc.stderr
+        line = proc.stdout.strip()
+        assert "\n" not in line and "is full" in line and str(home) in line and "rolled back" in line
+        assert "Traceback" not in proc.stderr
+    finally:
+        _stop(home / "pg")
