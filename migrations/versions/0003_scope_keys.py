@@ -44,6 +44,13 @@ def _grant_reader() -> None:
 
 
 def upgrade() -> None:
+    # Foreign keys that point at facts need an index on their side, or every deleted fact scans the table
+    # (forgetting or merging 100k facts of a 1M-fact table took hours without these).
+    op.execute("CREATE INDEX facts_superseded_by_idx ON facts (superseded_by) WHERE superseded_by IS NOT NULL")
+    op.execute("CREATE INDEX relationships_fact_idx ON relationships (fact_id) WHERE fact_id IS NOT NULL")
+    op.execute("CREATE INDEX relationships_target_idx ON relationships (target_id)")
+    op.execute("CREATE INDEX facts_source_session_idx ON facts (source_session) WHERE source_session IS NOT NULL")
+    op.execute("CREATE INDEX turns_session_idx ON turns (session_id)")
     # Which row each duplicate folds into: the oldest current row of its new key.
     op.execute(
         """
@@ -116,6 +123,11 @@ def downgrade() -> None:
     op.execute("DROP VIEW team_patterns")
     op.execute(_TEAM_PATTERNS.format(mentions="max(f.mention_count)"))
     _grant_reader()
+    op.execute("DROP INDEX IF EXISTS facts_superseded_by_idx")
+    op.execute("DROP INDEX IF EXISTS relationships_fact_idx")
+    op.execute("DROP INDEX IF EXISTS relationships_target_idx")
+    op.execute("DROP INDEX IF EXISTS facts_source_session_idx")
+    op.execute("DROP INDEX IF EXISTS turns_session_idx")
     op.execute("DROP INDEX IF EXISTS fact_sources_activity_idx")
     op.execute("DROP INDEX IF EXISTS fact_sources_agent_idx")
     op.execute("DROP INDEX IF EXISTS facts_current_global_uq")
