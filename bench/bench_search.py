@@ -367,7 +367,7 @@ def main() -> int:
     from pgvector.psycopg import register_vector
 
     from factforge.embed import LocalEmbedder
-    from factforge.search import _filters, bm25_sql, _tsquery_sql, search
+    from factforge.search import _bm25_ranks, _bm25_steps, _filters, bm25_sql, search
     from factforge.settings import LOCAL_EMBED_MODEL
 
     t_total = time.perf_counter()
@@ -496,20 +496,23 @@ def main() -> int:
         lat: dict[str, dict[str, float]] = {}
         results: dict[str, list[list[Any]]] = {}
         for mode in MODES:
-            for (text, agent, team), vec in list(zip(queries, qvecs))[:10]:  # warm-up, not counted
-                search(source, text, agent_id=agent, team_id=team, k=10, embedder=FixedEmbedder(vec), mode=mode)
-            times = []
-            results[mode] = []
-            for (text, agent, team), vec in zip(queries, qvecs):
-                t0 = time.perf_counter()
-                hits = search(source, text, agent_id=agent, team_id=team, k=10, embedder=FixedEmbedder(vec),
-                              mode=mode)
-                times.append((time.perf_counter() - t0) * 1000)
-                results[mode].append(hits)
-            lat[mode] = {"p50": round(pct(times, 50), 2), "p95": round(pct(times, 95), 2),
-                         "p99": round(pct(times, 99), 2), "mean": round(statistics.fmean(times), 2),
-                         "mean_hits": round(statistics.fmean(len(h) for h in results[mode]), 2)}
-            print(f"{mode}: {lat[mode]}", file=sys.stderr)
+            # Two passes over the same queries: the first reads pages from disk the cache has not seen yet
+            # (at 1M facts the table and index are larger than shared_buffers), the second is the steady
+            # state of an agent that searches its memory all day. Both are reported.
+            for label in ("first_pass", "warm"):
+                times = []
+                results[mode] = []
+                for (text, agent, team), vec in zip(queries, qvecs):
+                    t0 = time.perf_counter()
+                    hits = search(source, text, agent_id=agent, team_id=team, k=10, embedder=FixedEmbedder(vec),
+                                  mode=mode)
+                    times.append((time.perf_counter() - t0) * 1000)
+                    results[mode].append(hits)
+                key = mode if label == "warm" else f"{mode}_first_pass"
+                lat[key] = {"p50": round(pct(times, 50), 2), "p95": round(pct(times, 95), 2),
+                            "p99": round(pct(times, 99), 2), "mean": round(statistics.fmean(times), 2),
+                            "mean_hits": round(statistics.fmean(len(h) for h in results[mode]), 2)}
+                print(f"{key}: {lat[key]}", file=sys.stderr)
         res["latency_ms"] = lat
 
         # The same SQL that search() runs, on one long-lived connection: how much of the latency above is the
@@ -528,7 +531,7 @@ def main() -> int:
                                  f"AND {where} ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",
                                  {**params, "v": vec}).fetchall()
                     t1 = time.perf_counter()
-                    conn.execute(bm25_sql(where).replace("{tsq}", _tsquery_sql(text)), {**params, "cap": 10**9}).fetchall()
+                    _bm25_ranks(conn, where, params, text, 40)
                     t2 = time.perf_counter()
                 if i >= 5:  # the first few warm the backend
                     sql_ms["vector_sql"].append((t1 - t0) * 1000)
@@ -582,9 +585,13 @@ def main() -> int:
                     f"f.embedding IS NOT NULL AND {where} ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",
                     {**params, "v": qvecs[0]}).fetchall()
                 print(f"\n-- vector, query {text!r}\n" + "\n".join(r[0] for r in plan))
-                sql = bm25_sql(where).replace("{tsq}", _tsquery_sql(text))
-                plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, {**params, "cap": 10**9}).fetchall()
-                print(f"\n-- bm25, query {text!r}\n" + "\n".join(r[0] for r in plan))
+                sql = bm25_sql(where).replace("{tsq}", "%(tsq)s::tsquery")
+                for tsq, cap, plain_scan in _bm25_steps(conn, text):  # every candidate step search() may run
+                    if plain_scan:
+                        conn.execute("SET LOCAL enable_bitmapscan = off")
+                    plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, {**params, "tsq": tsq, "cap": cap})
+                    print(f"\n-- bm25 step {tsq!r}, query {text!r}\n" + "\n".join(r[0] for r in plan.fetchall()))
+                    conn.execute("SET LOCAL enable_bitmapscan = on")
 
         res["total_s"] = round(time.perf_counter() - t_total, 1)
     finally:

@@ -123,7 +123,8 @@ def _tsquery_text(lexemes: Sequence[str], op: str) -> str:
 
 def _bm25_steps(conn: Any, query: str) -> list[tuple[str, int, bool]]:
     """The candidate steps for a plain query: (tsquery text, cap, by plain scan)."""
-    terms = conn.execute(_QUERY_TERMS, {"q": query}).fetchall()
+    # A word no fact contains cannot match: it would only empty the conjunctive steps.
+    terms = [t for t in conn.execute(_QUERY_TERMS, {"q": query}).fetchall() if t[1] > 0]
     if not terms:
         return []
     n_docs = terms[0][2] or 1
