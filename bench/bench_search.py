@@ -186,7 +186,8 @@ def generate_facts(n: int, rng: random.Random) -> list[dict[str, Any]]:
             vis = "private" if r < 0.85 else ("team" if r < 0.95 else "global")
         superseded = rng.random() < 0.05
         h = content_hash(content)
-        key = (h, vis, agent, team)
+        # the schema's keys (migration 0003): private per agent and team, team per team, global once
+        key = (h, vis, agent if vis == "private" else "", team if vis != "global" else "")
         if not superseded:
             if key in seen:
                 continue
