@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 
 class FactforgeError(Exception):
     """Base class of every factforge error."""
@@ -39,8 +42,32 @@ class ValidationError(FactforgeError):
     """A value is out of range or of the wrong kind before it reaches the database."""
 
 
+@dataclass(frozen=True, slots=True)
+class LLMCall:
+    """One HTTP call to the model, one ``llm_calls`` row: its tokens, wall time, outcome, rejected items.
+
+    ``ok`` is False when the call failed (HTTP error, timeout) or its reply could not be parsed; tokens count
+    either way, since the model spent them. ``rejections`` counts the reply's items dropped by validation.
+    """
+
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    ok: bool = True
+    error: str | None = None
+    rejections: Mapping[str, int] = field(default_factory=dict)
+
+
 class LLMError(FactforgeError):
-    """The LLM could not be reached or answered with an error."""
+    """The LLM could not be reached or answered with an error.
+
+    ``calls`` holds every HTTP call the failed extraction made (a parse retry is a call of its own), so what
+    a failure cost is accounted for; an unreachable server made none.
+    """
+
+    def __init__(self, message: str = "", *, calls: tuple[LLMCall, ...] = ()) -> None:
+        super().__init__(message)
+        self.calls = calls
 
 
 class LLMUnavailableError(LLMError):

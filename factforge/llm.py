@@ -27,7 +27,7 @@ import ollama
 import pydantic
 import regex
 
-from .errors import LLMError, LLMParseError, LLMUnavailableError
+from .errors import LLMCall, LLMError, LLMParseError, LLMUnavailableError
 from .gatekeeper import Gatekeeper
 from .settings import Settings
 from .types import CATEGORIES, Entity, Extraction, Fact, Relationship
@@ -36,6 +36,7 @@ from .validate import normalise_content, validate_items
 __all__ = [
     "AsyncOllamaLLM",
     "EXTRACTION_SCHEMA",
+    "LLMCall",
     "LLMRequest",
     "LLMResult",
     "LLMUsage",
@@ -111,7 +112,7 @@ class LLMRequest:
 
 @dataclass(frozen=True, slots=True)
 class LLMUsage:
-    """Tokens and wall time of one :meth:`OllamaLLM.extract` call, summed over its attempts."""
+    """Tokens and wall time of one :meth:`OllamaLLM.extract` call, summed over its attempts (see ``calls``)."""
 
     prompt_tokens: int
     output_tokens: int
@@ -120,7 +121,10 @@ class LLMUsage:
 
 @dataclass(frozen=True, slots=True)
 class LLMResult:
-    """Validated output of one extraction; ``rejections`` counts dropped items by reason."""
+    """Validated output of one extraction; ``rejections`` counts dropped items by reason.
+
+    ``calls`` has one entry per HTTP call (a correction retry is its own call), each with its own tokens.
+    """
 
     facts: tuple[Fact, ...]
     entities: tuple[Entity, ...]
@@ -128,6 +132,7 @@ class LLMResult:
     usage: LLMUsage
     rejections: Mapping[str, int] = field(default_factory=dict)
     attempts: int = 1
+    calls: tuple[LLMCall, ...] = ()
 
 
 # ------------------------------------------------------------------------------------------------ prompts
@@ -261,12 +266,12 @@ class _Exchange:
         self.gatekeeper = gatekeeper
         self.messages: list[dict[str, str]] = build_messages(request, settings)
         self.attempts = 0
-        self.prompt_tokens = 0
-        self.output_tokens = 0
-        self.started = time.perf_counter()
+        self.calls: list[LLMCall] = []
+        self.started = self.call_started = time.perf_counter()
 
     def chat_kwargs(self) -> dict[str, Any]:
         self.attempts += 1
+        self.call_started = time.perf_counter()
         return {
             "model": self.settings.llm_model,
             "messages": list(self.messages),
@@ -274,17 +279,37 @@ class _Exchange:
             "options": {"temperature": 0},
         }
 
+    def _call_ms(self) -> float:
+        return (time.perf_counter() - self.call_started) * 1000
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        """Wrap one HTTP call: a failure becomes a factforge error carrying every call made so far."""
+        try:
+            with _ollama_errors(self.settings):
+                yield
+        except LLMUnavailableError as exc:  # the request never reached the model: no call of its own
+            exc.calls = tuple(self.calls)
+            raise
+        except LLMError as exc:  # the server took the request (HTTP error, timeout): a failed call
+            self.calls.append(LLMCall(latency_ms=self._call_ms(), ok=False, error=str(exc)))
+            exc.calls = tuple(self.calls)
+            raise
+
     def take(self, response: ollama.ChatResponse) -> LLMResult | None:
         """The result, or None when the reply is broken and another attempt is due (messages updated)."""
-        self.prompt_tokens += response.prompt_eval_count or 0
-        self.output_tokens += response.eval_count or 0
+        latency_ms = self._call_ms()
+        tokens = (response.prompt_eval_count or 0, response.eval_count or 0)
         content = response.message.content or ""
         try:
             raw = parse_reply(content)
         except ValueError as exc:
+            # The model spent these tokens even though the reply is useless: the call is accounted for.
+            self.calls.append(LLMCall(*tokens, latency_ms, ok=False, error=f"unparseable reply: {exc}"))
             if self.attempts > MAX_RETRIES:
                 raise LLMParseError(
-                    f"reply of {self.settings.llm_model} could not be parsed after {self.attempts} attempts: {exc}"
+                    f"reply of {self.settings.llm_model} could not be parsed after {self.attempts} attempts: {exc}",
+                    calls=tuple(self.calls),
                 ) from None
             logger.debug("attempt %d: unparseable reply (%s); asking the model again", self.attempts, exc)
             self.messages += [
@@ -299,8 +324,13 @@ class _Exchange:
             settings=self.settings,
             gatekeeper=self.gatekeeper,
         )
-        usage = LLMUsage(self.prompt_tokens, self.output_tokens, (time.perf_counter() - self.started) * 1000)
-        return LLMResult(facts, entities, relationships, usage, dict(rejections), self.attempts)
+        self.calls.append(LLMCall(*tokens, latency_ms, rejections=dict(rejections)))
+        usage = LLMUsage(
+            sum(c.prompt_tokens for c in self.calls),
+            sum(c.output_tokens for c in self.calls),
+            (time.perf_counter() - self.started) * 1000,
+        )
+        return LLMResult(facts, entities, relationships, usage, dict(rejections), self.attempts, tuple(self.calls))
 
 
 class OllamaLLM:
@@ -319,8 +349,9 @@ class OllamaLLM:
         """Ask the model for the facts, entities and relationships in ``request`` and validate them."""
         exchange = _Exchange(request, self.settings, self._gatekeeper)
         while True:
-            with _ollama_errors(self.settings):
-                response = self.client.chat(**exchange.chat_kwargs())
+            kwargs = exchange.chat_kwargs()
+            with exchange.call():
+                response = self.client.chat(**kwargs)
             result = exchange.take(response)
             if result is not None:
                 return result
@@ -338,8 +369,9 @@ class AsyncOllamaLLM:
         """See :meth:`OllamaLLM.extract`."""
         exchange = _Exchange(request, self.settings, self._gatekeeper)
         while True:
-            with _ollama_errors(self.settings):
-                response = await self.client.chat(**exchange.chat_kwargs())
+            kwargs = exchange.chat_kwargs()
+            with exchange.call():
+                response = await self.client.chat(**kwargs)
             result = exchange.take(response)
             if result is not None:
                 return result

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from functools import wraps
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from .errors import EmbedderError, InputError, LLMError, LLMUnavailableError, ValidationError
+from .errors import EmbedderError, InputError, LLMCall, LLMError, LLMUnavailableError, ValidationError
 from .inputs import check_text, check_timestamp, source_key
 from .extract import Extractor
 from .inline import parse_inline
@@ -435,10 +435,12 @@ class Memory:
                 try:
                     result = self._llm.extract(request)
                 except LLMError as exc:
-                    if not isinstance(exc, LLMUnavailableError):  # an HTTP exchange took place: account for it
-                        self.store.record_llm_call(
-                            self.settings.llm_model, False, 0, 0, (time.perf_counter() - started) * 1000, str(exc)
-                        )
+                    calls = exc.calls
+                    if not calls and not isinstance(exc, LLMUnavailableError):
+                        # an LLM that does not itself account for its calls: one failed exchange took place
+                        calls = (LLMCall(latency_ms=(time.perf_counter() - started) * 1000, ok=False,
+                                         error=str(exc)),)
+                    self._record_calls(calls)
                     # A 5xx or timeout after another item of this pass succeeded is this item's own problem
                     # (too long for the model, say): it counts as an attempt, so it cannot stay queued forever.
                     outage = isinstance(exc, LLMUnavailableError) or (is_transient(exc) and not answered)
@@ -459,9 +461,9 @@ class Memory:
                     return DrainReport(processed, stored_n, failed, retried, dict(rejections))
                 answered = True
                 usage = result.usage
-                self.store.record_llm_call(
-                    self.settings.llm_model, True, usage.prompt_tokens, usage.output_tokens, usage.latency_ms, None
-                )
+                self._record_calls(result.calls or (
+                    LLMCall(usage.prompt_tokens, usage.output_tokens, usage.latency_ms,
+                            rejections=result.rejections),))
                 rejections.update(result.rejections)
                 provenance = Provenance(
                     source_key=item.source_key,
@@ -485,6 +487,14 @@ class Memory:
                 stored_n += len(saved)
                 self.store.complete(item.id)
         return DrainReport(processed, stored_n, failed, retried, dict(rejections))
+
+    def _record_calls(self, calls: Sequence[LLMCall]) -> None:
+        """One ``llm_calls`` row per HTTP call, so a correction retry's tokens and failure are counted."""
+        for call in calls:
+            self.store.record_llm_call(
+                self.settings.llm_model, call.ok, call.prompt_tokens, call.output_tokens, call.latency_ms,
+                call.error, rejections=call.rejections,
+            )
 
     def _kick_worker(self) -> None:
         with self._worker_lock:

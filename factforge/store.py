@@ -995,12 +995,14 @@ class Store:
         return counts
 
     def record_llm_call(self, model: str, ok: bool, prompt_tokens: int, output_tokens: int, latency_ms: float,
-                        error: str | None) -> None:
+                        error: str | None, *, rejections: Mapping[str, int] | None = None) -> None:
+        """Account for one HTTP call to the model; ``rejections`` counts its reply's dropped items by reason."""
+        counts = {str(k): int(v) for k, v in (rejections or {}).items() if int(v)}
         self._all(
-            "INSERT INTO llm_calls (model, ok, prompt_tokens, output_tokens, latency_ms, error) "
-            "VALUES (%(m)s, %(ok)s, %(pt)s, %(ot)s, %(ms)s, %(e)s) RETURNING id",
+            "INSERT INTO llm_calls (model, ok, prompt_tokens, output_tokens, latency_ms, error, rejections) "
+            "VALUES (%(m)s, %(ok)s, %(pt)s, %(ot)s, %(ms)s, %(e)s, %(r)s::jsonb) RETURNING id",
             {"m": model, "ok": ok, "pt": int(prompt_tokens), "ot": int(output_tokens), "ms": float(latency_ms),
-             "e": error[:2000] if error else None},
+             "e": error[:2000] if error else None, "r": json.dumps(counts, sort_keys=True)},
         )
 
     def record_miss(self, text: str, *, session_id: str | None = None, agent_id: str | None = None) -> None:
@@ -1056,6 +1058,9 @@ class Store:
         out["by_category"] = grouped("SELECT category AS k, count(*) AS n FROM facts WHERE superseded_at IS NULL GROUP BY 1 ORDER BY 1")
         out["by_method"] = grouped("SELECT extraction_method AS k, count(*) AS n FROM facts WHERE superseded_at IS NULL GROUP BY 1 ORDER BY 1")
         out["by_visibility"] = grouped("SELECT visibility AS k, count(*) AS n FROM facts WHERE superseded_at IS NULL GROUP BY 1 ORDER BY 1")
+        out["llm_rejections"] = grouped(
+            "SELECT r.key AS k, sum(r.value::bigint) AS n FROM llm_calls, jsonb_each_text(llm_calls.rejections) r "
+            "GROUP BY 1 ORDER BY 1")
         out["dropped_by_reason"] = grouped("SELECT gate_reason AS k, count(*) AS n FROM turns WHERE gate_reason IS NOT NULL GROUP BY 1 ORDER BY 1")
         out["queue"] = self.queue_counts()
         return out

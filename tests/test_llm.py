@@ -18,6 +18,7 @@ from factforge.errors import LLMError, LLMParseError, LLMUnavailableError
 from factforge.llm import (
     EXTRACTION_SCHEMA,
     AsyncOllamaLLM,
+    LLMCall,
     LLMRequest,
     LLMResult,
     LLMUsage,
@@ -171,6 +172,51 @@ def test_async_client_retries_and_validates_the_same_way(fake: FakeOllama, setti
     result = asyncio.run(AsyncOllamaLLM(settings).extract(LLMRequest(text=SOURCE)))
     assert result.attempts == 2 and len(result.facts) == 2
     assert "could not be parsed" in fake.chat_requests[1]["messages"][-1]["content"]
+
+
+def _tokens(calls: tuple[LLMCall, ...]) -> list[tuple[bool, int, int]]:
+    return [(c.ok, c.prompt_tokens, c.output_tokens) for c in calls]
+
+
+def test_each_attempt_is_a_call_with_its_own_tokens_and_latency(fake: FakeOllama, settings: Settings) -> None:
+    reply = dict(GOOD, entities=GOOD["entities"] + [{"name": "Kubernetes", "type": "technology"}])
+    fake.script(Reply("{not json", 100, 10), Reply(json.dumps(reply), 150, 30))
+    result = _extract(settings)
+    broken, good = result.calls
+    assert _tokens(result.calls) == [(False, 100, 10), (True, 150, 30)]
+    assert broken.error is not None and "unparseable reply: invalid JSON" in broken.error and good.error is None
+    assert all(c.latency_ms > 0 for c in result.calls)
+    # the rejections belong to the call whose reply was validated
+    assert (dict(broken.rejections), dict(good.rejections)) == ({}, {"ungrounded_entity": 1})
+
+
+def test_parse_error_carries_the_tokens_of_both_calls(fake: FakeOllama, settings: Settings) -> None:
+    fake.script(Reply("{not json", 100, 7), Reply("```json\n{]\n```", 130, 9))
+    with pytest.raises(LLMParseError) as info:
+        _extract(settings)
+    assert _tokens(info.value.calls) == [(False, 100, 7), (False, 130, 9)]
+    assert all(c.error and c.error.startswith("unparseable reply") for c in info.value.calls)
+
+
+@pytest.mark.parametrize("client", ["sync", "async"])
+def test_a_retry_that_fails_over_http_carries_both_calls(fake: FakeOllama, settings: Settings, client: str) -> None:
+    fake.script(Reply("{not json", 100, 7), HTTPError(500, "llama runner process has terminated"))
+    with pytest.raises(LLMError, match="HTTP 500") as info:
+        if client == "sync":
+            _extract(settings)
+        else:
+            asyncio.run(AsyncOllamaLLM(settings).extract(LLMRequest(text=SOURCE)))
+    assert _tokens(info.value.calls) == [(False, 100, 7), (False, 0, 0)]
+    assert "HTTP 500" in (info.value.calls[1].error or "")
+
+
+def test_an_unreachable_server_made_no_call(tmp_path: Path) -> None:
+    fake = FakeOllama()
+    fake.close()
+    settings = Settings.from_env({"OLLAMA_HOST": fake.url, "FACTFORGE_HOME": str(tmp_path)})
+    with pytest.raises(LLMUnavailableError) as info:
+        _extract(settings)
+    assert info.value.calls == ()
 
 
 # ------------------------------------------------------------------------------------------- failures

@@ -102,14 +102,37 @@ def test_ollama_down_keeps_the_work_queued_and_patterns_keep_working(settings: S
 
 def test_broken_replies_retry_and_then_fail_without_losing_the_turn(memory: Memory, fake: FakeOllama) -> None:
     memory.remember(user=UNANSWERED, agent_id="ops")
-    fake.script(Reply("{not json"), Reply("```json\n{]\n```"))
+    fake.script(Reply("{not json", prompt_eval_count=100, eval_count=7), Reply("```json\n{]\n```", 130, 9))
     report = memory.drain()
     assert report.retried_later == 1 and report.stored_facts == 0
     assert memory.store.queue_counts()["pending"] == 1  # backing off, not lost
     fake.script(HTTPError(500, "model crashed"))
     memory.store._all("UPDATE extraction_queue SET next_try_at = now() RETURNING id")
     assert memory.drain().retried_later == 1
-    assert memory.stats()["llm_errors"] == 2
+    # each HTTP call is a row of its own: two unparseable replies (their tokens were spent) and the 500
+    rows = memory.store._all("SELECT ok, prompt_tokens, output_tokens, error FROM llm_calls ORDER BY id")
+    assert [(r["ok"], r["prompt_tokens"], r["output_tokens"]) for r in rows] == [
+        (False, 100, 7), (False, 130, 9), (False, 0, 0)]
+    assert all("unparseable" in r["error"] for r in rows[:2]) and "model crashed" in rows[2]["error"]
+    s = memory.stats()
+    assert (s["llm_calls"], s["llm_errors"], s["llm_prompt_tokens"], s["llm_output_tokens"]) == (3, 3, 230, 16)
+
+
+def test_a_correction_retry_is_its_own_call_and_rejections_are_stored(memory: Memory, fake: FakeOllama) -> None:
+    memory.remember(user=UNANSWERED, agent_id="ops")
+    reply = dict(LLM_REPLY, entities=[{"name": "Kubernetes", "type": "technology"}],
+                 facts=LLM_REPLY["facts"] + [dict(LLM_REPLY["facts"][0], confidence=0.1)])
+    fake.script(Reply("{not json", prompt_eval_count=90, eval_count=5), Reply(json.dumps(reply), 140, 25))
+    report = memory.drain()
+    assert report.stored_facts == 1 and dict(report.rejections) == {"low_confidence": 1, "ungrounded_entity": 1}
+    rows = memory.store._all("SELECT ok, prompt_tokens, output_tokens, latency_ms, rejections FROM llm_calls "
+                             "ORDER BY id")
+    assert [(r["ok"], r["prompt_tokens"], r["output_tokens"], r["rejections"]) for r in rows] == [
+        (False, 90, 5, {}), (True, 140, 25, {"low_confidence": 1, "ungrounded_entity": 1})]
+    assert all(r["latency_ms"] > 0 for r in rows)
+    s = memory.stats()
+    assert (s["llm_calls"], s["llm_errors"], s["llm_prompt_tokens"], s["llm_output_tokens"]) == (2, 1, 230, 30)
+    assert s["llm_rejections"] == {"low_confidence": 1, "ungrounded_entity": 1}
 
 
 def test_reingest_is_idempotent(memory: Memory) -> None:

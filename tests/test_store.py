@@ -315,6 +315,52 @@ def test_migration_0003_merges_per_agent_team_rows_and_downgrades(db_url: str, t
             conn.execute("DROP DATABASE IF EXISTS ff_merge WITH (FORCE)")
 
 
+def test_llm_calls_and_their_rejections_are_summed_in_stats(store: Store) -> None:
+    assert store.stats()["llm_rejections"] == {}
+    store.record_llm_call("m", False, 80, 4, 12.0, "unparseable reply: invalid JSON")
+    store.record_llm_call("m", True, 100, 20, 30.0, None, rejections={"ungrounded": 2, "duplicate": 1})
+    store.record_llm_call("m", True, 50, 10, 10.0, None, rejections={"ungrounded": 1, "too_short": 0})
+    s = store.stats()
+    assert (s["llm_calls"], s["llm_errors"], s["llm_prompt_tokens"], s["llm_output_tokens"]) == (3, 1, 230, 34)
+    assert s["llm_rejections"] == {"duplicate": 1, "ungrounded": 3}
+    assert s["llm_median_ms"] == 20.0  # of the calls that worked
+
+
+def test_migration_0004_adds_and_drops_llm_call_rejections(db_url: str, tmp_path) -> None:
+    from sqlalchemy.engine import make_url
+
+    from factforge import db
+
+    with raw(db_url) as conn:
+        conn.execute("DROP DATABASE IF EXISTS ff_rejections")
+        conn.execute("CREATE DATABASE ff_rejections")
+    url = make_url(db_url).set(database="ff_rejections").render_as_string(hide_password=False)
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": str(tmp_path)})
+
+    def columns() -> set[str]:
+        with raw(url) as conn:
+            return {r[0] for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'llm_calls'")}
+
+    try:
+        db.upgrade(url, settings, "0003")
+        with raw(url) as conn:
+            conn.execute("INSERT INTO llm_calls (model, ok, prompt_tokens) VALUES ('m', true, 5)")
+        assert "rejections" not in columns()
+        db.upgrade(url, settings)
+        with raw(url) as conn:
+            assert conn.execute("SELECT rejections FROM llm_calls").fetchall() == [({},)]
+            with pytest.raises(psycopg.errors.CheckViolation):
+                conn.execute("INSERT INTO llm_calls (model, ok, rejections) VALUES ('m', true, '[1]')")
+        db.downgrade(url, "0003")
+        assert "rejections" not in columns() and db.current_revision(url) == "0003"
+        db.upgrade(url, settings)
+        assert "rejections" in columns()
+    finally:
+        with raw(db_url) as conn:
+            conn.execute("DROP DATABASE IF EXISTS ff_rejections WITH (FORCE)")
+
+
 def test_forget_a_session_keeps_a_team_fact_another_session_also_said(store: Store) -> None:
     for agent, session in (("a1", "s1"), ("a2", "s2")):
         store.upsert_session(session, agent_id=agent, team_id="t1")
