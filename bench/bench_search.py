@@ -532,7 +532,7 @@ def main() -> int:
                                  f"AND {where} ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",
                                  {**params, "v": vec}).fetchall()
                     t1 = time.perf_counter()
-                    _bm25_ranks(conn, where, params, text, 40)
+                    _bm25_ranks(conn, where, params, text, 40, "fact_terms")
                     t2 = time.perf_counter()
                 if i >= 5:  # the first few warm the backend
                     sql_ms["vector_sql"].append((t1 - t0) * 1000)
@@ -586,7 +586,7 @@ def main() -> int:
                     f"f.embedding IS NOT NULL AND {where} ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",
                     {**params, "v": qvecs[0]}).fetchall()
                 print(f"\n-- vector, query {text!r}\n" + "\n".join(r[0] for r in plan))
-                sql = bm25_sql(where).replace("{tsq}", "%(tsq)s::tsquery")
+                sql = bm25_sql(where, table="fact_terms").replace("{tsq}", "%(tsq)s::tsquery")
                 for tsq, cap, plain_scan in _bm25_steps(conn, text):  # every candidate step search() may run
                     if plain_scan:
                         conn.execute("SET LOCAL enable_bitmapscan = off")

@@ -147,7 +147,9 @@ def _bm25_steps(conn: Any, query: str) -> list[tuple[str, int, bool]]:
     return list(unique.values())
 
 
-def bm25_sql(where: str, limit_param: str = "n") -> str:
+def bm25_sql(where: str, limit_param: str = "n", table: str = "facts") -> str:
+    """BM25 over the candidates ``{tsq}`` finds in ``table``: ``facts``, or its narrow copy ``fact_terms`` (the
+    text and scope columns only) when no filter needs another column of ``facts``."""
     return f"""
         WITH q AS (SELECT {{tsq}} AS tsq),
         terms AS (SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', %(q)s)) u),
@@ -156,7 +158,7 @@ def bm25_sql(where: str, limit_param: str = "n") -> str:
                    UNION ALL SELECT 1, 1 WHERE NOT EXISTS (SELECT 1 FROM bm25_corpus WHERE id = 1)),
         idf AS (SELECT t.lexeme, ln(1 + (c.n - coalesce(b.df, 0) + 0.5) / (coalesce(b.df, 0) + 0.5)) AS idf
                 FROM terms t CROSS JOIN corpus c LEFT JOIN bm25_terms b ON b.lexeme = t.lexeme),
-        cand AS (SELECT f.id, f.tsv FROM facts f, q WHERE f.tsv @@ q.tsq AND {where} LIMIT %(cap)s)
+        cand AS (SELECT f.id, f.tsv FROM {table} f, q WHERE f.tsv @@ q.tsq AND {where} LIMIT %(cap)s)
         SELECT cand.id, sum(i.idf * (coalesce(array_length(u.positions, 1), 1) * ({BM25_K1} + 1))
                    / (coalesce(array_length(u.positions, 1), 1)
                       + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length(cand.tsv) / c.avgdl))) AS score
@@ -238,13 +240,15 @@ def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], v
         return _vector_ranks(conn, source, where, params, vector, n, ef_search)
 
 
-def _bm25_ranks(conn: Any, where: str, params: dict[str, Any], query: str, n: int) -> dict[UUID, tuple[int, float]]:
+def _bm25_ranks(conn: Any, where: str, params: dict[str, Any], query: str, n: int,
+                table: str = "facts") -> dict[UUID, tuple[int, float]]:
     """Exact BM25 scores of the candidates of the first steps (see ``_bm25_steps``) that find ``n`` facts."""
     if _OPERATORS.search(query):  # quotes, -exclusions, or: the user's own query, all its matches
-        rows = conn.execute(bm25_sql(where).replace("{tsq}", _tsquery_sql(query)), {**params, "cap": 1_000_000})
+        rows = conn.execute(bm25_sql(where, table=table).replace("{tsq}", _tsquery_sql(query)),
+                            {**params, "cap": 1_000_000})
         return {fid: (rank, float(score)) for rank, (fid, score) in enumerate(rows.fetchall(), 1)}
     scores: dict[UUID, float] = {}
-    sql = bm25_sql(where).replace("{tsq}", "%(tsq)s::tsquery")
+    sql = bm25_sql(where, table=table).replace("{tsq}", "%(tsq)s::tsquery")
     for tsq, cap, plain_scan in _bm25_steps(conn, query):
         if plain_scan:
             conn.execute("SET LOCAL enable_bitmapscan = off")
@@ -290,7 +294,8 @@ def search(
     if not query or not query.strip():
         raise ValidationError("query must not be empty")
     n = candidates or max(40, k * 4)
-    where, params = _filters(agent_id, team_id, list(categories or ()), include_history, since, until, entity, method)
+    cats = list(categories or ())
+    where, params = _filters(agent_id, team_id, cats, include_history, since, until, entity, method)
     params.update(q=query, n=n)
     vector = None
     if mode != "bm25" and embedder is not None:
@@ -302,19 +307,21 @@ def search(
         raise ValidationError("vector search needs an embedder (FACTFORGE_EMBEDDER is 'none' or it failed)")
     ranks_v: dict[UUID, tuple[int, float]] = {}
     ranks_b: dict[UUID, tuple[int, float]] = {}
+    # Scope and history live in the narrow fact_terms too; other filters need the facts table itself.
+    table = "facts" if (cats or since or until or entity or method) else "fact_terms"
     try:
         with _connection(source, need_vector=vector is not None) as conn:
             if vector is not None and mode == "hybrid" and not isinstance(source, str):
                 # Two pooled connections: the HNSW and BM25 queries run at the same time on the server.
                 pending = _executor().submit(_vector_on_own_connection, source, where, params, vector, n,
                                              ef_search)
-                ranks_b = _bm25_ranks(conn, where, params, query, n)
+                ranks_b = _bm25_ranks(conn, where, params, query, n, table)
                 ranks_v = pending.result()
             else:
                 if vector is not None:
                     ranks_v = _vector_ranks(conn, source, where, params, vector, n, ef_search)
                 if mode != "vector":
-                    ranks_b = _bm25_ranks(conn, where, params, query, n)
+                    ranks_b = _bm25_ranks(conn, where, params, query, n, table)
             fused: dict[UUID, float] = {}
             for ranks in (ranks_v, ranks_b):
                 for fid, (rank, _) in ranks.items():

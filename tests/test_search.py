@@ -60,9 +60,12 @@ def _oracle(db_url: str, query: str, k: int) -> list[tuple[str, float]]:
     return sorted(scores.items(), key=lambda kv: -kv[1])[:k]
 
 
+@pytest.mark.parametrize("categories", [None, ["technology"]], ids=["fact_terms", "facts"])
 @pytest.mark.parametrize("query", QUERIES)
-def test_bm25_ranks_like_the_oracle_and_stays_scoped(corpus: Store, db_url: str, query: str) -> None:
-    hits = search(corpus, query, agent_id="a1", team_id="t1", mode="bm25", k=10)
+def test_bm25_ranks_like_the_oracle_and_stays_scoped(corpus: Store, db_url: str, query: str,
+                                                      categories: list[str] | None) -> None:
+    # without filters candidates come from the narrow fact_terms; a category filter reads facts itself
+    hits = search(corpus, query, agent_id="a1", team_id="t1", mode="bm25", k=10, categories=categories)
     expected = _oracle(db_url, query, 10)
     assert [round(h.bm25_score or 0, 6) for h in hits] == [round(s, 6) for _, s in expected]
     assert [h.bm25_rank for h in hits] == list(range(1, len(hits) + 1))
@@ -81,3 +84,24 @@ def test_hybrid_runs_both_paths_and_fuses_them(corpus: Store) -> None:
         parts = [1 / (60 + r) for r in (h.vector_rank, h.bm25_rank) if r is not None]
         assert h.fused_score == pytest.approx(sum(parts))
     assert [h.fused_score for h in hits] == sorted((h.fused_score for h in hits), reverse=True)
+
+
+def test_fact_terms_follow_facts_through_supersession_merge_and_forgetting(corpus: Store, db_url: str) -> None:
+    sql = ("SELECT f.id, f.tsv = t.tsv, f.visibility = t.visibility, f.agent_id IS NOT DISTINCT FROM t.agent_id, "
+           "f.team_id IS NOT DISTINCT FROM t.team_id, f.superseded_at IS NOT DISTINCT FROM t.superseded_at "
+           "FROM facts f FULL JOIN fact_terms t ON t.id = f.id")
+
+    def in_step() -> bool:
+        with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+            rows = conn.execute(sql).fetchall()
+        return bool(rows) and all(r[0] is not None and all(r[1:]) for r in rows)
+
+    assert in_step()
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+        conn.execute("UPDATE facts SET superseded_at = now() WHERE id IN (SELECT id FROM facts LIMIT 5)")
+        conn.execute("UPDATE facts SET mention_count = mention_count + 1")  # no search column changes
+    assert in_step()
+    assert corpus.forget(text="kafka") > 0
+    assert in_step()
+    hits = search(corpus, "kafka", agent_id="a1", team_id="t1", mode="bm25", k=10, include_history=True)
+    assert hits == []  # a forgotten fact never comes back, on either table
