@@ -47,6 +47,7 @@ _CJK_RANGES: tuple[tuple[int, int], ...] = (
     (0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF),
     (0x20000, 0x2FA1F),
 )
+_SOCIAL_CACHE_SIZE = 4096
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 
 
@@ -62,6 +63,15 @@ class PhraseSet:
     phrases: Mapping[tuple[str, ...], str]
     starts: frozenset[str]
     lengths: tuple[int, ...]
+    # First word -> lengths of the phrases starting with it, longest first (derived from ``phrases``).
+    by_start: Mapping[str, tuple[int, ...]] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.by_start is None:
+            index: dict[str, set[int]] = {}
+            for p in self.phrases:
+                index.setdefault(p[0], set()).add(len(p))
+            object.__setattr__(self, "by_start", {w: tuple(sorted(ls, reverse=True)) for w, ls in index.items()})
 
     @classmethod
     def build(cls, phrases: Mapping[tuple[str, ...], str]) -> PhraseSet:
@@ -70,24 +80,34 @@ class PhraseSet:
 
     def match_at(self, tokens: Sequence[str], i: int) -> tuple[int, str | None]:
         """(length, label) of the longest phrase starting at ``tokens[i]``, or (0, None)."""
-        if tokens[i] not in self.starts:
+        word = tokens[i]
+        lengths = self.by_start.get(word)
+        if lengths is None:
             return 0, None
         n = len(tokens)
-        for length in self.lengths:
+        phrases = self.phrases
+        for length in lengths:
+            if length == 1:
+                return 1, phrases[(word,)]
             if i + length <= n:
-                label = self.phrases.get(tuple(tokens[i:i + length]))
+                label = phrases.get(tuple(tokens[i:i + length]))
                 if label is not None:
                     return length, label
         return 0, None
 
     def lengths_at(self, tokens: Sequence[str], i: int) -> Iterable[int]:
         """Lengths of every phrase starting at ``tokens[i]``, longest first."""
-        if i >= len(tokens) or tokens[i] not in self.starts:
-            return
         n = len(tokens)
-        for length in self.lengths:
-            if i + length <= n and tuple(tokens[i:i + length]) in self.phrases:
-                yield length
+        if i >= n:
+            return ()
+        lengths = self.by_start.get(tokens[i])
+        if lengths is None:
+            return ()
+        if lengths == (1,):
+            return lengths
+        phrases = self.phrases
+        return [length for length in lengths
+                if length == 1 or (i + length <= n and tuple(tokens[i:i + length]) in phrases)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,18 +128,31 @@ class Shape:
         return out
 
     def _walk(self, tokens: Sequence[str], k: int, i: int, out: set[int], seen: set[tuple[int, int]]) -> None:
-        if (k, i) in seen:
-            return
-        seen.add((k, i))
-        if k == len(self.slots):
-            out.add(i)
-            return
-        words, optional, repeated = self.slots[k]
-        if optional:
-            self._walk(tokens, k + 1, i, out, seen)
-        for length in words.lengths_at(tokens, i):
-            # A repeated slot stays at k (now optional by construction: "*" is always optional).
-            self._walk(tokens, k if repeated else k + 1, i + length, out, seen)
+        # Depth-first over (slot, position) states, each visited once; iterative to save call overhead.
+        slots = self.slots
+        last = len(slots)
+        n = len(tokens)
+        stack = [(k, i)]
+        while stack:
+            state = stack.pop()
+            if state in seen:
+                continue
+            seen.add(state)
+            k, i = state
+            if k == last:
+                out.add(i)
+                continue
+            words, optional, repeated = slots[k]
+            if i < n:
+                lengths = words.by_start.get(tokens[i])
+                if lengths is not None:
+                    # A repeated slot stays at k (now optional by construction: "*" is always optional).
+                    nk = k if repeated else k + 1
+                    for length in lengths:  # inlined PhraseSet.lengths_at
+                        if length == 1 or (i + length <= n and tuple(tokens[i:i + length]) in words.phrases):
+                            stack.append((nk, i + length))
+            if optional:
+                stack.append((k + 1, i))
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +195,9 @@ class Gatekeeper:
     injection_rules: tuple[InjectionRule, ...]
     # Keyword automaton: lowercased keyword -> indices of the injection rules it unlocks.
     automaton: Any = field(compare=False, repr=False)
+    # Sentence words -> social kinds (or None): short social sentences ("yeah", "i know") recur constantly.
+    social_cache: dict[tuple[str, ...], frozenset[str] | None] = field(default_factory=dict, compare=False,
+                                                                         repr=False)
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> Gatekeeper:
@@ -251,8 +287,17 @@ class Gatekeeper:
         vocabulary = self.vocabulary
         if not all(w in vocabulary for w in words):
             return None
+        key = tuple(words)
+        cache = self.social_cache
+        if key in cache:
+            found = cache[key]
+            return None if found is None else set(found)
         kinds: set[str] = set()
-        return kinds if self._tile(words, 0, kinds, set()) else None
+        result = kinds if self._tile(words, 0, kinds, set()) else None
+        if len(cache) >= _SOCIAL_CACHE_SIZE:
+            cache.clear()
+        cache[key] = None if result is None else frozenset(result)
+        return result
 
     def _tile(self, words: list[str], i: int, kinds: set[str], dead: set[int]) -> bool:
         n = len(words)

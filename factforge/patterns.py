@@ -183,7 +183,10 @@ class PatternLibrary:
         self, text: str, *, timestamp: datetime | None = None, settings: Settings | None = None
     ) -> list[Fact]:
         """Every fact any rule finds in ``text`` (no confidence-tier filtering), in text order."""
-        return self._match(text, self._candidates(text), timestamp, settings)
+        if not text:
+            return []
+        norm = text.translate(_QUOTES)  # shared by the prefilter and the regexes
+        return self._match(text, self._norm_candidates(norm), timestamp, settings, norm)
 
     def test(self, text: str, timestamp: datetime | None = None) -> list[Fact]:
         """Alias of :meth:`match`, for ``factforge patterns test``."""
@@ -211,17 +214,22 @@ class PatternLibrary:
     def _candidates(self, text: str) -> list[int]:
         if not text:
             return []
+        return self._norm_candidates(text.translate(_QUOTES))
+
+    def _norm_candidates(self, norm: str) -> list[int]:
         found: set[int] = set()
-        for _end, indices in self.automaton.iter(text.translate(_QUOTES).lower()):
+        for _end, indices in self.automaton.iter(norm.lower()):
             found.update(indices)
         return sorted(found)
 
     def _match(
-        self, text: str, indices: Iterable[int], timestamp: datetime | None, settings: Settings | None
+        self, text: str, indices: Iterable[int], timestamp: datetime | None, settings: Settings | None,
+        norm: str | None = None,
     ) -> list[Fact]:
-        if not text:
+        if not text or not indices:
             return []
-        norm = text.translate(_QUOTES)
+        if norm is None:
+            norm = text.translate(_QUOTES)
         sentences = _Sentences(norm)
         settings = settings or _DEFAULT_SETTINGS
         hits: list[_Hit] = []
