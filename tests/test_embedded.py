@@ -278,3 +278,14 @@ def test_a_full_disk_while_writing_is_one_clear_line(tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr
     finally:
         _stop(home / "pg")
+
+
+def test_a_data_folder_too_deep_for_a_unix_socket_still_works(tmp_path: Path) -> None:
+    home = tmp_path / ("deep-" * 12) / ("folder-" * 10)
+    assert len(str(home / "pg" / ".s.PGSQL.5432")) > 107  # longer than sun_path allows
+    url = embedded.ensure_server(home)
+    try:
+        assert _alive(url)
+    finally:
+        _stop(home / "pg")
+        embedded._urls.pop(home, None)
