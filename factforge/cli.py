@@ -228,7 +228,8 @@ def cmd_patterns(args: argparse.Namespace) -> int:
     if args.action == "misses":
         with _memory(args, llm=None, embedder=None, background=False) as memory:
             misses = memory.store.top_misses(args.n)
-        print(_table([(m.count, m.text[:100]) for m in misses], ("count", "message")) if misses else "no misses")
+        print(_table([(m.count, m.agents, f"{m.last_seen_at:%Y-%m-%d %H:%M}" if m.last_seen_at else "", m.text[:100])
+                      for m in misses], ("count", "agents", "last seen", "message")) if misses else "no misses")
         return 0
     from .patterns import PatternLibrary
     from .settings import get_settings

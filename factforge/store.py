@@ -182,6 +182,9 @@ class QueueItem:
 class Miss:
     text: str
     count: int
+    first_seen_at: datetime | None = None
+    last_seen_at: datetime | None = None
+    agents: int = 0  # how many agents' users said it
 
 
 _FACT_COLS = (
@@ -1021,8 +1024,10 @@ class Store:
         )
 
     def top_misses(self, n: int = 20) -> list[Miss]:
-        return [Miss(r["text"], int(r["count"])) for r in self._all(
-            "SELECT text, count FROM pattern_misses ORDER BY count DESC, last_seen_at DESC LIMIT %(n)s", {"n": n})]
+        return [Miss(r["text"], int(r["count"]), r["first_seen_at"], r["last_seen_at"], int(r["agents"]))
+                for r in self._all(
+            "SELECT text, count, first_seen_at, last_seen_at, cardinality(agent_ids) AS agents FROM pattern_misses "
+            "ORDER BY count DESC, last_seen_at DESC LIMIT %(n)s", {"n": n})]
 
     def stats(self) -> dict[str, Any]:
         """Counts for `factforge stats`: facts by category/method/scope, turns, gate drops, queue, LLM cost."""

@@ -54,7 +54,7 @@ def test_facts_and_search_commands_read_what_ingest_stored(db_url: str, tmp_path
     first = json.loads(hits.stdout.splitlines()[0])
     assert "null checks" in first["content"] and first["bm25_rank"] == 1
     misses = _cli("patterns", "misses", db_url=db_url, home=tmp_path)
-    assert "staging cluster" in misses.stdout
+    assert "staging cluster" in misses.stdout and "last seen" in misses.stdout
 
 
 def test_progress_bar_only_on_a_terminal() -> None:
