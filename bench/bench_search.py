@@ -233,8 +233,28 @@ def generate_queries(q: int, rng: random.Random) -> list[tuple[str, str, str]]:
     return out
 
 
+def _embed_pool(pool: list[str], embedder: Any, cache: str | None) -> tuple[Any, float, bool]:
+    """The pool's embeddings, from ``cache`` (an .npz written by an earlier run with the same pool) if given."""
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.sha256("\n".join(pool).encode()).hexdigest()
+    if cache and Path(cache).exists():
+        with np.load(cache) as z:
+            if str(z["digest"]) == digest:
+                return z["vecs"], 0.0, True
+        print(f"{cache} holds another pool; embedding afresh", file=sys.stderr)
+    t0 = time.perf_counter()
+    vecs = np.asarray(embedder.embed(pool), dtype=np.float32)
+    secs = time.perf_counter() - t0
+    if cache:
+        np.savez(cache, digest=np.array(digest), vecs=vecs)
+    return vecs, secs, False
+
+
 def build_vectors(facts: list[dict[str, Any]], pool_size: int, noise: float, rng: random.Random,
-                  embedder: Any) -> tuple[Any, dict[str, Any]]:
+                  embedder: Any, cache: str | None = None) -> tuple[Any, dict[str, Any]]:
     """An (N, 384) float32 matrix: real embeddings for a pool of distinct sentences, pool vector + noise for the rest."""
     import numpy as np
 
@@ -243,9 +263,7 @@ def build_vectors(facts: list[dict[str, Any]], pool_size: int, noise: float, rng
     for f in facts:
         first_of.setdefault(f["content"], f)
     pool = distinct if len(distinct) <= pool_size else rng.sample(distinct, pool_size)
-    t0 = time.perf_counter()
-    vecs = np.asarray(embedder.embed(pool), dtype=np.float32)
-    embed_s = time.perf_counter() - t0
+    vecs, embed_s, cached = _embed_pool(pool, embedder, cache)
     by_content = {c: vecs[i] for i, c in enumerate(pool)}
     by_main: dict[tuple[str, str], list[int]] = {}
     by_tid: dict[str, list[int]] = {}
@@ -274,7 +292,8 @@ def build_vectors(facts: list[dict[str, Any]], pool_size: int, noise: float, rng
                 synth[c] = v
         out[j] = v
     real_rows = sum(1 for f in facts if f["content"] in by_content)
-    info = {"distinct_sentences": len(distinct), "embedded_pool": len(pool), "pool_embed_s": round(embed_s, 2),
+    info = {"distinct_sentences": len(distinct), "embedded_pool": len(pool), "pool_from_cache": cached,
+            "pool_embed_s": round(embed_s, 2),
             "pool_embed_per_s": round(len(pool) / embed_s, 1) if embed_s else None,
             "facts_with_real_embedding": real_rows, "facts_with_synthetic_embedding": len(facts) - real_rows,
             "synthetic_sentences": len(synth), "synthetic_from_same_template_and_word": same_main,
@@ -355,6 +374,10 @@ def main() -> int:
                     help="maintain: COPY with the migration's HNSW index in place; build-after: drop it, COPY, "
                          "CREATE INDEX; both: build-after, then TRUNCATE and COPY again with the index in place")
     ap.add_argument("--maintenance-work-mem", default="1GB", help="for CREATE INDEX (server default is 64MB)")
+    ap.add_argument("--vectors-cache", metavar="NPZ", help="reuse the pool embeddings of an earlier run with the same "
+                                                            "--facts/--pool/--seed (written there if missing)")
+    ap.add_argument("--hnsw-workers", type=int, default=None,
+                    help="max_parallel_maintenance_workers for CREATE INDEX (default: the server's)")
     ap.add_argument("--keep-db", metavar="PATH", help="keep the embedded server's data directory here (stopped at "
                                                       "the end); an existing loaded one is reused without loading")
     ap.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE of the vector and BM25 SQL")
@@ -424,7 +447,7 @@ def main() -> int:
             facts = generate_facts(args.facts, rng)
             res["generate_s"] = round(time.perf_counter() - t0, 2)
             print(f"generated {len(facts)} facts in {res['generate_s']} s; embedding the pool...", file=sys.stderr)
-            vectors, info = build_vectors(facts, args.pool, args.noise, rng, embedder)
+            vectors, info = build_vectors(facts, args.pool, args.noise, rng, embedder, args.vectors_cache)
             res["embeddings"] = info
             print(f"embeddings: {info}", file=sys.stderr)
             load_res: dict[str, Any] = {"batch_rows": args.batch}
@@ -436,11 +459,18 @@ def main() -> int:
                 load_res["copy_without_hnsw_facts_per_s"] = round(len(facts) / secs, 1)
                 print(f"COPY without HNSW: {len(facts) / secs:.0f} facts/s", file=sys.stderr)
                 with psycopg.connect(conninfo, autocommit=True) as conn:
+                    notices: list[str] = []
+                    conn.add_notice_handler(lambda d: notices.append(d.message_primary))
                     conn.execute(f"SET maintenance_work_mem = '{args.maintenance_work_mem}'")
+                    if args.hnsw_workers is not None:
+                        conn.execute(f"SET max_parallel_maintenance_workers = {int(args.hnsw_workers)}")
+                    workers = conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0]
                     t0 = time.perf_counter()
                     conn.execute(HNSW_DDL)
                     load_res["create_hnsw_s"] = round(time.perf_counter() - t0, 2)
                     load_res["create_hnsw_maintenance_work_mem"] = args.maintenance_work_mem
+                    load_res["create_hnsw_max_parallel_workers"] = int(workers)
+                    load_res["create_hnsw_notices"] = notices
                 print(f"CREATE INDEX hnsw: {load_res['create_hnsw_s']} s", file=sys.stderr)
                 load_res["build_after_total_facts_per_s"] = round(
                     len(facts) / (load_res["copy_without_hnsw_s"] + load_res["create_hnsw_s"]), 1)
@@ -628,7 +658,9 @@ def report(res: dict[str, Any]) -> None:
                   f"({ld['copy_without_hnsw_s']} s)")
             print(f"  CREATE INDEX hnsw afterwards {ld['create_hnsw_s']:>10.1f} s   (maintenance_work_mem "
                   f"{ld['create_hnsw_maintenance_work_mem']}) -> {ld['build_after_total_facts_per_s']:,.0f} "
-                  f"facts/s overall")
+                  f"facts/s overall; {ld.get('create_hnsw_max_parallel_workers', '?')} parallel workers allowed")
+            for note in ld.get("create_hnsw_notices", []):
+                print(f"    server notice: {note}")
         if "copy_with_hnsw_facts_per_s" in ld:
             print(f"  COPY with HNSW maintained    {ld['copy_with_hnsw_facts_per_s']:>10,.0f} facts/s "
                   f"({ld['copy_with_hnsw_s']} s)")
