@@ -53,6 +53,7 @@ _LAZY = {
     "AsyncOllamaLLM": "llm",
     "LLMRequest": "llm",
     "LLMResult": "llm",
+    "LLMCall": "llm",
     "PatternLibrary": "patterns",
     "Gatekeeper": "gatekeeper",
     "ingest_file": "ingest",
@@ -84,7 +85,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .gatekeeper import Gatekeeper
     from .ingest import IngestSummary, ingest_file
     from .inline import InlineResult, inline_prompt, parse_inline
-    from .llm import AsyncOllamaLLM, LLMRequest, LLMResult, OllamaLLM
+    from .llm import AsyncOllamaLLM, LLMCall, LLMRequest, LLMResult, OllamaLLM
     from .memory import AsyncMemory, DrainReport, Memory, RememberResult
     from .patterns import PatternLibrary
     from .search import SearchHit, search

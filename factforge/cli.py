@@ -101,7 +101,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     with _memory(args, background=False) as memory:
         summary = ingest_file(memory, Path(args.file), show_progress=None if not args.quiet else False,
-                              wait_for_llm=args.wait_llm)
+                              wait_for_llm=args.wait_llm,
+                              **({"batch_size": args.batch_size} if args.batch_size is not None else {}))
     if args.json:
         _print_json(summary.as_dict())
     else:
@@ -324,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="print the summary as JSON")
     sp.add_argument("--quiet", action="store_true", help="no progress bar even on a terminal")
     sp.add_argument("--strict", action="store_true", help="exit 1 if any line was skipped as malformed")
+    sp.add_argument("--batch-size", type=int, help="lines per transaction (default 200; 1 = one line per transaction)")
 
     sp = add("facts", cmd_facts, "List the facts an agent may see (own private, its team's, global).")
     sp.add_argument("--agent", help="the agent whose view to show")

@@ -34,13 +34,15 @@ def test_ingest_twice_adds_nothing_the_second_time(db_url: str, tmp_path: Path) 
     assert s1["facts"] >= 10 and s1["dropped_by_reason"]["injection"] == 1 and s1["queued_for_llm"] >= 1
     assert len(s1["errors"]) == 2 and "line 15" in s1["errors"][0]
     assert "\r" not in first.stderr  # piped: no progress bar
-    second = _cli("ingest", str(src), "--json", db_url=db_url, home=tmp_path)
+    second = _cli("ingest", str(src), "--json", "--batch-size", "1", db_url=db_url, home=tmp_path)
     s2 = json.loads(second.stdout)
     assert s2["facts"] == 0 and s2["duplicates"] == s1["turns"] + s1["activities"]
     stats = json.loads(_cli("stats", "--json", db_url=db_url, home=tmp_path).stdout)
     assert stats["turns"] == s1["turns"] + s1["activities"]
     strict = _cli("ingest", str(src), "--strict", db_url=db_url, home=tmp_path)
     assert strict.returncode == 1
+    bad = _cli("ingest", str(src), "--batch-size", "0", db_url=db_url, home=tmp_path)
+    assert bad.returncode != 0 and "batch_size must be at least 1" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_facts_and_search_commands_read_what_ingest_stored(db_url: str, tmp_path: Path) -> None:

@@ -399,3 +399,11 @@ def test_a_call_that_fails_inside_a_batch_leaves_nothing_and_the_others_stay(mem
     assert sessions == ["good"] and turns == 2
     assert sorted(f.content for f in memory.facts(agent_id="dev")) == ["Team uses Go for the backend",
                                                                        "Team uses Redis for caching"]
+
+
+def test_every_name_in_the_public_api_resolves() -> None:
+    import factforge
+
+    missing = [name for name in factforge.__all__ if getattr(factforge, name, None) is None]
+    assert not missing
+    assert factforge.LLMCall.__name__ == "LLMCall"
