@@ -391,7 +391,7 @@ def main() -> int:
     from pgvector.psycopg import register_vector
 
     from factforge.embed import LocalEmbedder
-    from factforge.search import _bm25_ranks, _bm25_steps, _filters, bm25_sql, search
+    from factforge.search import _bm25_ranks, _filters, bm25_query, search
     from factforge.settings import LOCAL_EMBED_MODEL
 
     t_total = time.perf_counter()
@@ -616,13 +616,10 @@ def main() -> int:
                     f"f.embedding IS NOT NULL AND {where} ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",
                     {**params, "v": qvecs[0]}).fetchall()
                 print(f"\n-- vector, query {text!r}\n" + "\n".join(r[0] for r in plan))
-                sql = bm25_sql(where, table="fact_terms").replace("{tsq}", "%(tsq)s::tsquery")
-                for tsq, cap, plain_scan in _bm25_steps(conn, text):  # every candidate step search() may run
-                    if plain_scan:
-                        conn.execute("SET LOCAL enable_bitmapscan = off")
-                    plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, {**params, "tsq": tsq, "cap": cap})
-                    print(f"\n-- bm25 step {tsq!r}, query {text!r}\n" + "\n".join(r[0] for r in plan.fetchall()))
-                    conn.execute("SET LOCAL enable_bitmapscan = on")
+                built = bm25_query(conn, where, params, text, "fact_terms")  # all candidate steps, one statement
+                if built is not None:
+                    plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + built[0], built[1])
+                    print(f"\n-- bm25, query {text!r}\n" + "\n".join(r[0] for r in plan.fetchall()))
 
         res["total_s"] = round(time.perf_counter() - t_total, 1)
     finally:

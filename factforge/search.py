@@ -7,6 +7,7 @@ frequency per lexeme, corpus size and total length), so IDF and length normalisa
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import threading
@@ -86,13 +87,8 @@ def _filters(agent_id: str | None, team_id: str | None, categories: Sequence[str
     return " AND ".join(clauses), params
 
 
-def _tsquery_sql(query: str) -> str:
-    """websearch_to_tsquery for queries with operators ("quotes", -not, or); otherwise any-term matching,
-    so a fact with some of the words is still a candidate and BM25 ranks the ones with all words first."""
-    if _OPERATORS.search(query):
-        return "websearch_to_tsquery('english', %(q)s)"
-    return ("coalesce(nullif(replace(plainto_tsquery('english', %(q)s)::text, ' & ', ' | '), '')::tsquery, "
-            "plainto_tsquery('english', %(q)s))")
+# Queries with operators ("quotes", -not, or) keep the web-search meaning: every candidate matches this.
+_WEBSEARCH = "websearch_to_tsquery('english', %(q)s)"
 
 
 # BM25 candidates, widest last; each step runs only while fewer than ``n`` facts were found, and the facts
@@ -104,7 +100,9 @@ def _tsquery_sql(query: str) -> str:
 #      facts of steps 1-2, and RRF weighs those ranks little);
 #   4. facts with any term, at most FALLBACK_CANDIDATES - only for queries with common terms, and by a plain
 #      scan that stops at the cap: common terms match densely, and a bitmap of half the table costs more.
-# A query of common terms only runs steps 1 and 4, both as plain scans.
+# A query of common terms only runs steps 1 and 4, both as plain scans. A query with operators ("quotes",
+# -not, or) ANDs its websearch_to_tsquery into every step, and its step 4 is that tsquery alone.
+# All steps are one statement (``bm25_sql``): a step whose turn does not come is never executed.
 RARE_TERM_SHARE = 0.1
 RARE_TERM_MAX_DF = 20_000
 ALL_TERMS_CANDIDATES = 1000
@@ -121,8 +119,11 @@ def _tsquery_text(lexemes: Sequence[str], op: str) -> str:
     return f" {op} ".join("'" + x.replace("\\", "\\\\").replace("'", "''") + "'" for x in lexemes)
 
 
-def _bm25_steps(conn: Any, query: str) -> list[tuple[str, int, bool]]:
-    """The candidate steps for a plain query: (tsquery text, cap, by plain scan)."""
+def _bm25_steps(conn: Any, query: str, operators: bool = False) -> list[tuple[str | None, int, bool]]:
+    """The candidate steps for ``query``: (tsquery text, cap, by plain scan).
+
+    With ``operators`` (quotes, -exclusions, or) every step is also ANDed with the query's own
+    websearch_to_tsquery, so all candidates obey them, and the widest step is that tsquery alone (text None)."""
     # A word no fact contains cannot match: it would only empty the conjunctive steps.
     terms = [t for t in conn.execute(_QUERY_TERMS, {"q": query}).fetchall() if t[1] > 0]
     if not terms:
@@ -132,37 +133,82 @@ def _bm25_steps(conn: Any, query: str) -> list[tuple[str, int, bool]]:
     rare = [t for t, df, _ in terms if df <= limit]
     common = [t for t, df, _ in terms if df > limit]
     everything = rare + common
+    widest: str | None = None if operators else _tsquery_text(everything, "|")
+    steps: list[tuple[str | None, int, bool]]
     if not rare:  # only common words ("user likes"): dense matches, a plain scan finds enough at once
-        return [(_tsquery_text(everything, "&"), FALLBACK_CANDIDATES, True),
-                (_tsquery_text(everything, "|"), FALLBACK_CANDIDATES, True)][: 1 if len(everything) == 1 else 2]
-    steps = [(_tsquery_text(everything, "&"), ALL_TERMS_CANDIDATES, False)]
-    if rare:
-        steps += [(_tsquery_text(rare, "&"), ALL_TERMS_CANDIDATES, False),
-                  (_tsquery_text(rare, "|"), RARE_CANDIDATES, False)]
-    if common:
-        steps.append((_tsquery_text(everything, "|"), FALLBACK_CANDIDATES, True))
-    unique: dict[str, tuple[str, int, bool]] = {}
+        steps = [(_tsquery_text(everything, "&"), FALLBACK_CANDIDATES, True), (widest, FALLBACK_CANDIDATES, True)]
+    else:
+        steps = [(_tsquery_text(everything, "&"), ALL_TERMS_CANDIDATES, False),
+                 (_tsquery_text(rare, "&"), ALL_TERMS_CANDIDATES, False),
+                 (_tsquery_text(rare, "|"), RARE_CANDIDATES, False)]
+        if common or operators:
+            steps.append((widest, FALLBACK_CANDIDATES, bool(common)))
+    unique: dict[str | None, tuple[str | None, int, bool]] = {}
     for step in steps:  # one rare term and no common ones: steps 1-3 are the same query
         unique.setdefault(step[0], step)
     return list(unique.values())
 
 
-def bm25_sql(where: str, limit_param: str = "n", table: str = "facts") -> str:
-    """BM25 over the candidates ``{tsq}`` finds in ``table``: ``facts``, or its narrow copy ``fact_terms`` (the
-    text and scope columns only) when no filter needs another column of ``facts``."""
+# The one text index of fact_terms covers each fact's lexemes *and* a scope lexeme (migration 0006), so the
+# index hands out only facts the caller may see instead of the ~90% of matches a scope filter would discard.
+SCOPED_TSV = "(f.tsv || factforge_scope_tsv(f.visibility, f.team_id, f.agent_id))"
+
+
+def scope_tsquery(agent_id: str | None, team_id: str | None) -> str | None:
+    """The scope lexemes (see ``factforge_scope_tsv``) of the facts a caller may see, OR-ed; None = all scopes.
+
+    They contain a space, which no lexeme of parsed text does, and an md5 of the id, so any id fits."""
+    if agent_id is None and team_id is None:
+        return None
+    lexemes = [" global"]
+    if team_id is not None:
+        lexemes.append(" team " + hashlib.md5(team_id.encode()).hexdigest())
+    if agent_id is not None:
+        lexemes.append(" private " + hashlib.md5(agent_id.encode()).hexdigest())
+    return _tsquery_text(lexemes, "|")
+
+
+def bm25_sql(where: str, steps: Sequence[tuple[str, int, bool]], *, table: str = "facts",
+             scoped: bool = False, limit_param: str = "n") -> str:
+    """One statement: the candidate ``steps`` (tsquery SQL, cap, plain scan) run in order, each only while the
+    earlier ones found fewer than ``%(n)s`` facts, and BM25 over all the candidates found.
+
+    ``table`` is ``facts`` or its narrow copy ``fact_terms`` (the text and scope columns only), used when no
+    filter needs another column of ``facts``. ``scoped``: match fact_terms' scoped index with the caller's
+    ``%(scope_tsq)s``. A plain-scan step calls ``ts_match_vq`` (no index can serve a function call), so the
+    scan stops at its cap: common terms match densely, and a bitmap of half the table costs more."""
+    ctes = []
+    for i, (tsq, cap, plain) in enumerate(steps):
+        if plain:
+            match = f"ts_match_vq(f.tsv, {tsq})"
+        elif table == "fact_terms":
+            match = f"{SCOPED_TSV} @@ ({tsq} && %(scope_tsq)s::tsquery)" if scoped else f"{SCOPED_TSV} @@ {tsq}"
+        else:
+            match = f"f.tsv @@ {tsq}"
+        gate = ""
+        if i:
+            found = " UNION ".join(f"SELECT id FROM c{j}" for j in range(i))
+            gate = f"(SELECT count(*) FROM ({found}) x) < %(n)s AND "
+        ctes.append(f"c{i} AS MATERIALIZED (SELECT f.id, f.tsv FROM {table} f WHERE {gate}{match} AND {where} "
+                    f"LIMIT {int(cap)})")
+    union = " UNION ALL ".join(f"SELECT id, tsv FROM c{i}" for i in range(len(steps)))
     return f"""
-        WITH q AS (SELECT {{tsq}} AS tsq),
-        terms AS (SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', %(q)s)) u),
-        corpus AS (SELECT greatest(n_docs, 1) AS n, greatest(total_len::float8 / greatest(n_docs, 1), 1) AS avgdl
-                   FROM bm25_corpus WHERE id = 1
-                   UNION ALL SELECT 1, 1 WHERE NOT EXISTS (SELECT 1 FROM bm25_corpus WHERE id = 1)),
-        idf AS (SELECT t.lexeme, ln(1 + (c.n - coalesce(b.df, 0) + 0.5) / (coalesce(b.df, 0) + 0.5)) AS idf
-                FROM terms t CROSS JOIN corpus c LEFT JOIN bm25_terms b ON b.lexeme = t.lexeme),
-        cand AS (SELECT f.id, f.tsv FROM {table} f, q WHERE f.tsv @@ q.tsq AND {where} LIMIT %(cap)s)
-        SELECT cand.id, sum(i.idf * (coalesce(array_length(u.positions, 1), 1) * ({BM25_K1} + 1))
-                   / (coalesce(array_length(u.positions, 1), 1)
-                      + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length(cand.tsv) / c.avgdl))) AS score
-        FROM cand CROSS JOIN corpus c CROSS JOIN LATERAL unnest(cand.tsv) u JOIN idf i ON i.lexeme = u.lexeme
+        WITH corpus AS MATERIALIZED (
+                SELECT greatest(n_docs, 1)::float8 AS n, greatest(total_len::float8 / greatest(n_docs, 1), 1) AS avgdl
+                FROM bm25_corpus WHERE id = 1
+                UNION ALL SELECT 1, 1 WHERE NOT EXISTS (SELECT 1 FROM bm25_corpus WHERE id = 1)),
+        idf AS MATERIALIZED (
+                SELECT t.lexeme, ln(1 + (c.n - coalesce(b.df, 0) + 0.5) / (coalesce(b.df, 0) + 0.5)) AS idf
+                FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(q)s))) t
+                CROSS JOIN corpus c LEFT JOIN bm25_terms b ON b.lexeme = t.lexeme),
+        {", ".join(ctes)},
+        cand AS (SELECT DISTINCT ON (id) id, tsv FROM ({union}) s)
+        SELECT cand.id, sum(i.idf * u.tf * ({BM25_K1} + 1)
+                            / (u.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length(cand.tsv) / c.avgdl))) AS score
+        FROM cand CROSS JOIN corpus c
+        CROSS JOIN LATERAL (SELECT x.lexeme, coalesce(array_length(x.positions, 1), 1)::float8 AS tf
+                            FROM unnest(cand.tsv) x) u
+        JOIN idf i ON i.lexeme = u.lexeme
         GROUP BY cand.id ORDER BY score DESC, cand.id LIMIT %({limit_param})s
     """
 
@@ -240,26 +286,34 @@ def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], v
         return _vector_ranks(conn, source, where, params, vector, n, ef_search)
 
 
+def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table: str = "facts"
+               ) -> tuple[str, dict[str, Any]] | None:
+    """The BM25 statement for ``query`` and its parameters (None: no query word is in any fact)."""
+    scope = scope_tsquery(params.get("v_agent"), params.get("v_team"))
+    operators = bool(_OPERATORS.search(query))
+    found = _bm25_steps(conn, query, operators)
+    if not found:
+        return None
+    params = {**params, "scope_tsq": scope}
+    steps = []
+    for i, (tsq, cap, plain) in enumerate(found):
+        if tsq is None:
+            sql = _WEBSEARCH
+        else:
+            params[f"t{i}"] = tsq
+            sql = f"(%(t{i})s::tsquery && {_WEBSEARCH})" if operators else f"%(t{i})s::tsquery"
+        steps.append((sql, cap, plain))
+    return bm25_sql(where, steps, table=table, scoped=scope is not None), params
+
+
 def _bm25_ranks(conn: Any, where: str, params: dict[str, Any], query: str, n: int,
                 table: str = "facts") -> dict[UUID, tuple[int, float]]:
     """Exact BM25 scores of the candidates of the first steps (see ``_bm25_steps``) that find ``n`` facts."""
-    if _OPERATORS.search(query):  # quotes, -exclusions, or: the user's own query, all its matches
-        rows = conn.execute(bm25_sql(where, table=table).replace("{tsq}", _tsquery_sql(query)),
-                            {**params, "cap": 1_000_000})
-        return {fid: (rank, float(score)) for rank, (fid, score) in enumerate(rows.fetchall(), 1)}
-    scores: dict[UUID, float] = {}
-    sql = bm25_sql(where, table=table).replace("{tsq}", "%(tsq)s::tsquery")
-    for tsq, cap, plain_scan in _bm25_steps(conn, query):
-        if plain_scan:
-            conn.execute("SET LOCAL enable_bitmapscan = off")
-        for fid, score in conn.execute(sql, {**params, "tsq": tsq, "cap": cap}):
-            scores[fid] = float(score)
-        if plain_scan:
-            conn.execute("SET LOCAL enable_bitmapscan = on")
-        if len(scores) >= n:
-            break
-    best = sorted(scores.items(), key=lambda r: (-r[1], str(r[0])))[:n]
-    return {fid: (rank, score) for rank, (fid, score) in enumerate(best, 1)}
+    built = bm25_query(conn, where, {**params, "n": n}, query, table)
+    if built is None:
+        return {}
+    rows = conn.execute(*built).fetchall()
+    return {fid: (rank, float(score)) for rank, (fid, score) in enumerate(rows, 1)}
 
 
 def search(

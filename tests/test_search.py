@@ -105,3 +105,16 @@ def test_fact_terms_follow_facts_through_supersession_merge_and_forgetting(corpu
     assert in_step()
     hits = search(corpus, "kafka", agent_id="a1", team_id="t1", mode="bm25", k=10, include_history=True)
     assert hits == []  # a forgotten fact never comes back, on either table
+
+
+def test_scoped_bm25_steps_are_answered_by_the_scoped_text_index(corpus: Store, db_url: str) -> None:
+    """The step SQL must match migration 0006's index expression exactly, or every search scans the table."""
+    from factforge.search import _filters, bm25_query
+
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+        conn.execute("SET enable_seqscan = off")
+        where, params = _filters("a1", "t1", [], False, None, None, None, None)
+        built = bm25_query(conn, where, {**params, "q": "kafka billing", "n": 40}, "kafka billing", "fact_terms")
+        assert built is not None
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + built[0], built[1]).fetchall())
+        assert "fact_terms_scoped_gin" in plan
