@@ -111,10 +111,12 @@ def test_scoped_bm25_steps_are_answered_by_the_scoped_text_index(corpus: Store, 
     """The step SQL must match migration 0006's index expression exactly, or every search scans the table."""
     from factforge.search import _filters, bm25_query
 
+    corpus.save([_fact("Team runs a zookeeper quorum")], Scope("a1", "t1", "team"), Provenance("zk"))
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
         conn.execute("SET enable_seqscan = off")
         where, params = _filters("a1", "t1", [], False, None, None, None, None)
-        built = bm25_query(conn, where, {**params, "q": "kafka billing", "n": 40}, "kafka billing", "fact_terms")
+        query = "zookeeper quorum"  # rare words: the steps use the index (common ones scan the table)
+        built = bm25_query(conn, where, {**params, "q": query, "n": 40}, query, "fact_terms")
         assert built is not None
         plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + built[0], built[1]).fetchall())
         assert "fact_terms_scoped_gin" in plan
