@@ -94,18 +94,21 @@ _WEBSEARCH = "websearch_to_tsquery('english', %(q)s)"
 # BM25 candidates, widest last; each step runs only while fewer than ``n`` facts were found, and the facts
 # every step found are ranked together by their exact BM25 score (scores of all steps are comparable).
 # A query term is *rare* when it is in at most 10% of the facts and at most 20,000 of them, else *common*:
-#   1. facts with every query term (the GIN index intersects the posting lists; usually few, and the best);
+#   1. facts with every query term (the GIN index intersects the posting lists; usually few, and the best),
+#      at most ALL_TERMS_CANDIDATES: which of many equally good matches is arbitrary anyway (at 1M facts,
+#      500 instead of 1,000 left the top-10 scores of 188 of 200 benchmark queries unchanged);
 #   2. facts with every rare term;
 #   3. facts with any rare term, at most RARE_CANDIDATES of them (they only fill the ranks below the
 #      facts of steps 1-2, and RRF weighs those ranks little);
-#   4. facts with any term, at most FALLBACK_CANDIDATES - only for queries with common terms, and by a plain
-#      scan that stops at the cap: common terms match densely, and a bitmap of half the table costs more.
-# A query of common terms only runs steps 1 and 4, both as plain scans. A query with operators ("quotes",
-# -not, or) ANDs its websearch_to_tsquery into every step, and its step 4 is that tsquery alone.
+#   4. facts with any term, at most FALLBACK_CANDIDATES - only for queries with common terms.
+# A query of common terms only runs steps 1 and 4. Searched in every scope (the analyst's view) or in the wide
+# facts table (other filters), common terms match densely and a bitmap of half the table costs more than a
+# plain scan that stops at the cap, so those steps scan; a caller's scoped search always uses the index. A query with operators ("quotes",
+# -not, or) must also match its websearch_to_tsquery in every step (a filter on the rows found).
 # All steps are one statement (``bm25_sql``): a step whose turn does not come is never executed.
 RARE_TERM_SHARE = 0.1
 RARE_TERM_MAX_DF = 20_000
-ALL_TERMS_CANDIDATES = 1000
+ALL_TERMS_CANDIDATES = 500
 RARE_CANDIDATES = 300
 FALLBACK_CANDIDATES = 300
 _QUERY_TERMS = """
@@ -114,83 +117,98 @@ _QUERY_TERMS = """
     LEFT JOIN bm25_terms b ON b.lexeme = u.lexeme ORDER BY 2, 1"""
 
 
+@dataclass(frozen=True, slots=True)
+class _Step:
+    lexemes: tuple[str, ...]
+    op: str  # "&" every lexeme, "|" any
+    cap: int
+    plain_scan: bool
+
+
+def _quote(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
 def _tsquery_text(lexemes: Sequence[str], op: str) -> str:
     """A tsquery literal joining ``lexemes`` (already normalised by to_tsvector) with ``&`` or ``|``."""
-    return f" {op} ".join("'" + x.replace("\\", "\\\\").replace("'", "''") + "'" for x in lexemes)
+    return f" {op} ".join(_quote(x) for x in lexemes)
 
 
-def _bm25_steps(conn: Any, query: str, operators: bool = False) -> list[tuple[str | None, int, bool]]:
-    """The candidate steps for ``query``: (tsquery text, cap, by plain scan).
-
-    With ``operators`` (quotes, -exclusions, or) every step is also ANDed with the query's own
-    websearch_to_tsquery, so all candidates obey them, and the widest step is that tsquery alone (text None)."""
+def _bm25_steps(conn: Any, query: str) -> list[_Step]:
+    """The candidate steps for ``query`` (see above)."""
     # A word no fact contains cannot match: it would only empty the conjunctive steps.
     terms = [t for t in conn.execute(_QUERY_TERMS, {"q": query}).fetchall() if t[1] > 0]
     if not terms:
         return []
     n_docs = terms[0][2] or 1
     limit = min(RARE_TERM_MAX_DF, RARE_TERM_SHARE * n_docs)
-    rare = [t for t, df, _ in terms if df <= limit]
-    common = [t for t, df, _ in terms if df > limit]
+    rare = tuple(t for t, df, _ in terms if df <= limit)
+    common = tuple(t for t, df, _ in terms if df > limit)
     everything = rare + common
-    widest: str | None = None if operators else _tsquery_text(everything, "|")
-    steps: list[tuple[str | None, int, bool]]
     if not rare:  # only common words ("user likes"): dense matches, a plain scan finds enough at once
-        steps = [(_tsquery_text(everything, "&"), FALLBACK_CANDIDATES, True), (widest, FALLBACK_CANDIDATES, True)]
+        steps = [_Step(everything, "&", FALLBACK_CANDIDATES, True), _Step(everything, "|", FALLBACK_CANDIDATES, True)]
     else:
-        steps = [(_tsquery_text(everything, "&"), ALL_TERMS_CANDIDATES, False),
-                 (_tsquery_text(rare, "&"), ALL_TERMS_CANDIDATES, False),
-                 (_tsquery_text(rare, "|"), RARE_CANDIDATES, False)]
-        if common or operators:
-            steps.append((widest, FALLBACK_CANDIDATES, bool(common)))
-    unique: dict[str | None, tuple[str | None, int, bool]] = {}
+        steps = [_Step(everything, "&", ALL_TERMS_CANDIDATES, False), _Step(rare, "&", ALL_TERMS_CANDIDATES, False),
+                 _Step(rare, "|", RARE_CANDIDATES, False)]
+        if common:
+            steps.append(_Step(everything, "|", FALLBACK_CANDIDATES, True))
+    unique: dict[tuple[tuple[str, ...], str], _Step] = {}
     for step in steps:  # one rare term and no common ones: steps 1-3 are the same query
-        unique.setdefault(step[0], step)
+        unique.setdefault((step.lexemes, step.op if len(step.lexemes) > 1 else "&"), step)
     return list(unique.values())
 
 
-# The one text index of fact_terms covers each fact's lexemes *and* a scope lexeme (migration 0006), so the
-# index hands out only facts the caller may see instead of the ~90% of matches a scope filter would discard.
-SCOPED_TSV = "(f.tsv || factforge_scope_tsv(f.visibility, f.team_id, f.agent_id))"
+# fact_terms' text index (migration 0006) holds each fact's lexemes twice: as they are, and prefixed with the
+# fact's *scope key* - "g" (global), "t" + md5(team) or "p" + md5(agent) - and a space, which no parsed
+# lexeme contains. A caller's query term becomes (g term | t<team> term | p<agent> term), so the index
+# intersects posting lists of facts the caller may see only, instead of handing out the ~90% that the scope
+# filter would then discard after reading each row's page.
+SCOPED_TSV = "factforge_scoped_tsv(f.tsv, f.visibility, f.team_id, f.agent_id)"
+_LONG_LEXEME = 1000  # bytes; a longer lexeme is keyed by its md5 so that key + lexeme fits a tsvector
 
 
-def scope_tsquery(agent_id: str | None, team_id: str | None) -> str | None:
-    """The scope lexemes (see ``factforge_scope_tsv``) of the facts a caller may see, OR-ed; None = all scopes.
-
-    They contain a space, which no lexeme of parsed text does, and an md5 of the id, so any id fits."""
+def scope_keys(agent_id: str | None, team_id: str | None) -> list[str] | None:
+    """The scope keys of the facts a caller may see; None = every scope (the analyst's view)."""
     if agent_id is None and team_id is None:
         return None
-    lexemes = [" global"]
+    keys = ["g"]
     if team_id is not None:
-        lexemes.append(" team " + hashlib.md5(team_id.encode()).hexdigest())
+        keys.append("t" + hashlib.md5(team_id.encode()).hexdigest())
     if agent_id is not None:
-        lexemes.append(" private " + hashlib.md5(agent_id.encode()).hexdigest())
-    return _tsquery_text(lexemes, "|")
+        keys.append("p" + hashlib.md5(agent_id.encode()).hexdigest())
+    return keys
+
+
+def _scoped_tsquery_text(lexemes: Sequence[str], op: str, keys: Sequence[str]) -> str:
+    """Like ``_tsquery_text``, each lexeme in any of the ``keys``' scopes."""
+    def scoped(lexeme: str) -> str:
+        raw = lexeme.encode()
+        key_lexeme = hashlib.md5(raw).hexdigest() if len(raw) > _LONG_LEXEME else lexeme
+        return "(" + " | ".join(_quote(f"{k} {key_lexeme}") for k in keys) + ")"
+    return f" {op} ".join(scoped(x) for x in lexemes)
 
 
 def bm25_sql(where: str, steps: Sequence[tuple[str, int, bool]], *, table: str = "facts",
-             scoped: bool = False, limit_param: str = "n") -> str:
+             limit_param: str = "n", extra: str = "") -> str:
     """One statement: the candidate ``steps`` (tsquery SQL, cap, plain scan) run in order, each only while the
     earlier ones found fewer than ``%(n)s`` facts, and BM25 over all the candidates found.
 
     ``table`` is ``facts`` or its narrow copy ``fact_terms`` (the text and scope columns only), used when no
-    filter needs another column of ``facts``. ``scoped``: match fact_terms' scoped index with the caller's
-    ``%(scope_tsq)s``. A plain-scan step calls ``ts_match_vq`` (no index can serve a function call), so the
-    scan stops at its cap: common terms match densely, and a bitmap of half the table costs more."""
+    filter needs another column of ``facts``; on ``fact_terms`` an indexed step's tsquery is matched against
+    the scoped index (``SCOPED_TSV``). A plain-scan step calls ``ts_match_vq`` (no index serves a function
+    call), so the scan stops at its cap. ``extra`` is one more condition for every step."""
     ctes = []
     for i, (tsq, cap, plain) in enumerate(steps):
         if plain:
             match = f"ts_match_vq(f.tsv, {tsq})"
-        elif table == "fact_terms":
-            match = f"{SCOPED_TSV} @@ ({tsq} && %(scope_tsq)s::tsquery)" if scoped else f"{SCOPED_TSV} @@ {tsq}"
         else:
-            match = f"f.tsv @@ {tsq}"
+            match = f"{SCOPED_TSV if table == 'fact_terms' else 'f.tsv'} @@ {tsq}"
         gate = ""
         if i:
             found = " UNION ".join(f"SELECT id FROM c{j}" for j in range(i))
             gate = f"(SELECT count(*) FROM ({found}) x) < %(n)s AND "
-        ctes.append(f"c{i} AS MATERIALIZED (SELECT f.id, f.tsv FROM {table} f WHERE {gate}{match} AND {where} "
-                    f"LIMIT {int(cap)})")
+        ctes.append(f"c{i} AS MATERIALIZED (SELECT f.id, f.tsv FROM {table} f WHERE {gate}{match} AND {where}"
+                    f"{extra} LIMIT {int(cap)})")
     union = " UNION ALL ".join(f"SELECT id, tsv FROM c{i}" for i in range(len(steps)))
     return f"""
         WITH corpus AS MATERIALIZED (
@@ -289,21 +307,22 @@ def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], v
 def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table: str = "facts"
                ) -> tuple[str, dict[str, Any]] | None:
     """The BM25 statement for ``query`` and its parameters (None: no query word is in any fact)."""
-    scope = scope_tsquery(params.get("v_agent"), params.get("v_team"))
-    operators = bool(_OPERATORS.search(query))
-    found = _bm25_steps(conn, query, operators)
+    found = _bm25_steps(conn, query)
     if not found:
         return None
-    params = {**params, "scope_tsq": scope}
+    keys = scope_keys(params.get("v_agent"), params.get("v_team")) if table == "fact_terms" else None
+    params = dict(params)
     steps = []
-    for i, (tsq, cap, plain) in enumerate(found):
-        if tsq is None:
-            sql = _WEBSEARCH
+    for i, step in enumerate(found):
+        # In the scoped index even a common term's postings are only the caller's (~10%): no plain scan.
+        plain = step.plain_scan and keys is None
+        if keys is not None:
+            params[f"t{i}"] = _scoped_tsquery_text(step.lexemes, step.op, keys)
         else:
-            params[f"t{i}"] = tsq
-            sql = f"(%(t{i})s::tsquery && {_WEBSEARCH})" if operators else f"%(t{i})s::tsquery"
-        steps.append((sql, cap, plain))
-    return bm25_sql(where, steps, table=table, scoped=scope is not None), params
+            params[f"t{i}"] = _tsquery_text(step.lexemes, step.op)
+        steps.append((f"%(t{i})s::tsquery", step.cap, plain))
+    extra = f" AND ts_match_vq(f.tsv, {_WEBSEARCH})" if _OPERATORS.search(query) else ""
+    return bm25_sql(where, steps, table=table, extra=extra), params
 
 
 def _bm25_ranks(conn: Any, where: str, params: dict[str, Any], query: str, n: int,

@@ -120,3 +120,23 @@ def test_scoped_bm25_steps_are_answered_by_the_scoped_text_index(corpus: Store, 
         assert built is not None
         plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + built[0], built[1]).fetchall())
         assert "fact_terms_scoped_gin" in plan
+
+
+@pytest.mark.parametrize("agent, team", [("ag'ent\\ü", "t'1 \"x\""), ("a" * 3000, "t" * 3000)])
+def test_scope_keys_fit_any_id_and_any_word_length(db_url: str, tmp_path: Path, agent: str, team: str) -> None:
+    """Scope keys are md5s and a lexeme over 1,000 bytes is keyed by its md5: quotes, backslashes, long ids
+    and a 1,500-letter word are found in their own scope and in no other."""
+    store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    try:
+        long_word = "x" * 1500
+        store.save([_fact(f"Team names the build {long_word} quietly")], Scope(agent, team, "private"),
+                   Provenance("long-1"))
+        store.save([_fact("Team keeps the o'reilly notes in the wiki")], Scope(agent, team, "team"),
+                   Provenance("long-2"))
+        for query, expected in ((long_word, long_word), ("o'reilly notes", "o'reilly")):
+            mine = search(store, query, agent_id=agent, team_id=team, mode="bm25", k=5)
+            assert [h for h in mine if expected in h.content], query
+            other = search(store, query, agent_id="someone-else", team_id="another-team", mode="bm25", k=5)
+            assert not [h for h in other if expected in h.content], query
+    finally:
+        store.close()

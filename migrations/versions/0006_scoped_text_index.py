@@ -1,16 +1,17 @@
-"""BM25 candidates by an index that knows each fact's scope.
+"""BM25 candidates by a text index that knows each fact's scope.
 
 Revision ID: 0006
 Revises: 0005
 
 The text index of ``fact_terms`` returned every fact with the query's words, and the scope filter then threw
 away the ~90% that belong to other agents and teams -- after reading their rows, each on its own page (at 1M
-facts, 4,800 rows read for 1,000 kept). The new index covers each fact's lexemes plus one *scope lexeme*
-(``factforge_scope_tsv``): ``' global'``, ``' team <md5 of team>'`` or ``' private <md5 of agent>'``. A search
-ANDs the query with the caller's scope lexemes, so the index intersects the posting lists and hands out only
-rows the caller may see; the exact scope condition still runs on them. The lexemes contain a space, which no
-lexeme of parsed text does, and an md5, so an id of any length fits. The plain index on ``tsv`` goes: a
-step that wants no index scans ``ts_match_vq`` (see ``factforge.search.bm25_sql``).
+facts, 4,800 rows read for 1,000 kept). The new index holds each fact's lexemes twice: as they are (for the
+analyst's all-scopes view) and prefixed with the fact's *scope key* and a space (``factforge_scoped_tsv``):
+``g`` for global, ``t`` + md5(team) for team, ``p`` + md5(agent) for private facts. A search asks for each
+term in the caller's scope keys, so the index intersects the posting lists of facts the caller may see; the
+exact scope condition still runs on the rows found. No parsed lexeme contains a space; the md5 lets an id of
+any length fit, and a lexeme over 1,000 bytes is keyed by its md5 for the same reason. The plain index on
+``tsv`` goes: a search step that wants no index scans with ``ts_match_vq`` (``factforge.search.bm25_sql``).
 """
 
 from __future__ import annotations
@@ -24,20 +25,23 @@ depends_on = None
 
 
 def upgrade() -> None:
+    # Built-in functions only: CREATE INDEX evaluates the expression with a search_path of pg_catalog.
     op.execute(
         """
-        CREATE FUNCTION factforge_scope_tsv(visibility text, team_id text, agent_id text) RETURNS tsvector
-        LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-            SELECT array_to_tsvector(ARRAY[CASE visibility
-                WHEN 'global' THEN ' global'
-                WHEN 'team' THEN ' team ' || md5(coalesce(team_id, ''))
-                WHEN 'private' THEN ' private ' || md5(coalesce(agent_id, ''))
-                ELSE ' none' END])
+        CREATE FUNCTION factforge_scoped_tsv(tsv tsvector, visibility text, team_id text, agent_id text)
+        RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+            SELECT tsv || array_to_tsvector(ARRAY(
+                SELECT k.key || ' ' || CASE WHEN octet_length(l) > 1000 THEN md5(l) ELSE l END
+                FROM unnest(tsvector_to_array(tsv)) l,
+                     (SELECT CASE visibility WHEN 'global' THEN 'g'
+                                             WHEN 'team' THEN 't' || md5(coalesce(team_id, ''))
+                                             WHEN 'private' THEN 'p' || md5(coalesce(agent_id, ''))
+                                             ELSE 'n' END AS key) k))
         $$
         """
     )
     op.execute("CREATE INDEX fact_terms_scoped_gin ON fact_terms USING gin "
-               "((tsv || factforge_scope_tsv(visibility, team_id, agent_id)))")
+               "(factforge_scoped_tsv(tsv, visibility, team_id, agent_id))")
     op.execute("DROP INDEX fact_terms_tsv_gin")
     op.execute("ANALYZE fact_terms")
 
@@ -45,4 +49,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.execute("CREATE INDEX fact_terms_tsv_gin ON fact_terms USING gin (tsv)")
     op.execute("DROP INDEX fact_terms_scoped_gin")
-    op.execute("DROP FUNCTION factforge_scope_tsv(text, text, text)")
+    op.execute("DROP FUNCTION factforge_scoped_tsv(tsvector, text, text, text)")
