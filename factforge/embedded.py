@@ -15,6 +15,10 @@ small machines are handled here so that a user never sees a raw traceback:
 * a full disk (or a file size limit) while initialising, starting or writing: one line naming
   ``FACTFORGE_HOME``, whatever PostgreSQL or the wheel reported.
 * a small ``/dev/shm`` breaks parallel HNSW builds: parallel maintenance workers are turned off.
+* PostgreSQL's default of 128MB of shared buffers makes every search read index and table pages through
+  system calls once the facts outgrow it: the server gets a quarter of the machine's (or container's) memory,
+  from 128MB to 4GB. That setting needs a restart; a cluster created by this call is restarted once at once,
+  an older one picks it up at its next start.
 * a data path too long for a Unix socket: the wheel then puts the socket in a short runtime folder.
 """
 
@@ -31,6 +35,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from .errors import EmbeddedServerError
 
@@ -41,10 +46,30 @@ logger = logging.getLogger("factforge.embedded")
 _lock = threading.Lock()
 _urls: dict[Path, str] = {}
 
+
+def _memory_bytes() -> int:
+    """This machine's memory, or the container's limit (cgroup v2 or v1) when that is lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit_file).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
+
+
+def shared_buffers_mb(memory: int | None = None) -> int:
+    """A quarter of ``memory`` (default: this machine's), between 128MB and 4GB."""
+    return max(128, min(4096, (memory if memory is not None else _memory_bytes()) // 4 // 2**20))
+
+
 # Settings applied once per data folder (ALTER SYSTEM; they survive restarts).
 SERVER_SETTINGS: dict[str, str] = {
     "max_parallel_maintenance_workers": "0",  # parallel HNSW builds need a large /dev/shm
     "max_parallel_workers_per_gather": "0",
+    "shared_buffers": f"{shared_buffers_mb()}MB",  # takes effect at the next start (see the module docstring)
 }
 
 # How long a server of the folder that another process is starting (or stopping) is waited for.
@@ -368,6 +393,64 @@ def _forget(pgdata: Path) -> None:
             pass
 
 
+def _start_and_configure(get_server: Any, home: Path, pgdata: Path, *, fresh: bool = False) -> str | None:
+    """Start the server of ``pgdata`` and apply ``SERVER_SETTINGS``; its URL, or None when the cluster was
+    created by this call (``fresh``) and a setting waits for a restart."""
+    server = None
+    for attempt in (1, 2):
+        log_since = _log_size(pgdata)
+        before = _pid_of(_pidfile_lines(pgdata))
+        wheel: list[str] = []
+        try:
+            with _utf8_locale(), warnings.catch_warnings(), _wheel_errors() as collected:
+                wheel = collected.texts
+                warnings.simplefilter("ignore")
+                server = get_server(pgdata, cleanup_mode=None)
+            break
+        except Exception as exc:  # noqa: BLE001 - anything the wheel raises becomes one clear error
+            _forget(pgdata)
+            _stop_failed_start(pgdata, before)
+            # Backends orphaned by a killed postmaster keep its shared memory busy for a while, and
+            # a new postmaster refuses to start until they are gone: end them, then try once more.
+            if attempt == 1 and _end_orphans(pgdata):
+                remove_stale_pidfile(pgdata)
+                continue
+            raise _start_error(home, pgdata, exc, log_since, wheel) from None
+    assert server is not None
+    url = "postgresql+psycopg://" + server.get_uri().split("://", 1)[1]
+    try:
+        pending = _configure(url)
+    except Exception as exc:  # noqa: BLE001 - psycopg errors, and OSError from a vanished socket folder
+        _forget(pgdata)
+        full = disk_full_error(home, exc)
+        if full is not None:
+            raise full from None
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise _holder_error(
+            pgdata, server.get_pid() or 0, f"whose server does not accept connections ({reason})"
+        ) from None
+    return None if (pending and fresh) else url
+
+
+def _fast_shutdown(pgdata: Path, timeout: float = 30.0) -> None:
+    """Stop the server of ``pgdata`` (SIGINT: fast shutdown, sessions are ended) and wait until it is gone."""
+    import signal
+
+    import psutil
+
+    pid = _pid_of(_pidfile_lines(pgdata))
+    if pid is None:
+        return
+    try:
+        proc = psutil.Process(pid)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout)
+    except psutil.NoSuchProcess:
+        pass
+    except psutil.TimeoutExpired:
+        raise _holder_error(pgdata, pid, f"whose server did not stop within {timeout:.0f}s") from None
+
+
 def ensure_server(home: Path) -> str:
     """Start (or reuse) the embedded server under ``home`` and return its SQLAlchemy URL."""
     home = Path(home).expanduser()
@@ -400,45 +483,20 @@ def ensure_server(home: Path) -> str:
         except OSError as exc:
             raise _start_error(home, pgdata, exc, 0, []) from None
         started = time.perf_counter()
-        server = None
-        for attempt in (1, 2):
-            log_since = _log_size(pgdata)
-            before = _pid_of(_pidfile_lines(pgdata))
-            wheel: list[str] = []
-            try:
-                with _utf8_locale(), warnings.catch_warnings(), _wheel_errors() as collected:
-                    wheel = collected.texts
-                    warnings.simplefilter("ignore")
-                    server = get_server(pgdata, cleanup_mode=None)
-                break
-            except Exception as exc:  # noqa: BLE001 - anything the wheel raises becomes one clear error
-                _forget(pgdata)
-                _stop_failed_start(pgdata, before)
-                # Backends orphaned by a killed postmaster keep its shared memory busy for a while, and
-                # a new postmaster refuses to start until they are gone: end them, then try once more.
-                if attempt == 1 and _end_orphans(pgdata):
-                    remove_stale_pidfile(pgdata)
-                    continue
-                raise _start_error(home, pgdata, exc, log_since, wheel) from None
-        assert server is not None
-        url = "postgresql+psycopg://" + server.get_uri().split("://", 1)[1]
-        try:
-            _configure(url)
-        except Exception as exc:  # noqa: BLE001 - psycopg errors, and OSError from a vanished socket folder
+        fresh = not (pgdata / "PG_VERSION").exists()
+        url = _start_and_configure(get_server, home, pgdata, fresh=fresh)
+        if url is None:  # restart-only settings of a cluster created just now: apply them at once
+            _fast_shutdown(pgdata)
             _forget(pgdata)
-            full = disk_full_error(home, exc)
-            if full is not None:
-                raise full from None
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise _holder_error(
-                pgdata, server.get_pid() or 0, f"whose server does not accept connections ({reason})"
-            ) from None
+            url = _start_and_configure(get_server, home, pgdata)
+        assert url is not None
         logger.info("embedded PostgreSQL ready in %.2fs at %s", time.perf_counter() - started, pgdata)
         _urls[home] = url
         return url
 
 
-def _configure(url: str) -> None:
+def _configure(url: str) -> bool:
+    """Apply ``SERVER_SETTINGS``; True if one of them waits for a restart."""
     import psycopg
 
     conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
@@ -451,11 +509,16 @@ def _configure(url: str) -> None:
                 break
             time.sleep(0.1)
     with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+        # What ALTER SYSTEM wrote before, as written ('4096MB', where SHOW would say '4GB').
+        written = dict(conn.execute(
+            "SELECT DISTINCT ON (name) name, setting FROM pg_file_settings "
+            "WHERE sourcefile LIKE '%%postgresql.auto.conf' ORDER BY name, seqno DESC").fetchall())
         changed = False
         for name, value in SERVER_SETTINGS.items():
-            current = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
-            if current is None or current[0] != value:
+            if written.get(name) != value:
                 conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
                 changed = True
         if changed:
             conn.execute("SELECT pg_reload_conf()")
+        row = conn.execute("SELECT count(*) FROM pg_settings WHERE pending_restart").fetchone()
+        return bool(row and row[0])

@@ -38,6 +38,10 @@ def test_starts_under_a_missing_locale_and_restarts_after_sigkill(tmp_path: Path
         assert os.environ["LC_ALL"] == "xx_YY.UTF-8"  # the caller's environment is restored
         with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
             assert conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0] == "0"
+            # a restart-only setting of a new cluster is in force at once (the server was restarted once)
+            mb = embedded.shared_buffers_mb()
+            assert conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone()[0] == mb * 2**20
+            assert conn.execute("SELECT count(*) FROM pg_settings WHERE pending_restart").fetchone()[0] == 0
         pid = _pid(home / "pg")
         os.kill(pid, signal.SIGKILL)
         for _ in range(100):  # wait for the postmaster to go
@@ -53,6 +57,11 @@ def test_starts_under_a_missing_locale_and_restarts_after_sigkill(tmp_path: Path
     finally:
         _stop(home / "pg")  # the wheel's cleanup() would not stop a server started with cleanup_mode=None
         embedded._urls.pop(home, None)
+
+
+@pytest.mark.parametrize("memory_mb, expected", [(256, 128), (8192, 2048), (24 * 1024, 4096), (256 * 1024, 4096)])
+def test_shared_buffers_are_a_quarter_of_memory_within_bounds(memory_mb: int, expected: int) -> None:
+    assert embedded.shared_buffers_mb(memory_mb * 2**20) == expected
 
 
 def test_stale_pidfile_of_a_dead_process_is_removed(tmp_path: Path) -> None:
