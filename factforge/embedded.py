@@ -520,5 +520,15 @@ def _configure(url: str) -> bool:
                 changed = True
         if changed:
             conn.execute("SELECT pg_reload_conf()")
-        row = conn.execute("SELECT count(*) FROM pg_settings WHERE pending_restart").fetchone()
-        return bool(row and row[0])
+        # Whether a setting that only a restart applies differs from the running value. (pending_restart
+        # would say so only once this backend has had the reload signal, which comes asynchronously.)
+        pending = False
+        for name, unit in conn.execute("SELECT name, unit FROM pg_settings WHERE context = 'postmaster' "
+                                       "AND name = ANY(%s)", (list(SERVER_SETTINGS),)).fetchall():
+            if unit and unit.endswith("B"):  # a size: '4GB' runs when '4096MB' was asked for
+                same = conn.execute("SELECT pg_size_bytes(current_setting(%s)) = pg_size_bytes(%s)",
+                                    (name, SERVER_SETTINGS[name])).fetchone()[0]
+            else:
+                same = conn.execute("SELECT current_setting(%s) = %s", (name, SERVER_SETTINGS[name])).fetchone()[0]
+            pending = pending or not same
+        return pending

@@ -13,10 +13,11 @@ exact scope condition still runs on the rows found. No parsed lexeme contains a 
 any length fit, and a lexeme over 1,000 bytes is keyed by its md5 for the same reason. The plain index on
 ``tsv`` goes: a search step that wants no index scans with ``ts_match_vq`` (``factforge.search.bm25_sql``).
 
-The text indexes search uses lose GIN's *pending list* (``fastupdate = off``): with it, new facts' entries
-wait in an unsorted list that every search reads through until a vacuum merges it -- up to 4MB, 3-4 ms per
-index probe at only 3,000 freshly loaded facts. A memory that is searched right after it is written wants
-each entry in place at once; an insert pays a few index pages instead.
+The text indexes search uses keep GIN's *pending list* small (``gin_pending_list_limit`` 256kB instead of
+4MB): new facts' entries wait in an unsorted list that every search reads through until it is merged, which
+cost 3-4 ms per index probe at only 3,000 freshly loaded facts. Without the list at all (``fastupdate =
+off``) a bulk load of 1M facts ran at 6,400 facts/s instead of 11,700; a small list keeps most of the
+batching and bounds what a search reads.
 """
 
 from __future__ import annotations
@@ -46,15 +47,15 @@ def upgrade() -> None:
         """
     )
     op.execute("CREATE INDEX fact_terms_scoped_gin ON fact_terms USING gin "
-               "(factforge_scoped_tsv(tsv, visibility, team_id, agent_id)) WITH (fastupdate = off)")
+               "(factforge_scoped_tsv(tsv, visibility, team_id, agent_id)) WITH (gin_pending_list_limit = 256)")
     op.execute("DROP INDEX fact_terms_tsv_gin")
-    op.execute("ALTER INDEX facts_tsv_gin SET (fastupdate = off)")
+    op.execute("ALTER INDEX facts_tsv_gin SET (gin_pending_list_limit = 256)")
     op.execute("SELECT gin_clean_pending_list('facts_tsv_gin'::regclass)")
     op.execute("ANALYZE fact_terms")
 
 
 def downgrade() -> None:
-    op.execute("ALTER INDEX facts_tsv_gin RESET (fastupdate)")
+    op.execute("ALTER INDEX facts_tsv_gin RESET (gin_pending_list_limit)")
     op.execute("CREATE INDEX fact_terms_tsv_gin ON fact_terms USING gin (tsv)")
     op.execute("DROP INDEX fact_terms_scoped_gin")
     op.execute("DROP FUNCTION factforge_scoped_tsv(tsvector, text, text, text)")
