@@ -292,9 +292,12 @@ def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], ve
                   ef_search: int) -> dict[UUID, tuple[int, float]]:
     import numpy as np
 
-    conn.execute(f"SET LOCAL hnsw.ef_search = {int(max(ef_search, n))}")
+    # One round trip for both settings (set_config(..., true) is SET LOCAL).
     if _has_iterative_scan(conn, source):
-        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', "
+                     "'relaxed_order', true)", (str(int(max(ef_search, n))),))
+    else:
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(int(max(ef_search, n))),))
     rows = conn.execute(
         f"SELECT f.id, f.embedding <=> %(v)s AS d FROM facts f WHERE f.embedding IS NOT NULL AND {where} "
         "ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",

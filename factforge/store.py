@@ -892,10 +892,11 @@ class Store:
     def set_embeddings(self, pairs: Sequence[tuple[UUID, Sequence[float]]], model: str) -> None:
         from pgvector import Vector
 
-        with self._tx() as conn:
-            for fid, vec in pairs:
-                conn.exec_driver_sql("UPDATE facts SET embedding = %(v)s, embedding_model = %(m)s WHERE id = %(id)s",
-                                     {"v": Vector(list(vec)), "m": model, "id": fid})
+        rows = [{"v": Vector(list(vec)), "m": model, "id": fid} for fid, vec in pairs]
+        if not rows:
+            return
+        with self._tx() as conn:  # one executemany: psycopg pipelines the statements
+            conn.exec_driver_sql("UPDATE facts SET embedding = %(v)s, embedding_model = %(m)s WHERE id = %(id)s", rows)
 
     def reset_embedding_column(self, dim: int, model: str) -> int:
         """Make the vector column ``dim``-dimensional and drop vectors of other models; returns how many."""

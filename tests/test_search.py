@@ -140,3 +140,42 @@ def test_scope_keys_fit_any_id_and_any_word_length(db_url: str, tmp_path: Path, 
             assert not [h for h in other if expected in h.content], query
     finally:
         store.close()
+
+
+class _Fixed:
+    model = "fixed"
+    dim = 384
+
+    def __init__(self, vec: list[float]) -> None:
+        self.vec = vec
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [self.vec for _ in texts]
+
+
+def test_vector_search_scans_on_past_neighbours_the_caller_may_not_see(db_url: str, tmp_path: Path) -> None:
+    """300 facts of another agent sit right at the query vector, 12 of the caller's far away: HNSW's first
+    ef_search candidates are all invisible, and only an iterative index scan reaches the caller's facts.
+    (The connections disable sequential scans and sorts: on a table this small the planner would sort.)"""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    no_seqscan = db_url + ("&" if "?" in db_url else "?") + "options=-c%20enable_seqscan%3Doff%20-c%20enable_sort%3Doff"
+    store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": no_seqscan, "FACTFORGE_HOME": str(tmp_path)}))
+    try:
+        query = rng.normal(size=384)
+        query /= np.linalg.norm(query)
+        store.save([_fact(f"Team uses hidden service {i}") for i in range(300)], Scope("other", "t9", "private"),
+                   Provenance("near"))
+        store.save([_fact(f"Team uses visible service {i}") for i in range(12)], Scope("a1", "t1", "private"),
+                   Provenance("far"))
+        vectors = []
+        for fid, content in store.facts_without_embedding(1000):
+            v = query + rng.normal(scale=0.05 if "hidden" in content else 1.0, size=384)
+            vectors.append((fid, (v / np.linalg.norm(v)).tolist()))
+        store.set_embeddings(vectors, "fixed")
+        hits = search(store, "services", agent_id="a1", team_id="t1", mode="vector", k=10,
+                      embedder=_Fixed(query.tolist()))
+        assert len(hits) == 10 and all("visible" in h.content for h in hits)
+    finally:
+        store.close()
