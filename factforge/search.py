@@ -102,11 +102,12 @@ _WEBSEARCH = "websearch_to_tsquery('english', %(q)s)"
 #   3. facts with any rare term, at most RARE_CANDIDATES of them (they only fill the ranks below the
 #      facts of steps 1-2, and RRF weighs those ranks little);
 #   4. facts with any term, at most FALLBACK_CANDIDATES - only for queries with common terms.
-# A query of common terms only runs steps 1 and 4. Searched in every scope (the analyst's view) or in the wide
-# facts table (other filters), common terms match densely and a bitmap of half the table costs more than a
-# plain scan that stops at the cap, so those steps scan; a caller's scoped search always uses the index. A query with operators ("quotes",
-# -not, or) must also match its websearch_to_tsquery in every step (a filter on the rows found).
-# All steps are one statement (``bm25_sql``): a step whose turn does not come is never executed.
+# A query of common terms only runs steps 1 and 4. A step reads the text index, or scans the table and stops
+# at its cap when the index would walk too many postings: in every scope (the analyst's view, or the wide
+# facts table) a step with a common term scans; a caller's scoped step scans when it is dense (DENSE_SHARE).
+# A query with operators ("quotes", -not, or) must also match its websearch_to_tsquery in every step (a
+# filter on the rows found). All steps are one statement (``bm25_sql``): a step whose turn does not come is
+# never executed.
 RARE_TERM_SHARE = 0.1
 RARE_TERM_MAX_DF = 20_000
 ALL_TERMS_CANDIDATES = 500

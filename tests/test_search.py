@@ -179,3 +179,19 @@ def test_vector_search_scans_on_past_neighbours_the_caller_may_not_see(db_url: s
         assert len(hits) == 10 and all("visible" in h.content for h in hits)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("query, must, must_not", [
+    ('"redis cache"', ["redis cache"], []),
+    ("redis -kafka", ["redis"], ["kafka"]),
+    ("grafana or terraform", [], []),
+])
+def test_queries_with_operators_keep_their_websearch_meaning(corpus: Store, query: str, must: list[str],
+                                                             must_not: list[str]) -> None:
+    hits = search(corpus, query, agent_id="a1", team_id="t1", mode="bm25", k=50)
+    assert hits
+    for h in hits:
+        assert all(m in h.content for m in must) and not any(m in h.content for m in must_not), h.content
+        if " or " in query:
+            assert "grafana" in h.content or "terraform" in h.content
+    assert all(h.agent_id == "a1" for h in hits)
