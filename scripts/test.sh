@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export LC_ALL=C.UTF-8 LANG=C.UTF-8
 # pytest exits 5 when no test ran: that is a failure here, never a silent pass.
-exec .venv/bin/python -m pytest -p no:cacheprovider "$@"
+# Tests run in parallel, one process per core (at most 4); each process starts its own PostgreSQL.
+exec .venv/bin/python -m pytest -p no:cacheprovider -n auto --maxprocesses 4 "$@"
