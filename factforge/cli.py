@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import FactforgeError
-from .jsonout import fact_line, to_jsonable
+from .jsonout import to_jsonable
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "team_chat.jsonl"
 

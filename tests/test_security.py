@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from factforge.embed import make_embedder
-from factforge.errors import FactforgeError, InputError, PatternError, ValidationError
+from factforge.errors import InputError, PatternError, ValidationError
 from factforge.gatekeeper import Gatekeeper
 from factforge.memory import Memory
 from factforge.rulefile import safe_finditer
