@@ -380,6 +380,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("action", choices=("backfill", "reset"), help="backfill: embed facts without a vector; reset: switch to the configured embedder and re-embed")
 
     add("prompt", cmd_prompt, "Print the prompt snippet that teaches an agent's LLM the inline <ff:...> tags.")
+
+    from .cli_service import add_commands  # serve, keys, mcp, worker
+
+    add_commands(add)
     return p
 
 

@@ -84,3 +84,11 @@ class EmbedderError(FactforgeError):
 
 class NotFoundError(FactforgeError):
     """A requested fact, session or entity does not exist (or is not visible to the caller)."""
+
+
+class AuthError(FactforgeError):
+    """A request carried no API key, or one that is unknown or revoked."""
+
+
+class ForbiddenError(FactforgeError):
+    """The API key is valid but may not do this (another agent's scope, a read-only key writing)."""

@@ -410,7 +410,8 @@ class Memory:
         answered = False  # whether the LLM answered any item in this pass
         rejections: Counter[str] = Counter()
         while limit is None or processed < limit:
-            items = self.store.claim_due(1 if limit is None else min(16, limit - processed))
+            items = self.store.claim_due(1 if limit is None else min(16, limit - processed),
+                                         stale_after_s=self.settings.queue_claim_timeout)
             if not items:
                 break
             for index, item in enumerate(items):
@@ -475,17 +476,20 @@ class Memory:
                 )
                 # Pattern facts of this turn were stored by remember(); keep only what the LLM adds.
                 new_facts = merge(extraction, result)[len(extraction.facts):]
-                saved = self._save(
-                    new_facts,
-                    provenance,
-                    agent_id=p["agent_id"],
-                    team_id=p.get("team_id"),
-                    visibility=p.get("visibility"),
-                    entities=result.entities,
-                    relationships=result.relationships,
-                )
+                # The facts and the item's 'done' commit together: a worker killed in between leaves the
+                # item to be claimed again with nothing of it stored, never stored twice.
+                with self.store.unit_of_work():
+                    saved = self._save(
+                        new_facts,
+                        provenance,
+                        agent_id=p["agent_id"],
+                        team_id=p.get("team_id"),
+                        visibility=p.get("visibility"),
+                        entities=result.entities,
+                        relationships=result.relationships,
+                    )
+                    self.store.complete(item.id)
                 stored_n += len(saved)
-                self.store.complete(item.id)
         return DrainReport(processed, stored_n, failed, retried, dict(rejections))
 
     def _record_calls(self, calls: Sequence[LLMCall]) -> None:

@@ -84,6 +84,10 @@ class Settings:
     team_subject: str = "Team"
     max_message_chars: int = 2000
     queue_max_attempts: int = 5
+    # A claimed queue item whose worker went silent this long (crashed, killed) is taken by another worker.
+    queue_claim_timeout: float = 600.0
+    # Search and listings of `factforge serve` go here (a streaming replica); writes go to database_url.
+    read_database_url: str | None = None
     dedup_similarity: float = 0.94
     secrets_mode: str = "redact"
     patterns_dir: Path | None = None
@@ -125,8 +129,12 @@ class Settings:
         url = env.get("FACTFORGE_DATABASE_URL") or None
         if url is not None and not url.startswith(("postgresql", "postgres://")):
             raise ConfigError("FACTFORGE_DATABASE_URL must be a postgresql:// URL")
+        read_url = env.get("FACTFORGE_READ_DATABASE_URL") or None
+        if read_url is not None and not read_url.startswith(("postgresql", "postgres://")):
+            raise ConfigError("FACTFORGE_READ_DATABASE_URL must be a postgresql:// URL")
         return cls(
             database_url=url,
+            read_database_url=read_url,
             home=home,
             ollama_host=env.get("OLLAMA_HOST") or "http://127.0.0.1:11434",
             llm_model=env.get("FACTFORGE_LLM_MODEL") or "llama3.2",
@@ -141,6 +149,7 @@ class Settings:
             team_subject=env.get("FACTFORGE_TEAM_SUBJECT") or "Team",
             max_message_chars=_int(env, "FACTFORGE_MAX_MESSAGE_CHARS", 2000, 100, 10_000_000),
             queue_max_attempts=_int(env, "FACTFORGE_QUEUE_MAX_ATTEMPTS", 5, 1, 1000),
+            queue_claim_timeout=_float(env, "FACTFORGE_QUEUE_CLAIM_TIMEOUT", 600.0, 0.1, 86400.0),
             dedup_similarity=_float(env, "FACTFORGE_DEDUP_SIMILARITY", 0.94, 0.5, 1.0),
             secrets_mode=secrets_mode,
             patterns_dir=Path(patterns_raw) if patterns_raw else None,

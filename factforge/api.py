@@ -1,0 +1,322 @@
+"""``factforge serve``: the HTTP API (FastAPI) over :class:`factforge.service.Service`, and MCP under ``/mcp``.
+
+FastAPI because its pydantic request models are at once the validation and the OpenAPI document at
+``/openapi.json`` and ``/docs``; uvicorn serves it. Every request but ``/healthz``, ``/readyz`` and the docs
+carries ``Authorization: Bearer KEY``; the key decides the agent and team. Errors are JSON,
+``{"error": {"code": ..., "message": ...}}``, with codes that do not change:
+
+=====================  ======  =====================================================================
+code                   status  when
+=====================  ======  =====================================================================
+``unauthorized``       401     no key, or an unknown or revoked one
+``forbidden``          403     the key may not do this (another agent's scope, a read-only key writing)
+``invalid_request``    422     the body is not JSON of the documented shape
+``invalid_input``      400     the library refused a value (same messages as :class:`Memory`)
+``not_found``          404     no such fact visible to the key, or no such route
+``payload_too_large``  413     the body is over the limit (``FACTFORGE_API_MAX_BODY``, default 1 MiB)
+``database_error``     503     PostgreSQL unreachable or a statement failed
+``internal_error``     500     anything else (logged with its traceback, never sent)
+=====================  ======  =====================================================================
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .errors import DatabaseError, FactforgeError
+from .keys import Principal
+from .service import Service, error_code
+
+__all__ = ["create_app", "DEFAULT_MAX_BODY"]
+
+logger = logging.getLogger("factforge.api")
+
+DEFAULT_MAX_BODY = 1024 * 1024
+MCP_PATH = "/mcp"
+
+def error_body(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+def _error_response(exc: FactforgeError) -> JSONResponse:
+    status, code = error_code(exc)
+    if status == 500:
+        logger.error("request failed: %s", exc, exc_info=exc)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(error_body(code, str(exc)), status_code=status, headers=headers)
+
+
+# -- request bodies (the library's keyword arguments; agent and team come from the key) ------------------------
+
+class _Body(BaseModel):
+    # An unknown field is a mistake worth telling (a misspelt "asistant" would silently drop the reply).
+    model_config = ConfigDict(extra="forbid")
+    agent_id: str | None = Field(None, description="optional; must equal the key's agent (the key decides)")
+    team_id: str | None = Field(None, description="optional; must equal the key's team (the key decides)")
+
+
+class RememberIn(_Body):
+    user: str
+    assistant: str | None = None
+    session_id: str | None = None
+    timestamp: datetime | str | None = None
+    visibility: Literal["private", "team", "global"] | None = None
+    wait_for_llm: bool = False
+
+
+class ObserveIn(_Body):
+    activity_session_id: str
+    intent: str | None = None
+    dialogue: list[dict[str, str] | str] | str | None = None
+    events: list[dict[str, Any] | str] | None = None
+    timestamp: datetime | str | None = None
+    visibility: Literal["private", "team", "global"] | None = None
+    wait_for_llm: bool = False
+
+
+class SearchIn(_Body):
+    query: str
+    k: int = Field(10, ge=1, le=1000)
+    mode: Literal["hybrid", "vector", "bm25"] = "hybrid"
+    categories: list[str] | None = None
+    include_history: bool = False
+
+
+class ForgetIn(_Body):
+    fact_id: str | None = None
+    session_id: str | None = None
+    category: str | None = None
+    text: str | None = None
+    everything: bool = Field(False, description="forget everything this key's agent said")
+    dry_run: bool = False
+
+
+_bearer = HTTPBearer(auto_error=False, description="an API key from `factforge keys create`")
+
+
+def _principal(request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
+    service: Service = request.app.state.service
+    return service.keys.verify(creds.credentials if creds else None)
+
+
+Who = Annotated[Principal, Depends(_principal)]
+
+
+# -- the app -----------------------------------------------------------------------------------------------------
+
+def create_app(service: Service, *, max_body: int = DEFAULT_MAX_BODY, mcp: bool = True,
+               host: str = "127.0.0.1") -> ASGIApp:
+    """The ASGI app of ``factforge serve`` over ``service`` (closed when the app shuts down)."""
+    mcp_server = None
+    if mcp:
+        from .mcp_server import build_server
+
+        mcp_server = build_server(service, principal=None)
+        mcp_app = mcp_server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True,
+                                                 json_response=True, host=host, max_request_body_size=max_body)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            if mcp_server is not None:
+                await stack.enter_async_context(mcp_server.session_manager.run())
+            try:
+                yield
+            finally:
+                service.close()
+
+    from . import __version__
+
+    app = FastAPI(title="factforge", version=__version__, lifespan=lifespan,
+                  description="Rules-first fact memory for AI agents. Every /v1 call takes `Authorization: "
+                              "Bearer KEY`; the key decides the agent and team. MCP (streamable HTTP) is at /mcp.")
+    app.state.service = service
+
+    @app.exception_handler(FactforgeError)
+    async def _factforge_error(_req: Request, exc: FactforgeError) -> JSONResponse:
+        return _error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_req: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in exc.errors())
+        return JSONResponse(error_body("invalid_request", problems), status_code=422)
+
+    @app.exception_handler(_TooLarge)
+    async def _too_large(_req: Request, exc: _TooLarge) -> JSONResponse:
+        return JSONResponse(error_body("payload_too_large", str(exc)), status_code=413)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_req: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if isinstance(exc.__cause__, _TooLarge):  # FastAPI wraps a failed body read in a 400
+            return await _too_large(_req, exc.__cause__)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_req: Request, exc: Exception) -> JSONResponse:
+        logger.error("unexpected error", exc_info=exc)
+        return JSONResponse(error_body("internal_error", "internal error (see the server log)"), status_code=500)
+
+    @app.get("/healthz", tags=["ops"])
+    def healthz() -> dict[str, str]:
+        """The process is up (no database call)."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"])
+    def readyz() -> JSONResponse:
+        """The database answers and its schema is at this version's migration head."""
+        from . import db
+
+        try:
+            current = db.current_revision(service.memory.store.url)
+            head = db._script_head()
+        except DatabaseError as exc:
+            return JSONResponse(error_body("database_error", str(exc)), status_code=503)
+        if current != head:
+            return JSONResponse(error_body("schema_outdated", f"schema is at {current}, this version needs {head}: "
+                                           "run `factforge db upgrade`"), status_code=503)
+        return JSONResponse({"status": "ready", "schema": current})
+
+    @app.post("/v1/remember", tags=["memory"])
+    def remember(body: RememberIn, who: Who) -> dict[str, Any]:
+        """Extract and store the facts of one conversation turn (`Memory.remember`)."""
+        return service.remember(who, body.model_dump(exclude_unset=True))
+
+    @app.post("/v1/observe", tags=["memory"])
+    def observe(body: ObserveIn, who: Who) -> dict[str, Any]:
+        """Extract and store the facts of an observed activity session (`Memory.observe`)."""
+        return service.observe(who, body.model_dump(exclude_unset=True))
+
+    @app.post("/v1/search", tags=["memory"])
+    def search(body: SearchIn, who: Who) -> dict[str, Any]:
+        """Hybrid search over the facts the key may see; each hit as `factforge search --json` prints it."""
+        return service.search(who, body.query, k=body.k, mode=body.mode, categories=body.categories,
+                              include_history=body.include_history, args=body.model_dump(exclude_unset=True))
+
+    @app.get("/v1/facts", tags=["memory"])
+    def facts(who: Who, category: Annotated[list[str] | None, Query()] = None, include_history: bool = False,
+              as_of: datetime | None = None, session_id: str | None = None, entity: str | None = None,
+              limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
+        """The facts the key may see, newest first."""
+        return service.facts(who, categories=category, include_history=include_history, as_of=as_of,
+                             session_id=session_id, entity=entity, limit=limit)
+
+    @app.get("/v1/facts/{fact_id}/sources", tags=["memory"])
+    def sources(fact_id: str, who: Who) -> dict[str, Any]:
+        """Where a visible fact was said (the key's own agent's mentions; an analyst sees all)."""
+        return service.sources(who, fact_id)
+
+    @app.post("/v1/forget", tags=["memory"])
+    def forget(body: ForgetIn, who: Who) -> dict[str, Any]:
+        """Forget what the key's agent said (selected by fact, session, category or text)."""
+        return service.forget(who, fact_id=body.fact_id, session_id=body.session_id, category=body.category,
+                              text=body.text, everything=body.everything, dry_run=body.dry_run,
+                              args=body.model_dump(exclude_unset=True))
+
+    @app.get("/v1/stats", tags=["memory"])
+    def stats(who: Who) -> dict[str, Any]:
+        """Counts over every scope: facts by category and method, queue, LLM calls (analyst keys only)."""
+        return service.stats(who)
+
+    @app.get("/v1/prompt", tags=["memory"])
+    def prompt(who: Who) -> dict[str, str]:
+        """The system-prompt snippet that teaches an agent's LLM the inline `<ff:...>` tags."""
+        return service.prompt()
+
+    inner: ASGIApp = app
+    if mcp_server is not None:
+        inner = _McpRouter(app, mcp_app, service)
+    return _BodyLimit(inner, max_body)
+
+
+class _McpRouter:
+    """Sends ``/mcp`` to the MCP app once its key is verified (the principal rides in the request's state,
+    set by the server, never by the client); everything else, lifespan included, to the FastAPI app."""
+
+    def __init__(self, app: ASGIApp, mcp_app: ASGIApp, service: Service) -> None:
+        self.app, self.mcp_app, self.service = app, mcp_app, service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not (path == MCP_PATH or path.startswith(MCP_PATH + "/")):
+            await self.app(scope, receive, send)
+            return
+        import anyio
+
+        auth = dict(scope.get("headers") or ()).get(b"authorization", b"").decode("latin-1")
+        key = auth[7:].strip() if auth[:7].lower() == "bearer " else None
+        try:
+            who = await anyio.to_thread.run_sync(self.service.keys.verify, key)
+        except FactforgeError as exc:
+            await _error_response(exc)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["factforge_principal"] = who
+        await self.mcp_app(scope, receive, send)
+
+
+class _BodyLimit:
+    """Refuses bodies over ``limit`` bytes with 413, by Content-Length or while a chunked body streams in."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_big = JSONResponse(error_body("payload_too_large", f"request body over {self.limit} bytes"),
+                               status_code=413)
+        length = dict(scope.get("headers") or ()).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            await too_big(scope, receive, send)
+            return
+        seen = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge(f"request body over {self.limit} bytes")
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await too_big(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def max_body_from_env() -> int:
+    raw = os.environ.get("FACTFORGE_API_MAX_BODY")
+    if not raw:
+        return DEFAULT_MAX_BODY
+    if not raw.isdigit() or int(raw) < 1024:
+        from .errors import ConfigError
+
+        raise ConfigError(f"FACTFORGE_API_MAX_BODY={raw!r} must be a number of bytes, at least 1024")
+    return int(raw)

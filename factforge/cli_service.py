@@ -1,0 +1,139 @@
+"""The ``factforge`` commands that run factforge as a service: serve, keys, mcp, worker.
+
+Thin like the rest of the CLI: each parses its arguments and calls one library function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from .jsonout import to_jsonable
+
+Add = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from .settings import get_settings
+
+    settings = get_settings()
+    return settings.with_(database_url=args.database_url) if getattr(args, "database_url", None) else settings
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .api import create_app, max_body_from_env
+    from .service import Service
+
+    service = Service.open(_settings(args), llm=None if args.no_llm else "auto")
+    app = create_app(service, max_body=max_body_from_env(), host=args.host)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, server_header=False)
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from .keys import KeyStore
+    from .store import Store
+
+    store = Store.open(_settings(args), check_embedder=False)
+    try:
+        keys = KeyStore(store.engine)
+        if args.action == "create":
+            role = args.role
+            info, key = keys.create(role=role, agent_id=args.agent, team_id=args.team, name=args.name)
+            whom = "every scope" if role == "analyst" else f"agent {info.agent_id!r}" + (
+                f" in team {info.team_id!r}" if info.team_id else "")
+            print(f"created {role} key {info.id} for {whom}; it is shown only now:")
+            print(key)  # the last line, on its own: `factforge keys create ... | tail -1`
+        elif args.action == "list":
+            rows = keys.list(include_revoked=args.all)
+            if args.json:
+                for row in rows:
+                    print(json.dumps(to_jsonable(row), ensure_ascii=False))
+            else:
+                for r in rows:
+                    print(f"{r.id:>4}  {r.prefix}…  {r.role:<8}  agent={r.agent_id or '-'}  team={r.team_id or '-'}  "
+                          f"created {r.created_at:%Y-%m-%d %H:%M}"
+                          + (f"  last used {r.last_used_at:%Y-%m-%d %H:%M}" if r.last_used_at else "")
+                          + (f"  REVOKED {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at else "")
+                          + (f"  ({r.name})" if r.name else ""))
+                if not rows:
+                    print("no keys")
+        else:
+            info = keys.revoke(args.id)
+            print(f"key {info.id} ({info.prefix}…) revoked")
+    finally:
+        store.close()
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from .errors import ConfigError
+    from .keys import Principal
+    from .mcp_server import run_stdio
+    from .service import Service
+
+    agent = args.agent or os.environ.get("FACTFORGE_AGENT_ID")
+    team = args.team or os.environ.get("FACTFORGE_TEAM_ID")
+    if not agent:
+        raise ConfigError("factforge mcp needs the agent it acts as: --agent A (or FACTFORGE_AGENT_ID)")
+    role = "readonly" if args.read_only else "agent"
+    run_stdio(Service.open(_settings(args)), Principal(role, agent, team or None))
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    import logging
+    import threading
+
+    from .memory import Memory
+    from .worker import run_worker, stop_on_signals
+
+    if not logging.getLogger().handlers:  # a long-running process: say what happens on stderr
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    stop = threading.Event()
+    stop_on_signals(stop)
+    settings = _settings(args)
+    with Memory(settings=settings, background=False, embedder="auto" if not args.no_embed else None) as memory:
+        if memory._llm is None:
+            print("factforge worker: the LLM is off (FACTFORGE_LLM=off): only embedding", file=sys.stderr)
+        report = run_worker(memory, stop, idle_poll_s=args.poll, embed=not args.no_embed, max_items=args.max_items)
+    print(f"worker stopped: {report.items} queue item(s), {report.facts} fact(s) stored, {report.failed} failed, "
+          f"{report.retried} to retry, {report.embedded} fact(s) embedded")
+    return 0
+
+
+def add_commands(add: Add) -> None:
+    """Register serve, keys, mcp and worker on the main parser."""
+    sp = add("serve", cmd_serve, "Serve the HTTP API (and MCP at /mcp); every request needs an API key.")
+    sp.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    sp.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    sp.add_argument("--no-llm", action="store_true", help="leave queued LLM work to `factforge worker` processes")
+    sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
+                    help="uvicorn's log level (default info)")
+
+    sp = add("keys", cmd_keys, "API keys: create (the key is the last line printed), list, revoke.")
+    sp.add_argument("action", choices=("create", "list", "revoke"), help="what to do")
+    sp.add_argument("id", nargs="?", type=int, help="revoke: the key's id (from `keys list`)")
+    sp.add_argument("--agent", help="create: the agent the key acts as")
+    sp.add_argument("--team", help="create: the agent's team")
+    sp.add_argument("--role", choices=("agent", "readonly", "analyst"), default="agent",
+                    help="create: agent (read+write its scope, default), readonly, analyst (reads every scope)")
+    sp.add_argument("--name", help="create: a note on what the key is for")
+    sp.add_argument("--all", action="store_true", help="list: revoked keys too")
+    sp.add_argument("--json", action="store_true", help="list: one JSON object per key")
+
+    sp = add("mcp", cmd_mcp, "Serve MCP over stdio (for desktop clients), acting as one agent.")
+    sp.add_argument("--agent", help="the agent (default FACTFORGE_AGENT_ID)")
+    sp.add_argument("--team", help="the agent's team (default FACTFORGE_TEAM_ID)")
+    sp.add_argument("--read-only", action="store_true", help="refuse remember and forget")
+
+    sp = add("worker", cmd_worker, "Process the LLM queue and embed facts without vectors until SIGTERM.")
+    sp.add_argument("--poll", type=float, default=1.0, help="seconds to wait when there is nothing to do (default 1)")
+    sp.add_argument("--no-embed", action="store_true", help="do not backfill embeddings")
+    sp.add_argument("--max-items", type=int, help="stop after this many queue items")

@@ -1,0 +1,86 @@
+"""``factforge worker``: drains the LLM queue and embeds facts stored without a vector, until told to stop.
+
+Any number of workers on any number of machines share one database: a worker claims one queue item at a
+time (``FOR UPDATE SKIP LOCKED``), and stores its facts and marks it done in one transaction. A worker that
+dies holding an item (killed, machine lost) leaves it claimed; after ``FACTFORGE_QUEUE_CLAIM_TIMEOUT``
+seconds another worker takes it. SIGTERM (and SIGINT) lets the item in hand finish, then the worker exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import DatabaseError, EmbedderError, FactforgeError
+from .memory import Memory
+
+__all__ = ["WorkerReport", "run_worker", "stop_on_signals"]
+
+logger = logging.getLogger("factforge.worker")
+
+
+@dataclass
+class WorkerReport:
+    """What a worker did before it stopped."""
+
+    items: int = 0
+    facts: int = 0
+    failed: int = 0
+    retried: int = 0
+    embedded: int = 0
+
+
+def run_worker(memory: Memory, stop: threading.Event, *, idle_poll_s: float = 1.0, embed: bool = True,
+               max_items: int | None = None) -> WorkerReport:
+    """Work until ``stop`` is set (or ``max_items`` queue items are done); returns what was done.
+
+    One queue item per :meth:`Memory.drain` call, so a stop request waits for one item at most. When the
+    queue has nothing due, facts without a vector are embedded (:func:`factforge.embed.backfill`), then the
+    worker sleeps ``idle_poll_s``.
+    """
+    report = WorkerReport()
+    embedder = memory._embedder if embed else None
+    while not stop.is_set() and (max_items is None or report.items < max_items):
+        try:
+            done = memory.drain(limit=1)
+        except (DatabaseError, EmbedderError) as exc:  # the database restarting, a failover: wait, go on
+            logger.warning("worker: %s; retrying in %.0fs", exc, idle_poll_s)
+            stop.wait(idle_poll_s)
+            continue
+        report.items += done.processed
+        report.facts += done.stored_facts
+        report.failed += done.failed
+        report.retried += done.retried_later
+        if done.processed and not done.retried_later:
+            continue  # more may be due: no sleep between items
+        if embedder is not None:
+            report.embedded += _backfill(memory, embedder)
+        stop.wait(idle_poll_s)
+    return report
+
+
+def _backfill(memory: Memory, embedder: Any) -> int:
+    from . import embed
+
+    try:
+        if not memory.store.facts_without_embedding(1):  # one query, instead of opening a store to find nothing
+            return 0
+        return embed.backfill(memory.store.url, embedder)
+    except FactforgeError as exc:
+        logger.warning("worker: embedding backfill failed (%s); next time", exc)
+        return 0
+
+
+def stop_on_signals(stop: threading.Event) -> None:
+    """Set ``stop`` on SIGTERM or SIGINT (the item in hand is finished first)."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        logger.warning("worker: %s received, finishing the item in hand", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
