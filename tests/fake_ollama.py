@@ -66,6 +66,7 @@ class Recorded:
     method: str
     path: str
     body: Any
+    client: tuple[str, int] | None = None  # the client's (host, port): which process asked
 
 
 def fake_vector(text: str, dim: int) -> list[float]:
@@ -137,7 +138,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server naming
         fake = self.server.fake
         body = self._body()
-        fake._record("POST", self.path, body)
+        fake._record("POST", self.path, body, self.client_address)
         if self.path == "/api/chat":
             self._chat(body)
         elif self.path == "/api/embed":
@@ -248,9 +249,9 @@ class FakeOllama:
         with self._lock:
             return len(self._answers)
 
-    def _record(self, method: str, path: str, body: Any) -> None:
+    def _record(self, method: str, path: str, body: Any, client: Any = None) -> None:
         with self._lock:
-            self.requests.append(Recorded(method, path, body))
+            self.requests.append(Recorded(method, path, body, tuple(client) if client else None))
 
     def _next(self, body: Any = None) -> Reply | HTTPError | Delay:
         with self._lock:
