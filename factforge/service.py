@@ -93,17 +93,24 @@ class Service:
         if not who.can_write:
             raise ForbiddenError(f"a{'n' if who.role == 'analyst' else ''} {who.role} key cannot write")
 
-    def _visible(self, who: Principal, fact_id: str) -> UUID:
-        """The fact's id if the principal may see the fact; else NotFoundError (its existence is not told)."""
+    def _visible(self, who: Principal, fact_id: str, memory: Memory | None = None) -> UUID:
+        """The fact's id if the principal may see the fact; else NotFoundError (its existence is not told).
+
+        Asked of the replica for reads, of the primary (``memory``) before a write."""
         try:
             fid = UUID(str(fact_id))
         except ValueError:
             raise ValidationError(f"not a fact id: {fact_id!r}") from None
         scope = self._scope(who, {})
         where, params = visible_clause(scope["agent_id"], scope["team_id"])
-        with self.reader.store.engine.connect() as conn:
-            row = conn.exec_driver_sql(f"SELECT 1 FROM facts f WHERE f.id = %(id)s AND {where}",
-                                       {**params, "id": fid}).first()
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            with (memory or self.reader).store.engine.connect() as conn:
+                row = conn.exec_driver_sql(f"SELECT 1 FROM facts f WHERE f.id = %(id)s AND {where}",
+                                           {**params, "id": fid}).first()
+        except SQLAlchemyError as exc:
+            raise (memory or self.reader).store._database_error(getattr(exc, "orig", None) or exc) from None
         if row is None:
             raise NotFoundError(f"no fact with id {fact_id}")
         return fid
@@ -151,7 +158,7 @@ class Service:
         self._writer(who)
         scope = self._scope(who, args or {})
         if fact_id is not None:
-            fact_id = str(self._visible(who, fact_id))
+            fact_id = str(self._visible(who, fact_id, self.memory))
         if not (fact_id or session_id or category or text or everything):
             raise ValidationError("forget needs fact_id, session_id, category or text (or everything=true for "
                                   "all this agent said)")
