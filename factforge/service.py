@@ -8,6 +8,7 @@ Reads go to the read replica when ``FACTFORGE_READ_DATABASE_URL`` is set, writes
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
@@ -59,6 +60,11 @@ class Service:
         self.memory = memory
         self.reader = reader or memory
         self.keys = KeyStore(memory.store.engine)
+        # A hybrid search holds two pooled connections at once (its vector half runs on a second one). With
+        # more searches in flight than half the pool, each would hold one and wait for another until the pool
+        # times out; at most half the pool's connections' worth run at once, the rest wait here instead.
+        pool = self.reader.store.engine.pool
+        self._searches = threading.BoundedSemaphore(max(1, (pool.size() + getattr(pool, "_max_overflow", 0)) // 2))
 
     @classmethod
     def open(cls, settings: Any, *, llm: Any = "auto") -> Service:
@@ -120,20 +126,25 @@ class Service:
     def remember(self, who: Principal, args: Mapping[str, Any]) -> dict[str, Any]:
         self._writer(who)
         kwargs = {k: v for k, v in args.items() if k not in ("agent_id", "team_id") and v is not None}
-        result = self.memory.remember(**kwargs, **self._scope(who, args))  # type: ignore[arg-type]
+        # One transaction, so one commit (one WAL flush) per request instead of one per statement group.
+        with self.memory.batch():
+            result = self.memory.remember(**kwargs, **self._scope(who, args))  # type: ignore[arg-type]
         return remember_json(result)
 
     def observe(self, who: Principal, args: Mapping[str, Any]) -> dict[str, Any]:
         self._writer(who)
         kwargs = {k: v for k, v in args.items() if k not in ("agent_id", "team_id") and v is not None}
-        result = self.memory.observe(**kwargs, **self._scope(who, args))  # type: ignore[arg-type]
+        with self.memory.batch():
+            result = self.memory.observe(**kwargs, **self._scope(who, args))  # type: ignore[arg-type]
         return remember_json(result)
 
     def search(self, who: Principal, query: str, *, k: int = 10, mode: str = "hybrid",
                categories: list[str] | None = None, include_history: bool = False,
                args: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        hits = self.reader.search(query, **self._scope(who, args or {}), k=k, mode=mode,
-                                  categories=categories or None, include_history=include_history)
+        scope = self._scope(who, args or {})
+        with self._searches:
+            hits = self.reader.search(query, **scope, k=k, mode=mode, categories=categories or None,
+                                      include_history=include_history)
         # The same serialisation as `factforge search --json`, so every field of a hit is in the answer.
         return {"hits": [to_jsonable(h) for h in hits]}
 

