@@ -30,7 +30,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .api import create_app, max_body_from_env
     from .service import Service
 
-    service = Service.open(_settings(args), llm=None if args.no_llm else "auto")
+    settings = _settings(args)
+    if args.db_pool is not None:
+        settings = settings.with_(db_pool_size=args.db_pool)
+    elif "FACTFORGE_DB_POOL_SIZE" not in os.environ:
+        # the library's 4 are for one program; a server's requests run in up to 40 threads at once
+        settings = settings.with_(db_pool_size=16)
+    service = Service.open(settings, llm=None if args.no_llm else "auto")
     app = create_app(service, max_body=max_body_from_env(), host=args.host)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, server_header=False)
     return 0
@@ -114,6 +120,7 @@ def add_commands(add: Add) -> None:
     sp.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     sp.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     sp.add_argument("--no-llm", action="store_true", help="leave queued LLM work to `factforge worker` processes")
+    sp.add_argument("--db-pool", type=int, help="pooled database connections (default 16, or FACTFORGE_DB_POOL_SIZE)")
     sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
                     help="uvicorn's log level (default info)")
 

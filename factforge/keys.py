@@ -78,7 +78,9 @@ class KeyStore:
         from .errors import DatabaseError
 
         try:
-            with self._engine.begin() as conn:
+            # One statement, autocommit: one round trip instead of BEGIN, statement, COMMIT (every request
+            # checks its key).
+            with self._engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                 return [dict(r) for r in conn.exec_driver_sql(sql, params).mappings()]
         except SQLAlchemyError as exc:
             first = str(getattr(exc, "orig", None) or exc).strip().splitlines()

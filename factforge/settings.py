@@ -88,6 +88,8 @@ class Settings:
     queue_claim_timeout: float = 600.0
     # Search and listings of `factforge serve` go here (a streaming replica); writes go to database_url.
     read_database_url: str | None = None
+    # Pooled connections kept open per database (4 more are opened under load and closed after use).
+    db_pool_size: int = 4
     dedup_similarity: float = 0.94
     secrets_mode: str = "redact"
     patterns_dir: Path | None = None
@@ -149,6 +151,7 @@ class Settings:
             team_subject=env.get("FACTFORGE_TEAM_SUBJECT") or "Team",
             max_message_chars=_int(env, "FACTFORGE_MAX_MESSAGE_CHARS", 2000, 100, 10_000_000),
             queue_max_attempts=_int(env, "FACTFORGE_QUEUE_MAX_ATTEMPTS", 5, 1, 1000),
+            db_pool_size=_int(env, "FACTFORGE_DB_POOL_SIZE", 4, 1, 1000),
             queue_claim_timeout=_float(env, "FACTFORGE_QUEUE_CLAIM_TIMEOUT", 600.0, 0.1, 86400.0),
             dedup_similarity=_float(env, "FACTFORGE_DEDUP_SIMILARITY", 0.94, 0.5, 1.0),
             secrets_mode=secrets_mode,

@@ -266,7 +266,7 @@ class Store:
         url = db.database_url(settings)
         db.ensure_schema(url, settings, check_embedder=check_embedder)
         try:
-            engine = create_engine(url, pool_size=4, max_overflow=4, pool_pre_ping=True)
+            engine = create_engine(url, pool_size=settings.db_pool_size, max_overflow=4, pool_pre_ping=True)
 
             @event.listens_for(engine, "connect")
             def _register(dbapi_conn: Any, _record: Any) -> None:
