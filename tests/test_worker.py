@@ -148,3 +148,31 @@ def test_sigterm_finishes_the_item_in_hand(db_url: str, fake: FakeOllama, tmp_pa
     assert code == 0 and "1 queue item(s), 1 fact(s) stored" in out
     assert sorted(s for s, _ in rows.values()) == ["done", "pending"]
     assert len(fake.chat_requests) == 1 and sum(stored(db_url)[0].values()) == 1
+
+
+def test_worker_embeds_facts_stored_without_a_vector(db_url: str, tmp_path: Path) -> None:
+    import threading
+
+    from factforge.worker import WorkerReport, run_worker
+
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path),
+                                  "FACTFORGE_LLM": "off"})
+    with Memory(settings=settings, llm=None, embedder=None, background=False) as memory:  # the embedder was down
+        memory.remember(user="We switched from JWT to Clerk for authentication", agent_id="a", team_id="t")
+
+    def missing() -> int:
+        with psycopg.connect(conninfo(db_url)) as conn:
+            return conn.execute("SELECT count(*) FROM facts WHERE embedding IS NULL").fetchone()[0]
+
+    assert missing() == 2
+    reports: list[WorkerReport] = []
+    stop_event = threading.Event()
+    with Memory(settings=settings, llm=None, background=False) as memory:
+        thread = threading.Thread(target=lambda: reports.append(run_worker(memory, stop_event, idle_poll_s=0.05)))
+        thread.start()
+        try:
+            wait_for(lambda: missing() == 0, 60, "the backfill")
+        finally:
+            stop_event.set()
+            thread.join(timeout=30)
+    assert reports[0].embedded == 2 and reports[0].items == 0
