@@ -108,6 +108,22 @@ async def load(url: str, key: str, clients: int, seconds: float, requests: int, 
             "req_per_s": round(len(latencies) / wall, 1), **pct(latencies)}
 
 
+def cpu(pid: int) -> float:
+    """CPU seconds used so far by a process and its children (PostgreSQL's backends are the postmaster's)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    t = root.cpu_times()
+    total = t.children_user + t.children_system  # children that have exited (closed database connections)
+    for p in [root, *root.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
 def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     from factforge.keys import KeyStore
     from factforge.memory import Memory
@@ -165,7 +181,14 @@ def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
                                          "session_id": f"s{i // 20}"})),
                 ("search", lambda i: ("POST", "/v1/search", {"query": random.choice(QUERIES), "k": 10})),
             ):
+                before = cpu(proc.pid), cpu(server.get_pid())
                 row = asyncio.run(load(url, key, clients, args.seconds, args.requests, make))
+                after = cpu(proc.pid), cpu(server.get_pid())
+                n = max(row["requests"], 1)
+                # CPU per request of the API process and of PostgreSQL: what a request costs whatever else
+                # runs on the machine; 2 cores / (their sum) bounds the requests/s of a quiet 2-core machine.
+                row["api_cpu_ms"] = round((after[0] - before[0]) * 1000 / n, 2)
+                row["db_cpu_ms"] = round((after[1] - before[1]) * 1000 / n, 2)
                 results.append({"phase": phase, **row})
                 print(json.dumps(results[-1]), file=sys.stderr)
     finally:
@@ -251,7 +274,10 @@ def main() -> None:
                   f" {r['llm_calls']} calls, {r['facts']} facts, {r['distinct_facts']} distinct, by worker {r['items_by_worker']})")
         else:
             print(f"{r['phase']:<17} clients={r['clients']:<3} {r['req_per_s']:8.1f} req/s  p50={r['p50']:7.2f} ms  "
-                  f"p95={r['p95']:7.2f} ms  p99={r['p99']:7.2f} ms" + (f"  errors={r['errors']}" if r.get("errors") else ""))
+                  f"p95={r['p95']:7.2f} ms  p99={r['p99']:7.2f} ms"
+                  + (f"  cpu/request: api {r['api_cpu_ms']:.2f} ms + postgres {r['db_cpu_ms']:.2f} ms"
+                     if "api_cpu_ms" in r else "") + (f"  errors={r['errors']}" if r.get("errors") else ""))
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (other processes share the cores)")
 
 
 if __name__ == "__main__":

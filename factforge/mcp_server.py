@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
+from pydantic import Field
 from mcp.server.mcpserver.exceptions import ToolError
 
 from .errors import FactforgeError
@@ -62,14 +63,15 @@ def build_server(service: Service, *, principal: Principal | None) -> MCPServer:
         return await call(lambda: service.remember(caller, args))
 
     @server.tool(structured_output=False)
-    async def search(ctx: Context, query: str, k: int = 10,
+    async def search(ctx: Context, query: str, k: Annotated[int, Field(ge=1, le=1000)] = 10,
                      mode: Literal["hybrid", "vector", "bm25"] = "hybrid") -> str:
         """Search the facts this agent may see (its own, its team's, global ones). Answers {"hits": [...]}."""
         caller = who(ctx)
         return await call(lambda: service.search(caller, query, k=k, mode=mode))
 
     @server.tool(structured_output=False)
-    async def facts(ctx: Context, category: str | None = None, limit: int = 50) -> str:
+    async def facts(ctx: Context, category: str | None = None,
+                    limit: Annotated[int, Field(ge=1, le=1000)] = 50) -> str:
         """List the facts this agent may see, newest first, optionally of one category. Answers {"facts": [...]}."""
         caller = who(ctx)
         return await call(lambda: service.facts(caller, categories=[category] if category else None, limit=limit))

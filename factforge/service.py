@@ -9,7 +9,7 @@ Reads go to the read replica when ``FACTFORGE_READ_DATABASE_URL`` is set, writes
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from uuid import UUID
 
@@ -124,18 +124,20 @@ class Service:
     # -- operations ----------------------------------------------------------------------------------
 
     def remember(self, who: Principal, args: Mapping[str, Any]) -> dict[str, Any]:
-        self._writer(who)
-        kwargs = {k: v for k, v in args.items() if k not in ("agent_id", "team_id") and v is not None}
-        # One transaction, so one commit (one WAL flush) per request instead of one per statement group.
-        with self.memory.batch():
-            result = self.memory.remember(**kwargs, **self._scope(who, args))  # type: ignore[arg-type]
-        return remember_json(result)
+        """:meth:`Memory.remember` with ``args``, as ``who``."""
+        return self._write(who, args, self.memory.remember)
 
     def observe(self, who: Principal, args: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`Memory.observe` with ``args``, as ``who``."""
+        return self._write(who, args, self.memory.observe)
+
+    def _write(self, who: Principal, args: Mapping[str, Any], method: Callable[..., RememberResult]) -> dict[str, Any]:
         self._writer(who)
         kwargs = {k: v for k, v in args.items() if k not in ("agent_id", "team_id") and v is not None}
+        scope = self._scope(who, args)
+        # One transaction, so one commit (one WAL flush) per request instead of one per statement group.
         with self.memory.batch():
-            result = self.memory.observe(**kwargs, **self._scope(who, args))  # type: ignore[arg-type]
+            result = method(**kwargs, **scope)
         return remember_json(result)
 
     def search(self, who: Principal, query: str, *, k: int = 10, mode: str = "hybrid",
