@@ -477,18 +477,25 @@ class Memory:
                 # Pattern facts of this turn were stored by remember(); keep only what the LLM adds.
                 new_facts = merge(extraction, result)[len(extraction.facts):]
                 # The facts and the item's 'done' commit together: a worker killed in between leaves the
-                # item to be claimed again with nothing of it stored, never stored twice.
-                with self.store.unit_of_work():
-                    saved = self._save(
-                        new_facts,
-                        provenance,
-                        agent_id=p["agent_id"],
-                        team_id=p.get("team_id"),
-                        visibility=p.get("visibility"),
-                        entities=result.entities,
-                        relationships=result.relationships,
-                    )
-                    self.store.complete(item.id)
+                # item to be claimed again with nothing of it stored, never stored twice. A worker that was
+                # too slow (its claim expired and another worker took the item) stores nothing.
+                try:
+                    with self.store.unit_of_work():
+                        saved = self._save(
+                            new_facts,
+                            provenance,
+                            agent_id=p["agent_id"],
+                            team_id=p.get("team_id"),
+                            visibility=p.get("visibility"),
+                            entities=result.entities,
+                            relationships=result.relationships,
+                        )
+                        if not self.store.complete(item.id, attempts=item.attempts):
+                            raise _ClaimLost
+                except _ClaimLost:
+                    logger.warning("queue item %s was taken by another worker while the LLM answered; "
+                                   "this answer is dropped", item.source_key[:12])
+                    continue
                 stored_n += len(saved)
         return DrainReport(processed, stored_n, failed, retried, dict(rejections))
 
@@ -562,6 +569,10 @@ class Memory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _ClaimLost(Exception):
+    """Rolls back a queue item's facts when its claim expired before they were stored."""
 
 
 def _activity_text(dialogue: Sequence[Mapping[str, str] | str] | str | None,

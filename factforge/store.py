@@ -982,9 +982,13 @@ class Store:
             {"id": item_id, "err": error[:2000], "s": retry_in_s},
         )
 
-    def complete(self, item_id: int) -> None:
-        self._all("UPDATE extraction_queue SET status = 'done', locked_at = NULL, last_error = NULL, "
-                  "updated_at = now() WHERE id = %(id)s RETURNING id", {"id": item_id})
+    def complete(self, item_id: int, attempts: int | None = None) -> bool:
+        """Mark an item done. With ``attempts`` (the claim's count, a fencing token), only if that claim still
+        holds it: False when it expired and another worker took the item meanwhile."""
+        fence = " AND status = 'processing' AND attempts = %(attempts)s" if attempts is not None else ""
+        return bool(self._all("UPDATE extraction_queue SET status = 'done', locked_at = NULL, last_error = NULL, "
+                              f"updated_at = now() WHERE id = %(id)s{fence} RETURNING id",
+                              {"id": item_id, "attempts": attempts}))
 
     def retry_failed(self) -> int:
         """Put every failed item back in the queue (after fixing the model or the prompt)."""

@@ -176,3 +176,32 @@ def test_worker_embeds_facts_stored_without_a_vector(db_url: str, tmp_path: Path
             stop_event.set()
             thread.join(timeout=30)
     assert reports[0].embedded == 2 and reports[0].items == 0
+
+
+def test_a_worker_whose_claim_expired_stores_nothing(db_url: str, fake: FakeOllama, tmp_path: Path) -> None:
+    """A worker stalled past the claim timeout (not dead) answers late: the worker that took the item over
+    stores the facts; the late one's are rolled back, so they are not stored twice."""
+    import threading
+
+    from factforge.llm import OllamaLLM
+
+    queue(db_url, tmp_path, NAMES[:1])
+    answers = iter([Delay(3, Reply(reply(NAMES[0]))), Reply(reply(NAMES[0]))])
+    fake.respond_with(lambda body: next(answers))
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path),
+                                  "OLLAMA_HOST": fake.url, "FACTFORGE_EMBEDDER": "none",
+                                  "FACTFORGE_QUEUE_CLAIM_TIMEOUT": "1", "FACTFORGE_LLM_TIMEOUT": "30"})
+    reports = {}
+    with Memory(settings=settings, llm=OllamaLLM(settings), background=False) as slow, \
+            Memory(settings=settings, llm=OllamaLLM(settings), background=False) as quick:
+        thread = threading.Thread(target=lambda: reports.update(slow=slow.drain(limit=1)))
+        thread.start()
+        wait_for(lambda: len(fake.chat_requests) == 1, 30, "the slow worker's LLM call")
+        time.sleep(1.2)  # its claim expires
+        reports["quick"] = quick.drain(limit=1)
+        thread.join(timeout=30)
+    assert (reports["quick"].processed, reports["quick"].stored_facts) == (1, 1)
+    assert (reports["slow"].processed, reports["slow"].stored_facts) == (1, 0)
+    facts, mentions = stored(db_url)
+    assert facts == Counter(NAMES[:1]) and mentions == Counter(NAMES[:1])
+    assert queue_rows(db_url) == {NAMES[0]: ("done", 2)}
