@@ -113,3 +113,14 @@ def test_http_mcp_without_a_valid_key_is_refused(api: RunningAPI, key: str | Non
     with pytest.raises(BaseException) as caught:
         anyio.run(_http_session, api.url, key, [("search", {"query": "x"})])
     assert "Server returned an error response" in repr(caught.value)
+
+
+def test_stdio_server_needs_an_agent(tmp_path: Path) -> None:
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("FACTFORGE_AGENT_ID", "FACTFORGE_TEAM_ID")}
+    done = subprocess.run([sys.executable, "-m", "factforge", "mcp"], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env={**env, "FACTFORGE_HOME": str(tmp_path)}, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.strip() == ("factforge: error: factforge mcp needs the agent it acts as: --agent A "
+                                   "(or FACTFORGE_AGENT_ID)")
