@@ -93,6 +93,10 @@ class SearchIn(_Body):
     mode: Literal["hybrid", "vector", "bm25"] = "hybrid"
     categories: list[str] | None = None
     include_history: bool = False
+    since: datetime | None = Field(None, description="only facts last seen at or after this time")
+    until: datetime | None = Field(None, description="only facts first seen at or before this time")
+    entity: str | None = Field(None, description="only facts naming this entity")
+    method: str | None = Field(None, description="only facts extracted this way (pattern, llm, inline)")
 
 
 class ForgetIn(_Body):
@@ -204,7 +208,8 @@ def create_app(service: Service, *, max_body: int = DEFAULT_MAX_BODY, mcp: bool 
     def search(body: SearchIn, who: Who) -> dict[str, Any]:
         """Hybrid search over the facts the key may see; each hit as `factforge search --json` prints it."""
         return service.search(who, body.query, k=body.k, mode=body.mode, categories=body.categories,
-                              include_history=body.include_history, args=body.model_dump(exclude_unset=True))
+                              include_history=body.include_history, since=body.since, until=body.until,
+                              entity=body.entity, method=body.method, args=body.model_dump(exclude_unset=True))
 
     @app.get("/v1/facts", tags=["memory"])
     def facts(who: Who, category: Annotated[list[str] | None, Query()] = None, include_history: bool = False,

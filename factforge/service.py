@@ -142,11 +142,13 @@ class Service:
 
     def search(self, who: Principal, query: str, *, k: int = 10, mode: str = "hybrid",
                categories: list[str] | None = None, include_history: bool = False,
-               args: Mapping[str, Any] | None = None) -> dict[str, Any]:
+               args: Mapping[str, Any] | None = None, **filters: Any) -> dict[str, Any]:
+        """:meth:`Memory.search` in the principal's view; ``filters``: since, until, entity, method."""
         scope = self._scope(who, args or {})
         with self._searches:
             hits = self.reader.search(query, **scope, k=k, mode=mode, categories=categories or None,
-                                      include_history=include_history)
+                                      include_history=include_history,
+                                      **{key: v for key, v in filters.items() if v is not None})
         # The same serialisation as `factforge search --json`, so every field of a hit is in the answer.
         return {"hits": [to_jsonable(h) for h in hits]}
 
@@ -182,7 +184,8 @@ class Service:
     def stats(self, who: Principal) -> dict[str, Any]:
         if not who.all_scopes:
             raise ForbiddenError("stats cover every agent and team: they need an analyst key")
-        return to_jsonable(self.reader.stats())
+        stats: dict[str, Any] = to_jsonable(self.reader.stats())
+        return stats
 
     @staticmethod
     def prompt() -> dict[str, str]:

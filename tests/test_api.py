@@ -313,3 +313,19 @@ def test_many_concurrent_hybrid_searches_do_not_starve_the_pool(client: httpx.Cl
 
     with ThreadPoolExecutor(48) as pool:
         assert list(pool.map(one, range(96))) == [200] * 96
+
+
+def test_search_filters_pass_through(client: httpx.Client, api: RunningAPI) -> None:
+    key = api.key("alice", "platform")
+    remember(client, key, TEAM_FACT)
+    remember(client, key, "We use Redis for caching")
+
+    def contents(**filters: Any) -> list[str]:
+        r = client.post("/v1/search", json={"query": "Clerk Redis", "mode": "bm25", **filters}, headers=bearer(key))
+        assert r.status_code == 200, r.text
+        return sorted(h["content"] for h in r.json()["hits"])
+
+    assert contents(entity="Redis") == ["Team uses Redis for caching"]
+    assert contents(method="llm") == []
+    assert contents(since="2999-01-01T00:00:00Z") == []
+    assert len(contents(method="pattern", until="2999-01-01T00:00:00Z")) == 3
