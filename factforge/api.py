@@ -181,18 +181,22 @@ def create_app(service: Service, *, max_body: int = DEFAULT_MAX_BODY, mcp: bool 
 
     @app.get("/readyz", tags=["ops"])
     def readyz() -> JSONResponse:
-        """The database answers and its schema is at this version's migration head."""
+        """The database (and the read replica, if any) answers, its schema at this version's migration head."""
         from . import db
 
-        try:
-            current = db.current_revision(service.memory.store.url)
-            head = db._script_head()
-        except DatabaseError as exc:
-            return JSONResponse(error_body("database_error", str(exc)), status_code=503)
-        if current != head:
-            return JSONResponse(error_body("schema_outdated", f"schema is at {current}, this version needs {head}: "
-                                           "run `factforge db upgrade`"), status_code=503)
-        return JSONResponse({"status": "ready", "schema": current})
+        head = db._script_head()
+        urls = {"database": service.memory.store.url}
+        if service.reader is not service.memory:
+            urls["read replica"] = service.reader.store.url
+        for what, url in urls.items():
+            try:
+                current = db.current_revision(url)
+            except DatabaseError as exc:
+                return JSONResponse(error_body("database_error", f"{what}: {exc}"), status_code=503)
+            if current != head:
+                return JSONResponse(error_body("schema_outdated", f"{what}: schema is at {current}, this version "
+                                               f"needs {head}: run `factforge db upgrade`"), status_code=503)
+        return JSONResponse({"status": "ready", "schema": head, "read_replica": len(urls) > 1})
 
     @app.post("/v1/remember", tags=["memory"])
     def remember(body: RememberIn, who: Who) -> dict[str, Any]:

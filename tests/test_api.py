@@ -259,7 +259,7 @@ def test_health_readiness_docs_and_unknown_routes(client: httpx.Client) -> None:
     assert (r.status_code, r.json()["error"]["code"]) == (404, "not_found")
 
 
-def test_readyz_says_when_the_schema_is_behind(api: RunningAPI, tmp_path: Path) -> None:
+def test_readyz_fails_when_the_database_is_unreachable(api: RunningAPI, tmp_path: Path) -> None:
     from factforge.api import create_app  # a second app whose database cannot be reached
     import asyncio
 

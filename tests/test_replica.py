@@ -45,6 +45,8 @@ def test_reads_go_to_the_replica_and_lag_shows_as_missing_facts(api: RunningAPI,
     key = api.key("alice", "platform")
     auth = {"Authorization": f"Bearer {key}"}
     with httpx.Client(base_url=api.url, timeout=60) as client:
+        ready = client.get("/readyz").json()
+        assert ready["status"] == "ready" and ready["read_replica"] is True
         r = client.post("/v1/remember", json={"user": "We switched from JWT to Clerk for authentication"},
                         headers=auth)
         assert r.status_code == 200 and r.json()["facts"]  # the writer's answer comes from the primary
