@@ -26,7 +26,7 @@ from typing import Any
 import ahocorasick
 import regex
 
-from .rulefile import Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer, yaml_files
+from .rulefile import REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer, yaml_files
 from .settings import Settings
 from .temporal import Anchor, find_anchor, resolve
 from .types import CATEGORIES, Explanation, Fact, Span
@@ -73,6 +73,12 @@ _DANGLING = regex.compile(r"(?:\s+(?:back|on|in|at|by|during|since|from|until|ti
                           regex.IGNORECASE)
 # The name of the define that holds the regex for one more list item (see ``list_group`` in preference.yaml).
 LIST_DEFINE = "list_next"
+# Defines with a library-wide meaning (see preference.yaml): where a new clause starts, so a blocker word
+# in another clause does not block; a slot value that only points back at the conversation ("try that
+# too"); rendered content that is not grammatical English ("User dont know").
+CLAUSE_DEFINE = "clause_break"
+DANGLING_DEFINE = "dangling_ref"
+BROKEN_DEFINE = "broken_content"
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +177,9 @@ class PatternLibrary:
     pronouns: Mapping[str, str] = field(default_factory=dict, repr=False)
     pronoun_regex: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     list_next: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    clause_break: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    dangling_ref: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    broken_content: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> PatternLibrary:
@@ -260,7 +269,9 @@ class PatternLibrary:
         start, end = sentences.bounds(m.start())
         if not rule.allow_questions and sentences.is_question(start, end):
             return []
-        if rule.blockers is not None and rule.blockers.search(m.string, start, max(start, m.start())):
+        if rule.blockers is not None and rule.blockers.search(
+            m.string, self._clause_start(m.string, start, m.start()), max(start, m.start())
+        ):
             return []
         # A rule without its own time slot is dated by a time expression anywhere in its sentence. In an
         # event (category temporal) a relative one is cut out of the slots so the stored text does not go
@@ -281,6 +292,8 @@ class PatternLibrary:
             return []
         subject_group = rule.subject if rule.subject in rule.regex.groupindex else None
         raw = dict(values)
+        if self._dangling(v for k, v in raw.items() if k != subject_group):
+            return []  # "User wants to try that too": the fact means nothing without the conversation
         values = {k: v if k == subject_group else self._swap_pronouns(v) for k, v in values.items()}
         values["subject"] = subject
         out = []
@@ -293,6 +306,8 @@ class PatternLibrary:
         if group and raw.get(group) and self.list_next is not None:
             first = raw[group]
             for item_start, item_end, item in _list_items(self.list_next, m.string, m.end(group), end):
+                if self._dangling((item,)):
+                    continue
                 if _TO.match(first) and not _NO_CARRY.match(item):
                     item = "to " + item
                 more = {**values, group: self._swap_pronouns(item)}
@@ -301,6 +316,22 @@ class PatternLibrary:
                 if fact is not None:
                     out.append((item_start, fact))
         return out
+
+    def _dangling(self, values: Iterable[str]) -> bool:
+        """Whether a slot value (before the pronoun swap) only points back at the conversation."""
+        return self.dangling_ref is not None and any(self.dangling_ref.search(v) for v in values)
+
+    def _clause_start(self, text: str, start: int, pos: int) -> int:
+        """Where the clause holding ``pos`` starts (a blocker before it belongs to another clause)."""
+        if self.clause_break is None or pos <= start:
+            return start
+        last = start
+        try:
+            for b in self.clause_break.finditer(text, start, pos, timeout=REGEX_TIMEOUT):
+                last = b.end()
+        except TimeoutError:
+            return start  # unsure where the clause starts: the whole sentence can block, as before
+        return last
 
     def _swap_pronouns(self, value: str) -> str:
         if self.pronoun_regex is None:
@@ -314,7 +345,7 @@ class PatternLibrary:
     ) -> Fact | None:
         subject = values["subject"]
         content = _render(rule.pieces, values)
-        if not content:
+        if not content or (self.broken_content is not None and self.broken_content.search(content)):
             return None
         boost = 0.0
         if rule.boost_words:
@@ -800,8 +831,13 @@ def _build(patterns_dir: Path) -> PatternLibrary:
         if list_next is not None and not {"item", "conj"} <= set(list_next.groupindex):
             problems.add(LIST_DEFINE, "must have the groups 'item' and 'conj'")
             list_next = None
+    extra = {name: compile_regex(_expand(defines[name], defines, name, problems), name, problems,
+                                 regex.IGNORECASE | regex.VERBOSE) if name in defines else None
+             for name in (CLAUSE_DEFINE, DANGLING_DEFINE, BROKEN_DEFINE)}
     library = PatternLibrary(rules=tuple(rules), subjects=subjects, automaton=_build_automaton(rules),
-                             pronouns=pronouns, pronoun_regex=pronoun_regex, list_next=list_next)
+                             pronouns=pronouns, pronoun_regex=pronoun_regex, list_next=list_next,
+                             clause_break=extra[CLAUSE_DEFINE], dangling_ref=extra[DANGLING_DEFINE],
+                             broken_content=extra[BROKEN_DEFINE])
     for failure in library.check():
         problems.items.append(failure)
     problems.raise_if_any()
