@@ -42,24 +42,29 @@ FILE_KEYS = frozenset({"kind", "version", "language", "defines", "subjects", "pr
 RULE_KEYS = frozenset({
     "id", "category", "language", "regex", "template", "confidence", "entity_groups", "keywords", "examples",
     "counter_examples", "subject", "relation", "boost_words", "boost", "time_group", "time_mode", "blockers",
-    "allow_questions", "description", "list_group",
+    "allow_questions", "description", "list_group", "tense",
 })
 EXAMPLE_KEYS = frozenset({"text", "fact", "entities", "slots", "confidence", "valid_from", "valid_to"})
 TIME_MODES = ("since", "range")
+# "future": a date without a year in the rule's sentence is the next one ("in May" of a plan), not the last.
+TENSES = ("any", "future")
 SPECIAL_PLACEHOLDERS = frozenset({"subject"})
 
 # Curly quotes become straight ones before matching; a 1:1 character mapping, so offsets stay valid.
 _QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 # {group} or {group|filter}, a filter acting on the value's first word: "lc" lower-cases its first letter
 # (a captured sentence start like "Keep ..."), "s" puts a verb in the third person ("play" -> "plays"),
-# "base" turns a gerund into the bare verb ("apologizing" -> "apologize").
-_PLACEHOLDER = regex.compile(r"\{(\w+)(?:\|(lc|s|base))?\}")
+# "base" turns a gerund into the bare verb ("apologizing" -> "apologize"); "drop" renders nothing (its group only
+# decides whether an optional [...] section is kept).
+_PLACEHOLDER = regex.compile(r"\{(\w+)(?:\|(lc|s|base|drop))?\}")
 _OPTIONAL = regex.compile(r"\[([^\[\]]*)\]")
 _DEFINE_REF = regex.compile(r"\{\{(\w+)\}\}")
 # Sentence ends: Latin terminators before whitespace/end (so "Node.js" and "v4.2" stay whole), CJK ones, newlines.
 _SENTENCE_END = regex.compile(r"[.!?…](?=\s|$)|[。！？；\n]")
 _QUESTION_MARKS = frozenset("?？")
 _TRIM_CHARS = " \t\n.,;:!?。，！？；：、…\"'“”‘’()（）"
+_TITLE_QUOTES = "\"'"
+_TRIM_NO_QUOTES = _TRIM_CHARS.replace('"', "").replace("'", "")
 _ARTICLE = regex.compile(r"^(?:the|a|an)\s+", regex.IGNORECASE)
 _SPACES = regex.compile(r"\s+")
 _CJK_GAP = regex.compile(r"(?<=[\p{Han}])\s+(?=[\p{Han}])")
@@ -125,6 +130,7 @@ class Rule:
     blockers: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     allow_questions: bool = False
     list_group: str | None = None
+    future: bool = False
     source: str = ""
     pieces: tuple[_Piece, ...] = field(default=(), repr=False, compare=False)
 
@@ -146,11 +152,12 @@ class _Sentences:
         self._ends: list[int] | None = None
         self._anchors: dict[int, Anchor | None] = {}
 
-    def anchor(self, start: int, end: int, reference: datetime) -> Anchor | None:
+    def anchor(self, start: int, end: int, reference: datetime, future: bool = False) -> Anchor | None:
         """The time expression that dates facts stated in the sentence ``start:end`` (once per sentence)."""
-        if start not in self._anchors:
-            self._anchors[start] = find_anchor(self._text, reference, start, end)
-        return self._anchors[start]
+        key = -start - 1 if future else start
+        if key not in self._anchors:
+            self._anchors[key] = find_anchor(self._text, reference, start, end, future=future)
+        return self._anchors[key]
 
     def bounds(self, pos: int) -> tuple[int, int]:
         """(start, end) of the sentence holding ``pos``; ``end`` includes its terminator."""
@@ -280,7 +287,7 @@ class PatternLibrary:
         anchor = None
         reference = timestamp or datetime.now(timezone.utc)
         if rule.time_group is None or m.group(rule.time_group) is None:
-            anchor = sentences.anchor(start, end, reference)
+            anchor = sentences.anchor(start, end, reference, rule.future)
         groups = m.groupdict()
         cut = False
         if anchor is not None and anchor.relative and rule.category == "temporal":
@@ -356,7 +363,7 @@ class PatternLibrary:
         valid_from = valid_to = None
         if rule.time_group and rule.time_group in values:
             reference = timestamp or datetime.now(timezone.utc)
-            valid_from, valid_to = resolve(values[rule.time_group], reference)
+            valid_from, valid_to = resolve(values[rule.time_group], reference, future=rule.future)
             if rule.time_mode == "since":
                 valid_to = None
         note = None
@@ -487,6 +494,8 @@ def _base_verb(word: str) -> str:
 def _transform(value: str, how: str | None) -> str:
     if how is None:
         return value
+    if how == "drop":
+        return ""
     if how == "lc":
         return value[:1].lower() + value[1:]
     m = _FIRST_WORD.match(value)
@@ -497,8 +506,16 @@ def _transform(value: str, how: str | None) -> str:
 
 
 def _clean(value: str) -> str:
-    value = _SPACES.sub(" ", value).strip(_TRIM_CHARS)
-    return _CJK_GAP.sub("", value)
+    spaced = _SPACES.sub(" ", value)
+    out = spaced.strip(_TRIM_CHARS)
+    # A quoted title at the start ("'Hallelujah' by Leonard Cohen") keeps its opening quote: the value
+    # holds the closing one, followed by no letter (so "'cause I don't" stays "cause I don't").
+    lead = spaced.lstrip(_TRIM_NO_QUOTES)
+    if lead[:1] in _TITLE_QUOTES and out and not out.startswith(lead[0]):
+        close = out.find(lead[0])
+        if close > 0 and not out[close + 1:close + 2].isalpha():
+            out = lead[0] + out
+    return _CJK_GAP.sub("", out)
 
 
 def _parse_template(template: str) -> tuple[_Piece, ...]:
@@ -718,6 +735,9 @@ def _load_rule(
             problems.add(at, f"list_group {list_group!r} is not a group of the regex")
         if list_group is not None and LIST_DEFINE not in (file_data.get("defines") or {}):
             problems.add(at, f"list_group needs a {LIST_DEFINE!r} define (a regex for one more list item)")
+    tense = raw.get("tense", "any")
+    if tense not in TENSES:
+        problems.add(at, f"tense {tense!r} must be one of {', '.join(TENSES)}")
     if time_mode not in TIME_MODES:
         problems.add(at, f"time_mode {time_mode!r} must be one of {', '.join(TIME_MODES)}")
     if len(problems.items) > before or rx is None or confidence is None or boost is None:
@@ -727,7 +747,7 @@ def _load_rule(
         entity_groups=entity_groups, keywords=tuple(keywords), examples=examples, counter_examples=counter,
         subject=subject, relation=relation, regex=rx, boost_words=boost_words, boost=boost,
         time_group=time_group, time_mode=time_mode, blockers=blockers, allow_questions=allow_questions,
-        list_group=list_group, source=where, pieces=pieces,
+        list_group=list_group, future=tense == "future", source=where, pieces=pieces,
     )
 
 
