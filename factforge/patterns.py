@@ -84,6 +84,10 @@ LIST_DEFINE = "list_next"
 CLAUSE_DEFINE = "clause_break"
 DANGLING_DEFINE = "dangling_ref"
 BROKEN_DEFINE = "broken_content"
+# "We" is the team only in a work context: in these categories a fact whose subject is "we"/"our" needs the
+# ``team_context`` define to match in its sentence ("We love climbing" is a family, not the team).
+TEAM_DEFINE = "team_context"
+TEAM_CONTEXT_CATEGORIES = frozenset({"preference", "identity", "temporal"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +191,7 @@ class PatternLibrary:
     clause_break: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     dangling_ref: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     broken_content: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    team_context: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> PatternLibrary:
@@ -296,6 +301,10 @@ class PatternLibrary:
         values = {k: v for k, v in values.items() if v}
         subject = self._subject(rule, values, settings)
         if subject is None:
+            return []
+        if (subject == settings.team_subject and rule.subject != "team" and rule.category in TEAM_CONTEXT_CATEGORIES
+                and self.team_context is not None
+                and self.team_context.search(m.string, start, end, timeout=REGEX_TIMEOUT) is None):
             return []
         subject_group = rule.subject if rule.subject in rule.regex.groupindex else None
         raw = dict(values)
@@ -853,11 +862,11 @@ def _build(patterns_dir: Path) -> PatternLibrary:
             list_next = None
     extra = {name: compile_regex(_expand(defines[name], defines, name, problems), name, problems,
                                  regex.IGNORECASE | regex.VERBOSE) if name in defines else None
-             for name in (CLAUSE_DEFINE, DANGLING_DEFINE, BROKEN_DEFINE)}
+             for name in (CLAUSE_DEFINE, DANGLING_DEFINE, BROKEN_DEFINE, TEAM_DEFINE)}
     library = PatternLibrary(rules=tuple(rules), subjects=subjects, automaton=_build_automaton(rules),
                              pronouns=pronouns, pronoun_regex=pronoun_regex, list_next=list_next,
                              clause_break=extra[CLAUSE_DEFINE], dangling_ref=extra[DANGLING_DEFINE],
-                             broken_content=extra[BROKEN_DEFINE])
+                             broken_content=extra[BROKEN_DEFINE], team_context=extra[TEAM_DEFINE])
     for failure in library.check():
         problems.items.append(failure)
     problems.raise_if_any()
