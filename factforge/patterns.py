@@ -70,8 +70,9 @@ _SPACES = regex.compile(r"\s+")
 _CJK_GAP = regex.compile(r"(?<=[\p{Han}])\s+(?=[\p{Han}])")
 _FIRST_WORD = regex.compile(r"^([\p{L}]+)(.*)$", regex.DOTALL)
 # A list item that takes no carried-over "to" ("I like to read, the guitar, and ..."): it starts a noun phrase.
-_NO_CARRY = regex.compile(r"^(?:to|the|a|an|my|your|his|her|their|our|its|some|any|all|this|that|these|those)\s",
-                          regex.IGNORECASE)
+# A gerund item takes none either ("I like to go hiking, camping, and fishing": "User likes fishing").
+_NO_CARRY = regex.compile(r"^(?:(?:to|the|a|an|my|your|his|her|their|our|its|some|any|all|this|that|these|those)\s"
+                          r"|\p{L}{2,}ing(?:\s|$))", regex.IGNORECASE)
 _TO = regex.compile(r"^to\s", regex.IGNORECASE)
 # A preposition left dangling where a time expression was cut out of a slot ("moved to Berlin back in").
 _DANGLING = regex.compile(r"(?:\s+(?:back|on|in|at|by|during|since|from|until|till|as\s+of))+\s*$",

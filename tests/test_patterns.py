@@ -428,6 +428,10 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         ("I used to like them.", []),
         ("I've always wanted to try that too.", []),
         ("We decided to go with 1.", []),
+        # a fact cut before what it needs; a subordinate clause is no fact of its own
+        ("I'm working on - super excited!", []),
+        ("I'm creating a library for when I have kids.", []),
+        ("I have zero family that I'm close to.", ["User has zero family that they're close to"]),
         # a person or half a name is no technology
         ("I use Sarah for my hair appointments.", []),
         ("We use React Native for the app.", ["Team uses React Native for the app"]),
