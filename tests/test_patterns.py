@@ -432,6 +432,9 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         ("I'm working on - super excited!", []),
         ("I'm creating a library for when I have kids.", []),
         ("I have zero family that I'm close to.", ["User has zero family that they're close to"]),
+        ("I've been working on for a while.", []),
+        ("It's helped me improve my strength.", []),
+        ("I love escaping to that world.", []),
         # a person or half a name is no technology
         ("I use Sarah for my hair appointments.", []),
         ("We use React Native for the app.", ["Team uses React Native for the app"]),
