@@ -84,7 +84,11 @@ LIST_DEFINE = "list_next"
 # too"); rendered content that is not grammatical English ("User dont know").
 CLAUSE_DEFINE = "clause_break"
 DANGLING_DEFINE = "dangling_ref"
+DANGLING_INSIDE_DEFINE = "dangling_inside"
 BROKEN_DEFINE = "broken_content"
+BROKEN_END_DEFINE = "broken_ending"
+# These two only match at the end of a value: compiled reversed and tried once, from the end (``.match``).
+END_DEFINES = frozenset({DANGLING_DEFINE, BROKEN_END_DEFINE})
 # "We" is the team only in a work context: in these categories a fact whose subject is "we"/"our" needs the
 # ``team_context`` define to match in its sentence ("We love climbing" is a family, not the team).
 TEAM_DEFINE = "team_context"
@@ -191,7 +195,9 @@ class PatternLibrary:
     list_next: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     clause_break: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     dangling_ref: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    dangling_inside: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     broken_content: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    broken_ending: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     team_context: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -336,7 +342,8 @@ class PatternLibrary:
 
     def _dangling(self, values: Iterable[str]) -> bool:
         """Whether a slot value (before the pronoun swap) only points back at the conversation."""
-        return self.dangling_ref is not None and any(self.dangling_ref.search(v) for v in values)
+        end, inside = self.dangling_ref, self.dangling_inside
+        return any((end is not None and end.match(v)) or (inside is not None and inside.search(v)) for v in values)
 
     def _clause_start(self, text: str, start: int, pos: int) -> int:
         """Where the clause holding ``pos`` starts (a blocker before it belongs to another clause)."""
@@ -362,7 +369,8 @@ class PatternLibrary:
     ) -> Fact | None:
         subject = values["subject"]
         content = _render(rule.pieces, values)
-        if not content or (self.broken_content is not None and self.broken_content.search(content)):
+        if not content or (self.broken_ending is not None and self.broken_ending.match(content)) or (
+                self.broken_content is not None and self.broken_content.search(content)):
             return None
         boost = 0.0
         if rule.boost_words:
@@ -862,12 +870,15 @@ def _build(patterns_dir: Path) -> PatternLibrary:
             problems.add(LIST_DEFINE, "must have the groups 'item' and 'conj'")
             list_next = None
     extra = {name: compile_regex(_expand(defines[name], defines, name, problems), name, problems,
-                                 regex.IGNORECASE | regex.VERBOSE) if name in defines else None
-             for name in (CLAUSE_DEFINE, DANGLING_DEFINE, BROKEN_DEFINE, TEAM_DEFINE)}
+                                 regex.IGNORECASE | regex.VERBOSE | (regex.REVERSE if name in END_DEFINES else 0))
+             if name in defines else None
+             for name in (CLAUSE_DEFINE, DANGLING_DEFINE, DANGLING_INSIDE_DEFINE, BROKEN_DEFINE, BROKEN_END_DEFINE,
+                          TEAM_DEFINE)}
     library = PatternLibrary(rules=tuple(rules), subjects=subjects, automaton=_build_automaton(rules),
                              pronouns=pronouns, pronoun_regex=pronoun_regex, list_next=list_next,
                              clause_break=extra[CLAUSE_DEFINE], dangling_ref=extra[DANGLING_DEFINE],
-                             broken_content=extra[BROKEN_DEFINE], team_context=extra[TEAM_DEFINE])
+                             dangling_inside=extra[DANGLING_INSIDE_DEFINE], broken_content=extra[BROKEN_DEFINE],
+                             broken_ending=extra[BROKEN_END_DEFINE], team_context=extra[TEAM_DEFINE])
     for failure in library.check():
         problems.items.append(failure)
     problems.raise_if_any()
