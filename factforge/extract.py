@@ -104,6 +104,16 @@ class TurnRules:
                 logger.warning("tag-question rule timed out on %d chars; skipped", len(text))
         return self.swap_rx.sub(lambda m: _keep_case(m.group(0), self.swaps[m.group(0).lower()]), text)
 
+    def reads_prior(self, user: str) -> bool:
+        """Whether the reply needs the assistant's previous message: a confirmation or a bare answer shape."""
+        if self.is_confirmation(user):
+            return True
+        text = user.strip()
+        try:
+            return any(rule.answer.match(text, timeout=REGEX_TIMEOUT) for rule in self.answers)
+        except TimeoutError:
+            return False
+
     def answer(self, assistant: str, user: str) -> tuple[Answer, str] | None:
         """The first answer rule the (question, reply) pair fits, with the reply restated as a sentence."""
         for rule in self.answers:
