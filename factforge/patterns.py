@@ -38,6 +38,9 @@ logger = logging.getLogger("factforge.patterns")
 # Examples are checked against this fixed "now" so temporal examples are reproducible.
 EXAMPLE_REFERENCE = datetime(2024, 6, 15, 12, 0, tzinfo=timezone.utc)
 CONFIDENCE_CAP = 0.99
+# A rule's fact longer than this is a run-on, not a fact (and the content checks below stay linear-time):
+# the same bound the LLM's facts meet (validate.MAX_CONTENT_CHARS).
+MAX_CONTENT_CHARS = 300
 FILE_KEYS = frozenset({"kind", "version", "language", "defines", "subjects", "pronouns", "guards", "rules"})
 RULE_KEYS = frozenset({
     "id", "category", "language", "regex", "template", "confidence", "entity_groups", "keywords", "examples",
@@ -369,7 +372,8 @@ class PatternLibrary:
     ) -> Fact | None:
         subject = values["subject"]
         content = _render(rule.pieces, values)
-        if not content or (self.broken_ending is not None and self.broken_ending.match(content)) or (
+        if not content or len(content) > MAX_CONTENT_CHARS or (
+                self.broken_ending is not None and self.broken_ending.match(content)) or (
                 self.broken_content is not None and self.broken_content.search(content)):
             return None
         boost = 0.0
