@@ -6,7 +6,7 @@ the turns that pass the gatekeeper: the share with >= 1 rule fact (MEDIUM or bet
 fact, and the share queued for the LLM. ``--sample N`` prints N random emitted facts with their turns, for
 judging precision by hand; ``--misses N`` prints gate-passed turns that left no fact.
 
-Usage: .venv/bin/python bench/eval_locomo.py [--sample 0] [--misses 0] [--seed 7] [--json]
+Usage: .venv/bin/python bench/eval_coverage.py [--sample 0] [--misses 0] [--seed 7] [--json]
 """
 
 from __future__ import annotations
