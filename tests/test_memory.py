@@ -407,3 +407,14 @@ def test_every_name_in_the_public_api_resolves() -> None:
     missing = [name for name in factforge.__all__ if getattr(factforge, name, None) is None]
     assert not missing
     assert factforge.LLMCall.__name__ == "LLMCall"
+
+
+def test_factforge_extract_stays_the_function_after_memory_is_imported() -> None:
+    import factforge
+    from factforge import Memory  # noqa: F401 - imports the factforge.extract module on the way
+    from factforge.extract import Extractor  # the module stays reachable this way
+
+    assert callable(factforge.extract) and not isinstance(factforge.extract, type(factforge))
+    assert factforge.extract("I prefer dark mode over light mode").facts[0].content == \
+        "User prefers dark mode over light mode"
+    assert callable(factforge.search) and Extractor is not None
