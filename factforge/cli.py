@@ -75,9 +75,10 @@ def _settings(args: argparse.Namespace) -> Any:
 
 
 def _announce_new_home(settings: Any) -> None:
-    """Say so on stderr when a command is about to create a new embedded database (another home than
-    the one the user may have meant, e.g. the demo's)."""
-    if settings.database_url is None and not (settings.home / "pg" / "PG_VERSION").exists():
+    """Say so on a terminal when a command is about to create a new embedded database (another home than
+    the one the user may have meant, e.g. the demo's). Scripts keep their one-line stderr contract."""
+    if (settings.database_url is None and sys.stderr.isatty()
+            and not (settings.home / "pg" / "PG_VERSION").exists()):
         print(f"factforge: creating a new database in FACTFORGE_HOME={settings.home} "
               "(set FACTFORGE_HOME to use another one)", file=sys.stderr)
 
@@ -432,11 +433,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"\nfacts visible to agent {agent!r} in team {team!r}:")
         print(_table([(f.category, f"{f.confidence:.2f}", f.visibility, f.mention_count, f.content) for f in rows],
                      ("category", "conf", "scope", "seen", "fact")))
-        for query in args.query or ["authentication provider", "null checks in PR reviews"]:
+        for query in args.query or ["what do we use for caching", "null checks in PR reviews"]:
             hits = memory.search(query, agent_id=agent, team_id=team, k=3)
             print(f"\nsearch {query!r}:")
             for h in hits:
                 print(f"  {h.fused_score:.4f}  {h.content}")
+            if not hits:
+                print("  no results")
     return 0
 
 

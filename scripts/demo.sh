@@ -15,6 +15,6 @@ To explore this memory with the factforge command:
   source $PWD/.venv/bin/activate
   export FACTFORGE_HOME=$FACTFORGE_HOME
   factforge facts --agent review-bot --team platform
-  factforge search "which CI do we use" --agent review-bot --team platform
+  factforge search "GitHub Actions" --agent review-bot --team platform
   factforge db status    # its server stops by itself after 30 idle minutes; \`factforge db stop\` stops it now
 NEXT

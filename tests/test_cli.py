@@ -315,3 +315,24 @@ def test_demo_prints_how_to_reach_its_memory_and_that_works(tmp_path: Path) -> N
         from factforge.embedded import stop_server
 
         stop_server(home)
+
+
+def test_a_new_home_is_announced_on_a_terminal(tmp_path: Path) -> None:
+    import pty
+
+    home = tmp_path / "new-home"
+    env = {**os.environ, "FACTFORGE_HOME": str(home), "FACTFORGE_EMBEDDER": "none", "FACTFORGE_IDLE_STOP": "0"}
+    env.pop("FACTFORGE_DATABASE_URL", None)
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "factforge", "stats"], stdout=subprocess.PIPE, stderr=slave,
+                              text=True, env=env, cwd=tmp_path, timeout=120)
+        os.close(slave)
+        told = os.read(master, 4096).decode()
+        assert proc.returncode == 0
+        assert f"creating a new database in FACTFORGE_HOME={home}" in told
+    finally:
+        os.close(master)
+        from factforge.embedded import stop_server
+
+        stop_server(home)
