@@ -24,8 +24,12 @@ def sqlalchemy_url(url: str) -> str:
 
 
 def conninfo(url: str) -> str:
-    """The libpq form of a URL (what psycopg.connect takes)."""
-    return "postgresql://" + sqlalchemy_url(url).split("://", 1)[1]
+    """The libpq form of a URL (what psycopg.connect and psql take); an empty password is left out."""
+    rest = sqlalchemy_url(url).split("://", 1)[1]
+    userinfo, at, host = rest.partition("@")
+    if at and "/" not in userinfo and userinfo.endswith(":"):  # the embedded server's "postgres:@/..."
+        rest = userinfo[:-1] + "@" + host
+    return "postgresql://" + rest
 
 
 def database_url(settings: Settings) -> str:

@@ -657,6 +657,9 @@ def stop_server(home: Path, timeout: float = 30.0) -> int | None:
         if pid is not None:
             _fast_shutdown(pgdata, timeout)
         _forget(pgdata)
+        watcher = _watcher_pid(home)
+        if watcher is not None:  # it would notice within seconds; end it now so that status says so
+            os.kill(watcher, signal.SIGTERM)
     with _lock:
         _urls.pop(home, None)
     return pid
