@@ -148,7 +148,7 @@ class Memory:
             assistant = clean_reply
 
         prior = None
-        if session_id is not None and self.extractor.turns.is_confirmation(user):
+        if session_id is not None and self.extractor.turns.reads_prior(user):
             prior = self.store.last_assistant_message(session_id)
         extraction = self.extractor.extract_turn(user, assistant, timestamp=ts, prior_assistant=prior)
         key = source_key("turn", agent_id, team_id, session_id, ts.isoformat() if ts else None, user, assistant)
