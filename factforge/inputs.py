@@ -64,7 +64,8 @@ def iter_json_lines(lines: Iterable[str]) -> Iterable[tuple[int, dict[str, Any] 
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            yield no, InputError(f"line {no}: not JSON ({exc.msg} at column {exc.colno})")
+            # exc.msg may itself end in "at" ("Unterminated string starting at")
+            yield no, InputError(f"line {no}: not JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})")
             continue
         except (RecursionError, ValueError) as exc:  # nesting too deep, integers too long
             yield no, InputError(f"line {no}: JSON too deeply nested or a number too long ({type(exc).__name__})")

@@ -56,6 +56,10 @@ class DrainReport:
     failed: int = 0
     retried_later: int = 0
     rejections: Mapping[str, int] = field(default_factory=dict)
+    # why items were not answered: the error message (naming Ollama's URL, the model, the timeout) -> items
+    errors: Mapping[str, int] = field(default_factory=dict)
+    # set when the pass stopped because Ollama was unreachable or overloaded (the work stays queued)
+    outage: str | None = None
 
 
 class Memory:
@@ -400,8 +404,11 @@ class Memory:
 
     # -- the LLM queue -------------------------------------------------------------------------------
 
-    def drain(self, *, limit: int | None = None) -> DrainReport:
-        """Process due items of the extraction queue with the LLM; failures back off and retry later."""
+    def drain(self, *, limit: int | None = None, progress: Callable[[int], None] | None = None) -> DrainReport:
+        """Process due items of the extraction queue with the LLM; failures back off and retry later.
+
+        ``progress`` is called with the number of items processed so far after each one.
+        """
         if self._llm is None:
             return DrainReport()
         from .llm import LLMRequest, is_transient, merge
@@ -409,6 +416,7 @@ class Memory:
         processed = stored_n = failed = retried = 0
         answered = False  # whether the LLM answered any item in this pass
         rejections: Counter[str] = Counter()
+        errors: Counter[str] = Counter()
         while limit is None or processed < limit:
             items = self.store.claim_due(1 if limit is None else min(16, limit - processed),
                                          stale_after_s=self.settings.queue_claim_timeout)
@@ -442,6 +450,7 @@ class Memory:
                         calls = (LLMCall(latency_ms=(time.perf_counter() - started) * 1000, ok=False,
                                          error=str(exc)),)
                     self._record_calls(calls)
+                    errors[str(exc)] += 1
                     # A 5xx or timeout after another item of this pass succeeded is this item's own problem
                     # (too long for the model, say): it counts as an attempt, so it cannot stay queued forever.
                     outage = isinstance(exc, LLMUnavailableError) or (is_transient(exc) and not answered)
@@ -451,6 +460,8 @@ class Memory:
                             failed += 1
                         else:
                             retried += 1
+                        if progress is not None:
+                            progress(processed)
                         continue
                     # Ollama is down, overloaded (5xx) or too slow: not the item's fault. It goes back
                     # untouched (no attempt counted, retried after a back-off) and the pass stops, so an
@@ -459,7 +470,7 @@ class Memory:
                         self.store.release(untouched.id, str(exc))
                     retried += 1
                     logger.warning("LLM unavailable (%s); %s stays queued", exc, item.source_key[:12])
-                    return DrainReport(processed, stored_n, failed, retried, dict(rejections))
+                    return DrainReport(processed, stored_n, failed, retried, dict(rejections), dict(errors), str(exc))
                 answered = True
                 usage = result.usage
                 self._record_calls(result.calls or (
@@ -495,9 +506,11 @@ class Memory:
                 except _ClaimLost:
                     logger.warning("queue item %s was taken by another worker while the LLM answered; "
                                    "this answer is dropped", item.source_key[:12])
-                    continue
+                    saved = []
                 stored_n += len(saved)
-        return DrainReport(processed, stored_n, failed, retried, dict(rejections))
+                if progress is not None:
+                    progress(processed)
+        return DrainReport(processed, stored_n, failed, retried, dict(rejections), dict(errors))
 
     def _record_calls(self, calls: Sequence[LLMCall]) -> None:
         """One ``llm_calls`` row per HTTP call, so a correction retry's tokens and failure are counted."""

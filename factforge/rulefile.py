@@ -19,8 +19,10 @@ REGEX_TIMEOUT = 0.05
 
 
 def default_patterns_dir() -> Path:
-    """The ``patterns/`` folder of this checkout (factforge is installed editable)."""
-    return Path(__file__).resolve().parent.parent / "patterns"
+    """The bundled ``patterns/`` folder (the checkout's, or the installed wheel's copy)."""
+    from .settings import bundled_dir
+
+    return bundled_dir("patterns")
 
 
 class Problems:

@@ -12,6 +12,8 @@ from .errors import ConfigError
 
 VISIBILITIES = ("private", "team", "global")
 EMBEDDERS = ("local", "ollama", "none")
+LLM_SWITCH: Mapping[str, bool] = {"on": True, "1": True, "true": True, "yes": True,
+                                  "off": False, "0": False, "false": False, "no": False}
 LOCAL_EMBED_MODEL = "all-MiniLM-L6-v2-int8"
 LOCAL_EMBED_DIM = 384
 # Dimensions of common Ollama embedding models; others need FACTFORGE_EMBED_DIM.
@@ -31,6 +33,17 @@ DEFAULT_VISIBILITY: Mapping[str, str] = {
     "decision": "team",
     "technology": "team",
 }
+
+
+def bundled_dir(name: str) -> Path:
+    """A folder shipped with factforge (``patterns``, ``migrations``, ``examples``; ``.`` for the root).
+
+    An installed wheel carries them inside the package (``factforge/_bundled``, mapped in pyproject.toml); a
+    checkout (editable install, tests) has them at the top of the repository.
+    """
+    package = Path(__file__).resolve().parent
+    packaged = package / "_bundled" / name
+    return packaged if packaged.exists() else package.parent / name
 
 
 def _default_home() -> Path:
@@ -93,6 +106,7 @@ class Settings:
     dedup_similarity: float = 0.94
     secrets_mode: str = "redact"
     patterns_dir: Path | None = None
+    idle_stop: float = 1800.0  # seconds without a client before the embedded server stops (0: never)
     default_visibility: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VISIBILITY))
 
     @classmethod
@@ -127,6 +141,9 @@ class Settings:
             embed_dim = known
         else:
             embed_dim = LOCAL_EMBED_DIM
+        llm_raw = env.get("FACTFORGE_LLM", "on").strip().lower()
+        if llm_raw not in LLM_SWITCH:
+            raise ConfigError(f"FACTFORGE_LLM={env['FACTFORGE_LLM']!r} must be on or off")
         patterns_raw = env.get("FACTFORGE_PATTERNS_DIR")
         url = env.get("FACTFORGE_DATABASE_URL") or None
         if url is not None and not url.startswith(("postgresql", "postgres://")):
@@ -141,7 +158,7 @@ class Settings:
             ollama_host=env.get("OLLAMA_HOST") or "http://127.0.0.1:11434",
             llm_model=env.get("FACTFORGE_LLM_MODEL") or "llama3.2",
             llm_timeout=_float(env, "FACTFORGE_LLM_TIMEOUT", 60.0, 0.1, 3600.0),
-            llm_enabled=env.get("FACTFORGE_LLM", "on").lower() not in ("off", "0", "false", "no"),
+            llm_enabled=LLM_SWITCH[llm_raw],
             embedder=embedder,
             embed_model=embed_model,
             embed_dim=embed_dim,
@@ -156,6 +173,7 @@ class Settings:
             dedup_similarity=_float(env, "FACTFORGE_DEDUP_SIMILARITY", 0.94, 0.5, 1.0),
             secrets_mode=secrets_mode,
             patterns_dir=Path(patterns_raw) if patterns_raw else None,
+            idle_stop=_float(env, "FACTFORGE_IDLE_STOP", 1800.0, 0.0, 10_000_000.0),
             default_visibility=visibility,
         )
 

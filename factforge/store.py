@@ -1001,6 +1001,13 @@ class Store:
         counts.update({r["status"]: int(r["n"]) for r in rows})
         return counts
 
+    def queue_waiting(self) -> list[dict[str, Any]]:
+        """Pending items not yet due (backing off after an error), grouped by their last error: ``error``,
+        ``items``, ``next_try_at`` (the earliest)."""
+        return self._all(
+            "SELECT last_error AS error, count(*) AS items, min(next_try_at) AS next_try_at FROM extraction_queue "
+            "WHERE status = 'pending' AND next_try_at > now() GROUP BY last_error ORDER BY min(next_try_at)")
+
     def record_llm_call(self, model: str, ok: bool, prompt_tokens: int, output_tokens: int, latency_ms: float,
                         error: str | None, *, rejections: Mapping[str, int] | None = None) -> None:
         """Account for one HTTP call to the model; ``rejections`` counts its reply's dropped items by reason."""
