@@ -237,20 +237,38 @@ def hangs_table(url: str, settings: Any) -> None:
             except FactforgeError as exc:
                 outcome = f"{type(exc).__name__}: {str(exc)[:90]}"
             print(f"  {size / 1e6:.1f} MB message: {time.perf_counter() - t0:6.2f} s, {outcome}")
+    from factforge.ingest import ingest_lines
+
+    _reset(url)
+    line = json.dumps({"user": "x" * 50_000_000, "agent_id": "a"})
+    with Memory(url, settings=settings, llm=None, embedder=None, background=False) as m:
+        t0 = time.perf_counter()
+        summary = ingest_lines(m, [json.dumps({"user": "I use Vim.", "agent_id": "a"}), line])
+        print(f"  ingest of a 50 MB line: {time.perf_counter() - t0:6.2f} s, errors {summary.errors}")
+        tiny = [json.dumps({"user": f"ok {i}", "agent_id": "a"}) for i in range(100_000)]
+        t0 = time.perf_counter()
+        ingest_lines(m, tiny)
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        again = ingest_lines(m, tiny)
+        print(f"  100,000 tiny lines: first run {first:.1f} s, re-run {time.perf_counter() - t0:.1f} s "
+              f"({again.duplicates} skipped)")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-hangs", action="store_true")
+    ap.add_argument("--only-hangs", action="store_true")
     args = ap.parse_args()
     from factforge.settings import Settings
 
     server, url = _server()
     try:
         settings = Settings.from_env({"FACTFORGE_LLM": "off"}).with_(database_url=url)
-        secrets_table(url, settings, "redact")
-        secrets_table(url, settings, "drop")
-        injection_table(url, settings)
+        if not args.only_hangs:
+            secrets_table(url, settings, "redact")
+            secrets_table(url, settings, "drop")
+            injection_table(url, settings)
         if not args.skip_hangs:
             print("hangs:")
             hangs_table(url, settings)
