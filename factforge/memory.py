@@ -368,9 +368,20 @@ class Memory:
         session_id = provenance.session_id
         if session_id is not None:
             self.store.upsert_session(session_id, kind=kind, agent_id=agent_id, team_id=team_id, intent=intent)
-        if self.store.turn_seen(provenance.source_key):
-            # Seen before (re-ingest, retry after a crash): the turn is recorded last, so everything it
-            # produced is already stored; doing nothing keeps re-runs exact.
+        # The turn's key is taken first, in this transaction: a concurrent call with the same turn (two
+        # ingests of one file) waits for it here and then finds it taken, so nothing is counted twice; a
+        # crash rolls the key back with everything else, so a redo is exact.
+        if not self.store.record_turn(
+            provenance.source_key,
+            session_id=session_id,
+            activity_session=provenance.activity_session,
+            agent_id=agent_id,
+            team_id=team_id,
+            user_message=provenance.user_message,
+            assistant_message=provenance.assistant_message,
+            message_ts=provenance.message_ts,
+            gate_reason=extraction.gate.reason,
+        ):
             return [], False, True
         facts = list(extraction.facts) + list(extra_facts)
         stored = self._save(
@@ -405,18 +416,8 @@ class Memory:
             if not extraction.facts and extraction.gate.passed:
                 self.store.record_miss(extraction.text, session_id=session_id or provenance.activity_session,
                                        agent_id=agent_id)
-        self.store.record_turn(
-            provenance.source_key,
-            session_id=session_id,
-            activity_session=provenance.activity_session,
-            agent_id=agent_id,
-            team_id=team_id,
-            user_message=provenance.user_message,
-            assistant_message=provenance.assistant_message,
-            message_ts=provenance.message_ts,
-            gate_reason=extraction.gate.reason,
-            fact_count=len(stored),
-        )
+        if stored:
+            self.store.set_turn_fact_count(provenance.source_key, len(stored))
         return stored, queued, False
 
     def _save(

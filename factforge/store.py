@@ -418,8 +418,10 @@ class Store:
     def record_turn(self, key: str, *, session_id: str | None = None, activity_session: str | None = None,
                     agent_id: str | None = None, team_id: str | None = None, user_message: str | None = None,
                     assistant_message: str | None = None, message_ts: datetime | None = None,
-                    gate_reason: str | None = None, fact_count: int = 0) -> None:
-        """Record a processed turn (last, after its facts and queue row: a crash before it means a redo)."""
+                    gate_reason: str | None = None, fact_count: int = 0) -> bool:
+        """Record a turn; False if its key is already taken (a re-run, or a concurrent writer of the same
+        turn, which this waits for). Called first in the turn's transaction, so the key and the turn's facts
+        commit together."""
         for name, value in (("key", key), ("session_id", session_id), ("activity_session", activity_session),
                             ("agent_id", agent_id), ("team_id", team_id), ("user_message", user_message),
                             ("assistant_message", assistant_message), ("gate_reason", gate_reason)):
@@ -439,6 +441,12 @@ class Store:
                     "UPDATE sessions SET turn_count = turn_count + 1, last_seen_at = now() WHERE id = %(id)s",
                     {"id": session_id},
                 )
+        return inserted is not None
+
+    def set_turn_fact_count(self, key: str, n: int) -> None:
+        """How many facts the turn gave (known once they are stored, after the turn took its key)."""
+        with self._tx() as conn:
+            conn.exec_driver_sql("UPDATE turns SET fact_count = %(n)s WHERE key = %(k)s", {"n": n, "k": key})
 
     def last_assistant_message(self, session_id: str, *, agent_id: str, team_id: str | None) -> str | None:
         """The assistant's reply in this agent's latest turn of a session (what a bare "yes" confirms).

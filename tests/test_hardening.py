@@ -433,3 +433,22 @@ def test_a_turns_relationship_hangs_on_its_most_private_fact(memory: Memory, db_
         visibilities = {v for (v,) in conn.execute("SELECT visibility FROM facts")}
     assert visibilities == {"private", "team"}  # the turn has facts of both scopes
     assert [v for v, _ in rows] == ["private"]
+
+
+def test_two_writers_of_the_same_turn_count_it_once(db_url: str, tmp_path: Path) -> None:
+    import threading
+
+    turn = {"user": "We switched from MySQL to PostgreSQL 16.", "agent_id": "a"}
+    with Memory(settings=_settings(db_url, tmp_path), llm=None, embedder=None, background=False) as first, \
+            Memory(settings=_settings(db_url, tmp_path), llm=None, embedder=None, background=False) as second:
+        results: list[Any] = []
+        with first.batch():  # the first writer's transaction is open while the second one starts
+            first.remember(**turn)
+            other = threading.Thread(target=lambda: results.append(second.remember(**turn)))
+            other.start()
+            other.join(1.0)
+        other.join(30)
+    assert results and results[0].duplicate
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        assert conn.execute("SELECT max(mention_count) FROM entities").fetchone() == (1,)
+        assert conn.execute("SELECT max(mention_count) FROM facts").fetchone() == (1,)
