@@ -33,19 +33,19 @@ TEAM = [
 ]
 
 
-def corpus(n: int, seed: int = 7) -> list[str]:
+def corpus(n: int, seed: int = 7, data: Path = DATA) -> list[str]:
     texts: list[str] = list(TEAM)
-    swda = DATA / "swda_val.txt"
+    swda = data / "swda_val.txt"
     if swda.exists():
         texts += ["|".join(l.split("|")[1:-1]) for l in swda.read_text(encoding="utf-8").splitlines() if "|" in l]
-    spc = DATA / "spc_valid.csv"
+    spc = data / "spc_valid.csv"
     if spc.exists():
         with spc.open(encoding="utf-8") as fh:
             for row in csv.DictReader(fh):
                 for line in row["Best Generated Conversation"].splitlines():
                     if ":" in line:
                         texts.append(line.split(":", 1)[1].strip())
-    inj = DATA / "injections_train.jsonl"
+    inj = data / "injections_train.jsonl"
     if inj.exists():
         texts += [json.loads(l)["text"] for l in inj.read_text(encoding="utf-8").splitlines() if l.strip()]
     texts = [t for t in texts if t]
@@ -60,10 +60,13 @@ def corpus(n: int, seed: int = 7) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=20000)
+    ap.add_argument("--data", type=Path, default=DATA, help="folder of the development data")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if not (args.data / "spc_valid.csv").exists():
+        ap.error(f"no development data in {args.data} (pass --data): the mix would be 12 team messages")
     ex = Extractor()
-    msgs = corpus(args.n)
+    msgs = corpus(args.n, data=args.data)
     for t in msgs[:500]:  # warm caches
         ex.extract(t)
     times: list[float] = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import random
 import re
 from pathlib import Path
 
@@ -33,13 +34,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=1000)
     ap.add_argument("--misses", type=int, default=15)
+    ap.add_argument("--sample", type=int, default=0, help="print N random emitted facts to judge by hand")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--data", type=Path, default=DATA, help="folder holding spc_valid.csv")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     ex = Extractor()
     voiced = recalled = any_fact = 0
     turns_total = turns_passed = turns_llm = 0
     misses: list[str] = []
-    with (DATA / "spc_valid.csv").open(encoding="utf-8") as fh:
+    emitted: list[tuple[str, str]] = []
+    with (args.data / "spc_valid.csv").open(encoding="utf-8") as fh:
         for i, row in enumerate(csv.DictReader(fh)):
             if i >= args.limit:
                 break
@@ -50,6 +55,7 @@ def main() -> None:
                     turns[m.group(1)].append(m.group(2))
             for said in turns["1"] + turns["2"]:
                 x = ex.extract(said)
+                emitted += [(f.content, said) for f in x.facts]
                 turns_total += 1
                 turns_passed += x.gate.passed
                 turns_llm += x.needs_llm
@@ -71,7 +77,7 @@ def main() -> None:
     res = {"voiced_persona_sentences": voiced, "recalled": recalled, "recall": round(recalled / max(voiced, 1), 3),
            "turns_with_any_fact": round(any_fact / max(voiced, 1), 3),
            # Issue 4's headline figure: dialogue turns that would go to the LLM after gate + patterns.
-           "dialogue_turns": turns_total, "passed_gate": turns_passed, "needs_llm": turns_llm,
+           "facts_emitted": len(emitted), "dialogue_turns": turns_total, "passed_gate": turns_passed, "needs_llm": turns_llm,
            "llm_share_of_passed": round(turns_llm / max(turns_passed, 1), 3),
            "llm_share_of_all": round(turns_llm / max(turns_total, 1), 3)}
     if args.json:
@@ -82,6 +88,10 @@ def main() -> None:
     print("\nsample misses:")
     for m in misses:
         print("  " + m)
+    if args.sample:
+        print("\nrandom emitted facts:")
+        for n, (content, said) in enumerate(random.Random(args.seed).sample(emitted, min(args.sample, len(emitted))), 1):
+            print(f"  {n:3} {content!r}  <- {said!r}")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,47 @@ __all__ = ["Extractor", "TurnRules", "extract"]
 logger = logging.getLogger("factforge.extract")
 
 TAIL_CHARS = 400
-TURN_KEYS = frozenset({"kind", "confirmations", "tag_questions", "person_swaps", "speakers", "examples"})
+TURN_KEYS = frozenset({"kind", "confirmations", "tag_questions", "person_swaps", "speakers", "examples", "answers",
+                       "answer_parts"})
+ANSWER_KEYS = frozenset({"id", "question", "answer", "says", "lower", "examples"})
+_PART_REF = regex.compile(r"\{\{(\w+)\}\}")
+_SAYS_REF = regex.compile(r"\{(\w+)\}")
+# The question must end the assistant's reply; a few words may follow its key phrase ("... from originally?").
+_QUESTION_END = r"[^.!?\n]{0,40}\?\s*$"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Answer:
+    """One elliptical-answer rule of ``turns.yaml``: a question shape, a reply shape, the sentence they make."""
+
+    id: str
+    question: regex.Pattern[str]
+    answer: regex.Pattern[str]
+    says: str
+    lower: frozenset[str] = frozenset()
+    examples: tuple[Mapping[str, str], ...] = ()
+
+    def statement(self, assistant: str, user: str) -> str | None:
+        """The user's reply restated as their own sentence, or None when the pair does not fit."""
+        try:
+            q = self.question.search(assistant[-TAIL_CHARS:], timeout=REGEX_TIMEOUT)
+            a = self.answer.match(user.strip(), timeout=REGEX_TIMEOUT) if q else None
+        except TimeoutError:
+            logger.warning("answer rule %s timed out; skipped", self.id)
+            return None
+        if q is None or a is None:
+            return None
+        values = {k: v.strip().lower() if k in self.lower else v.strip()
+                  for k, v in {**q.groupdict(), **a.groupdict()}.items() if v}
+
+        def fill(m: regex.Match[str]) -> str:
+            name = m.group(1)
+            if name == "a":
+                return ""  # resolved below, once the next word is known
+            return values.get(name, "")
+
+        text = _SAYS_REF.sub(lambda m: "\0" if m.group(1) == "a" else fill(m), self.says)
+        return regex.sub(r"\0\s*(\S)", lambda m: ("an " if m.group(1).lower() in "aeiou" else "a ") + m.group(1), text)
 SPEAKER_KEYS = frozenset({"line", "not_names", "examples", "counter_examples"})
 
 
@@ -45,6 +85,7 @@ class TurnRules:
     swaps: Mapping[str, str]
     speaker_rx: regex.Pattern[str] | None = None
     not_speakers: frozenset[str] = frozenset()
+    answers: tuple[Answer, ...] = ()
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> TurnRules:
@@ -62,6 +103,24 @@ class TurnRules:
             except TimeoutError:
                 logger.warning("tag-question rule timed out on %d chars; skipped", len(text))
         return self.swap_rx.sub(lambda m: _keep_case(m.group(0), self.swaps[m.group(0).lower()]), text)
+
+    def reads_prior(self, user: str) -> bool:
+        """Whether the reply needs the assistant's previous message: a confirmation or a bare answer shape."""
+        if self.is_confirmation(user):
+            return True
+        text = user.strip()
+        try:
+            return any(rule.answer.match(text, timeout=REGEX_TIMEOUT) for rule in self.answers)
+        except TimeoutError:
+            return False
+
+    def answer(self, assistant: str, user: str) -> tuple[Answer, str] | None:
+        """The first answer rule the (question, reply) pair fits, with the reply restated as a sentence."""
+        for rule in self.answers:
+            said = rule.statement(assistant, user)
+            if said:
+                return rule, said
+        return None
 
     def speakers(self, text: str) -> list[Span]:
         """Names at the start of "Name: text" lines, headings and other ``not_names`` left out."""
@@ -110,12 +169,13 @@ def _turn_rules(patterns_dir: str) -> TurnRules:
         swaps_raw = {}
     swaps = {str(k).lower(): str(v) for k, v in swaps_raw.items()}
     speaker_rx, not_speakers = _speaker_rules(data.get("speakers"), path.name, problems)
+    answers = _answer_rules(data.get("answers"), data.get("answer_parts"), path.name, problems)
     problems.raise_if_any(f"invalid turn rules in {path}")
     keys = sorted(swaps, key=len, reverse=True) or ["(?!)"]
     alternation = "|".join(regex.escape(k) for k in keys)
     # Latin words need word boundaries; CJK words have none.
     swap_rx = regex.compile(rf"(?<![\p{{Latin}}'])(?:{alternation})(?![\p{{Latin}}'])", regex.IGNORECASE)
-    rules = TurnRules(frozenset(confirmations), tuple(tags), swap_rx, swaps, speaker_rx, not_speakers)
+    rules = TurnRules(frozenset(confirmations), tuple(tags), swap_rx, swaps, speaker_rx, not_speakers, answers)
     _check_speakers(rules, data.get("speakers") or {}, path.name, problems)
     problems.raise_if_any(f"invalid turn rules in {path}")
     return rules
@@ -147,6 +207,55 @@ def _speaker_rules(raw: Any, where: str, problems: Problems) -> tuple[regex.Patt
         if key in raw and not isinstance(raw[key], list):
             problems.add(f"{at}.{key}", "must be a list")
     return rx, frozenset(n.strip().casefold() for n in names)
+
+
+def _answer_rules(raw: Any, parts: Any, where: str, problems: Problems) -> tuple[Answer, ...]:
+    """The ``answers`` section, with ``{{part}}`` fragments of ``answer_parts`` expanded."""
+    if raw is None:
+        return ()
+    parts = parts or {}
+    if not isinstance(parts, Mapping) or not all(isinstance(v, str) for v in parts.values()):
+        problems.add(f"{where}: answer_parts", "must map names to regex fragments")
+        parts = {}
+    if not isinstance(raw, list):
+        problems.add(f"{where}: answers", "must be a list")
+        return ()
+    out = []
+    for n, item in enumerate(raw, 1):
+        at = f"{where}: answers #{n}"
+        if not isinstance(item, Mapping) or not all(isinstance(item.get(k), str) for k in ("id", "question", "answer", "says")):
+            problems.add(at, "must be a mapping with string id, question, answer and says")
+            continue
+        at = f"{where}: {item['id']}"
+        for key in sorted(set(item) - ANSWER_KEYS):
+            problems.add(at, f"unknown key {key!r}")
+        missing = sorted({m.group(1) for k in ("question", "answer") for m in _PART_REF.finditer(item[k])} - set(parts))
+        if missing:
+            problems.add(at, f"uses undefined answer_parts {missing}")
+            continue
+        expand = lambda text: _PART_REF.sub(lambda m: parts[m.group(1)], text)  # noqa: E731
+        question = compile_regex(expand(item["question"]) + _QUESTION_END, f"{at}: question", problems, regex.IGNORECASE)
+        answer = compile_regex(expand(item["answer"]), f"{at}: answer", problems, regex.IGNORECASE)
+        examples = item.get("examples") or []
+        if not isinstance(examples, list) or not all(
+            isinstance(e, Mapping) and all(isinstance(e.get(k), str) for k in ("question", "answer", "fact")) for e in examples
+        ):
+            problems.add(at, "examples: must be a list of {question, answer, fact}")
+            examples = []
+        if question is None or answer is None:
+            continue
+        groups = set(question.groupindex) | set(answer.groupindex) | {"a"}
+        unknown = sorted({m.group(1) for m in _SAYS_REF.finditer(item["says"])} - groups)
+        if unknown:
+            problems.add(at, f"says names {unknown}, which are no groups of question or answer")
+            continue
+        lower = item.get("lower") or []
+        if not isinstance(lower, list) or not all(isinstance(g, str) for g in lower):
+            problems.add(at, "lower: must be a list of group names")
+            lower = []
+        out.append(Answer(item["id"], question, answer, item["says"], frozenset(lower),
+                          tuple(dict(e) for e in examples)))
+    return tuple(out)
 
 
 def _check_speakers(rules: TurnRules, raw: Mapping[str, Any], where: str, problems: Problems) -> None:
@@ -240,6 +349,16 @@ class Extractor:
             confirmed = self.extract(statement, timestamp=timestamp, speaker="assistant")
             if confirmed.facts and confirmed.gate.passed:
                 return dataclasses.replace(confirmed, needs_llm=False)
+        elif prior_assistant and not result.facts and (found := self.turns.answer(prior_assistant, user)):
+            # "Nurse, yes." to "What do you do for work?": the pair, restated, is the user's own statement.
+            rule, said = found
+            answered = self.extract(said, timestamp=timestamp)
+            if answered.facts and answered.gate.passed:
+                note = f"elliptical answer ({rule.id}) to the assistant's question, read as {said!r}"
+                facts = tuple(dataclasses.replace(f, explanation=dataclasses.replace(f.explanation, note=note))
+                              for f in answered.facts)
+                return dataclasses.replace(answered, facts=facts,
+                                           hints=tuple(f for f in facts if f.confidence < self.settings.high_confidence))
         return result
 
     # -- helpers -------------------------------------------------------------------------------------

@@ -161,7 +161,7 @@ class Memory:
             assistant_red = clean_reply
 
         prior = None
-        if session_id is not None and self.extractor.turns.is_confirmation(user_red):
+        if session_id is not None and self.extractor.turns.reads_prior(user_red or ""):
             prior = self.store.last_assistant_message(session_id, agent_id=agent_id, team_id=team_id)
         extraction = self.extractor.extract_turn(user_red or "", assistant_red, timestamp=ts, prior_assistant=prior)
         provenance = Provenance(

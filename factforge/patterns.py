@@ -26,7 +26,7 @@ from typing import Any
 import ahocorasick
 import regex
 
-from .rulefile import Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer, yaml_files
+from .rulefile import REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer, yaml_files
 from .settings import Settings
 from .temporal import Anchor, find_anchor, resolve
 from .types import CATEGORIES, Explanation, Fact, Span
@@ -38,41 +38,64 @@ logger = logging.getLogger("factforge.patterns")
 # Examples are checked against this fixed "now" so temporal examples are reproducible.
 EXAMPLE_REFERENCE = datetime(2024, 6, 15, 12, 0, tzinfo=timezone.utc)
 CONFIDENCE_CAP = 0.99
+# A rule's fact longer than this is a run-on, not a fact (and the content checks below stay linear-time):
+# the same bound the LLM's facts meet (validate.MAX_CONTENT_CHARS).
+MAX_CONTENT_CHARS = 300
 FILE_KEYS = frozenset({"kind", "version", "language", "defines", "subjects", "pronouns", "guards", "rules"})
 RULE_KEYS = frozenset({
     "id", "category", "language", "regex", "template", "confidence", "entity_groups", "keywords", "examples",
     "counter_examples", "subject", "relation", "boost_words", "boost", "time_group", "time_mode", "blockers",
-    "allow_questions", "description", "list_group",
+    "allow_questions", "description", "list_group", "tense",
 })
 EXAMPLE_KEYS = frozenset({"text", "fact", "entities", "slots", "confidence", "valid_from", "valid_to"})
 TIME_MODES = ("since", "range")
+# "future": a date without a year in the rule's sentence is the next one ("in May" of a plan), not the last.
+TENSES = ("any", "future")
 SPECIAL_PLACEHOLDERS = frozenset({"subject"})
 
 # Curly quotes become straight ones before matching; a 1:1 character mapping, so offsets stay valid.
 _QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 # {group} or {group|filter}, a filter acting on the value's first word: "lc" lower-cases its first letter
 # (a captured sentence start like "Keep ..."), "s" puts a verb in the third person ("play" -> "plays"),
-# "base" turns a gerund into the bare verb ("apologizing" -> "apologize").
-_PLACEHOLDER = regex.compile(r"\{(\w+)(?:\|(lc|s|base))?\}")
+# "base" turns a gerund into the bare verb ("apologizing" -> "apologize"); "drop" renders nothing (its group only
+# decides whether an optional [...] section is kept).
+_PLACEHOLDER = regex.compile(r"\{(\w+)(?:\|(lc|s|base|drop))?\}")
 _OPTIONAL = regex.compile(r"\[([^\[\]]*)\]")
 _DEFINE_REF = regex.compile(r"\{\{(\w+)\}\}")
 # Sentence ends: Latin terminators before whitespace/end (so "Node.js" and "v4.2" stay whole), CJK ones, newlines.
 _SENTENCE_END = regex.compile(r"[.!?…](?=\s|$)|[。！？；\n]")
 _QUESTION_MARKS = frozenset("?？")
 _TRIM_CHARS = " \t\n.,;:!?。，！？；：、…\"'“”‘’()（）"
+_TITLE_QUOTES = "\"'"
+_TRIM_NO_QUOTES = _TRIM_CHARS.replace('"', "").replace("'", "")
 _ARTICLE = regex.compile(r"^(?:the|a|an)\s+", regex.IGNORECASE)
 _SPACES = regex.compile(r"\s+")
 _CJK_GAP = regex.compile(r"(?<=[\p{Han}])\s+(?=[\p{Han}])")
 _FIRST_WORD = regex.compile(r"^([\p{L}]+)(.*)$", regex.DOTALL)
 # A list item that takes no carried-over "to" ("I like to read, the guitar, and ..."): it starts a noun phrase.
-_NO_CARRY = regex.compile(r"^(?:to|the|a|an|my|your|his|her|their|our|its|some|any|all|this|that|these|those)\s",
-                          regex.IGNORECASE)
+# A gerund item takes none either ("I like to go hiking, camping, and fishing": "User likes fishing").
+_NO_CARRY = regex.compile(r"^(?:(?:to|the|a|an|my|your|his|her|their|our|its|some|any|all|this|that|these|those)\s"
+                          r"|\p{L}{2,}ing(?:\s|$))", regex.IGNORECASE)
 _TO = regex.compile(r"^to\s", regex.IGNORECASE)
 # A preposition left dangling where a time expression was cut out of a slot ("moved to Berlin back in").
 _DANGLING = regex.compile(r"(?:\s+(?:back|on|in|at|by|during|since|from|until|till|as\s+of))+\s*$",
                           regex.IGNORECASE)
 # The name of the define that holds the regex for one more list item (see ``list_group`` in preference.yaml).
 LIST_DEFINE = "list_next"
+# Defines with a library-wide meaning (see preference.yaml): where a new clause starts, so a blocker word
+# in another clause does not block; a slot value that only points back at the conversation ("try that
+# too"); rendered content that is not grammatical English ("User dont know").
+CLAUSE_DEFINE = "clause_break"
+DANGLING_DEFINE = "dangling_ref"
+DANGLING_INSIDE_DEFINE = "dangling_inside"
+BROKEN_DEFINE = "broken_content"
+BROKEN_END_DEFINE = "broken_ending"
+# These two only match at the end of a value: compiled reversed and tried once, from the end (``.match``).
+END_DEFINES = frozenset({DANGLING_DEFINE, BROKEN_END_DEFINE})
+# "We" is the team only in a work context: in these categories a fact whose subject is "we"/"our" needs the
+# ``team_context`` define to match in its sentence ("We love climbing" is a family, not the team).
+TEAM_DEFINE = "team_context"
+TEAM_CONTEXT_CATEGORIES = frozenset({"preference", "identity", "temporal"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +142,7 @@ class Rule:
     blockers: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     allow_questions: bool = False
     list_group: str | None = None
+    future: bool = False
     source: str = ""
     pieces: tuple[_Piece, ...] = field(default=(), repr=False, compare=False)
 
@@ -140,11 +164,12 @@ class _Sentences:
         self._ends: list[int] | None = None
         self._anchors: dict[int, Anchor | None] = {}
 
-    def anchor(self, start: int, end: int, reference: datetime) -> Anchor | None:
+    def anchor(self, start: int, end: int, reference: datetime, future: bool = False) -> Anchor | None:
         """The time expression that dates facts stated in the sentence ``start:end`` (once per sentence)."""
-        if start not in self._anchors:
-            self._anchors[start] = find_anchor(self._text, reference, start, end)
-        return self._anchors[start]
+        key = -start - 1 if future else start
+        if key not in self._anchors:
+            self._anchors[key] = find_anchor(self._text, reference, start, end, future=future)
+        return self._anchors[key]
 
     def bounds(self, pos: int) -> tuple[int, int]:
         """(start, end) of the sentence holding ``pos``; ``end`` includes its terminator."""
@@ -171,6 +196,12 @@ class PatternLibrary:
     pronouns: Mapping[str, str] = field(default_factory=dict, repr=False)
     pronoun_regex: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     list_next: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    clause_break: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    dangling_ref: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    dangling_inside: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    broken_content: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    broken_ending: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    team_context: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> PatternLibrary:
@@ -260,7 +291,9 @@ class PatternLibrary:
         start, end = sentences.bounds(m.start())
         if not rule.allow_questions and sentences.is_question(start, end):
             return []
-        if rule.blockers is not None and rule.blockers.search(m.string, start, max(start, m.start())):
+        if rule.blockers is not None and rule.blockers.search(
+            m.string, self._clause_start(m.string, start, m.start()), max(start, m.start())
+        ):
             return []
         # A rule without its own time slot is dated by a time expression anywhere in its sentence. In an
         # event (category temporal) a relative one is cut out of the slots so the stored text does not go
@@ -269,7 +302,7 @@ class PatternLibrary:
         anchor = None
         reference = timestamp or datetime.now(timezone.utc)
         if rule.time_group is None or m.group(rule.time_group) is None:
-            anchor = sentences.anchor(start, end, reference)
+            anchor = sentences.anchor(start, end, reference, rule.future)
         groups = m.groupdict()
         cut = False
         if anchor is not None and anchor.relative and rule.category == "temporal":
@@ -279,8 +312,14 @@ class PatternLibrary:
         subject = self._subject(rule, values, settings)
         if subject is None:
             return []
+        if (subject == settings.team_subject and rule.subject != "team" and rule.category in TEAM_CONTEXT_CATEGORIES
+                and self.team_context is not None
+                and self.team_context.search(m.string, start, end, timeout=REGEX_TIMEOUT) is None):
+            return []
         subject_group = rule.subject if rule.subject in rule.regex.groupindex else None
         raw = dict(values)
+        if self._dangling(v for k, v in raw.items() if k != subject_group):
+            return []  # "User wants to try that too": the fact means nothing without the conversation
         values = {k: v if k == subject_group else self._swap_pronouns(v) for k, v in values.items()}
         values["subject"] = subject
         out = []
@@ -293,6 +332,8 @@ class PatternLibrary:
         if group and raw.get(group) and self.list_next is not None:
             first = raw[group]
             for item_start, item_end, item in _list_items(self.list_next, m.string, m.end(group), end):
+                if self._dangling((item,)):
+                    continue
                 if _TO.match(first) and not _NO_CARRY.match(item):
                     item = "to " + item
                 more = {**values, group: self._swap_pronouns(item)}
@@ -301,6 +342,23 @@ class PatternLibrary:
                 if fact is not None:
                     out.append((item_start, fact))
         return out
+
+    def _dangling(self, values: Iterable[str]) -> bool:
+        """Whether a slot value (before the pronoun swap) only points back at the conversation."""
+        end, inside = self.dangling_ref, self.dangling_inside
+        return any((end is not None and end.match(v)) or (inside is not None and inside.search(v)) for v in values)
+
+    def _clause_start(self, text: str, start: int, pos: int) -> int:
+        """Where the clause holding ``pos`` starts (a blocker before it belongs to another clause)."""
+        if self.clause_break is None or pos <= start:
+            return start
+        last = start
+        try:
+            for b in self.clause_break.finditer(text, start, pos, timeout=REGEX_TIMEOUT):
+                last = b.end()
+        except TimeoutError:
+            return start  # unsure where the clause starts: the whole sentence can block, as before
+        return last
 
     def _swap_pronouns(self, value: str) -> str:
         if self.pronoun_regex is None:
@@ -314,7 +372,9 @@ class PatternLibrary:
     ) -> Fact | None:
         subject = values["subject"]
         content = _render(rule.pieces, values)
-        if not content:
+        if not content or len(content) > MAX_CONTENT_CHARS or (
+                self.broken_ending is not None and self.broken_ending.match(content)) or (
+                self.broken_content is not None and self.broken_content.search(content)):
             return None
         boost = 0.0
         if rule.boost_words:
@@ -325,7 +385,7 @@ class PatternLibrary:
         valid_from = valid_to = None
         if rule.time_group and rule.time_group in values:
             reference = timestamp or datetime.now(timezone.utc)
-            valid_from, valid_to = resolve(values[rule.time_group], reference)
+            valid_from, valid_to = resolve(values[rule.time_group], reference, future=rule.future)
             if rule.time_mode == "since":
                 valid_to = None
         note = None
@@ -456,6 +516,8 @@ def _base_verb(word: str) -> str:
 def _transform(value: str, how: str | None) -> str:
     if how is None:
         return value
+    if how == "drop":
+        return ""
     if how == "lc":
         return value[:1].lower() + value[1:]
     m = _FIRST_WORD.match(value)
@@ -466,8 +528,16 @@ def _transform(value: str, how: str | None) -> str:
 
 
 def _clean(value: str) -> str:
-    value = _SPACES.sub(" ", value).strip(_TRIM_CHARS)
-    return _CJK_GAP.sub("", value)
+    spaced = _SPACES.sub(" ", value)
+    out = spaced.strip(_TRIM_CHARS)
+    # A quoted title at the start ("'Hallelujah' by Leonard Cohen") keeps its opening quote: the value
+    # holds the closing one, followed by no letter (so "'cause I don't" stays "cause I don't").
+    lead = spaced.lstrip(_TRIM_NO_QUOTES)
+    if lead[:1] in _TITLE_QUOTES and out and not out.startswith(lead[0]):
+        close = out.find(lead[0])
+        if close > 0 and not out[close + 1:close + 2].isalpha():
+            out = lead[0] + out
+    return _CJK_GAP.sub("", out)
 
 
 def _parse_template(template: str) -> tuple[_Piece, ...]:
@@ -687,6 +757,9 @@ def _load_rule(
             problems.add(at, f"list_group {list_group!r} is not a group of the regex")
         if list_group is not None and LIST_DEFINE not in (file_data.get("defines") or {}):
             problems.add(at, f"list_group needs a {LIST_DEFINE!r} define (a regex for one more list item)")
+    tense = raw.get("tense", "any")
+    if tense not in TENSES:
+        problems.add(at, f"tense {tense!r} must be one of {', '.join(TENSES)}")
     if time_mode not in TIME_MODES:
         problems.add(at, f"time_mode {time_mode!r} must be one of {', '.join(TIME_MODES)}")
     if len(problems.items) > before or rx is None or confidence is None or boost is None:
@@ -696,7 +769,7 @@ def _load_rule(
         entity_groups=entity_groups, keywords=tuple(keywords), examples=examples, counter_examples=counter,
         subject=subject, relation=relation, regex=rx, boost_words=boost_words, boost=boost,
         time_group=time_group, time_mode=time_mode, blockers=blockers, allow_questions=allow_questions,
-        list_group=list_group, source=where, pieces=pieces,
+        list_group=list_group, future=tense == "future", source=where, pieces=pieces,
     )
 
 
@@ -800,8 +873,16 @@ def _build(patterns_dir: Path) -> PatternLibrary:
         if list_next is not None and not {"item", "conj"} <= set(list_next.groupindex):
             problems.add(LIST_DEFINE, "must have the groups 'item' and 'conj'")
             list_next = None
+    extra = {name: compile_regex(_expand(defines[name], defines, name, problems), name, problems,
+                                 regex.IGNORECASE | regex.VERBOSE | (regex.REVERSE if name in END_DEFINES else 0))
+             if name in defines else None
+             for name in (CLAUSE_DEFINE, DANGLING_DEFINE, DANGLING_INSIDE_DEFINE, BROKEN_DEFINE, BROKEN_END_DEFINE,
+                          TEAM_DEFINE)}
     library = PatternLibrary(rules=tuple(rules), subjects=subjects, automaton=_build_automaton(rules),
-                             pronouns=pronouns, pronoun_regex=pronoun_regex, list_next=list_next)
+                             pronouns=pronouns, pronoun_regex=pronoun_regex, list_next=list_next,
+                             clause_break=extra[CLAUSE_DEFINE], dangling_ref=extra[DANGLING_DEFINE],
+                             dangling_inside=extra[DANGLING_INSIDE_DEFINE], broken_content=extra[BROKEN_DEFINE],
+                             broken_ending=extra[BROKEN_END_DEFINE], team_context=extra[TEAM_DEFINE])
     for failure in library.check():
         problems.items.append(failure)
     problems.raise_if_any()

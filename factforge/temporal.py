@@ -146,8 +146,11 @@ def _shift_months(year: int, month: int, delta: int) -> tuple[int, int]:
     return index // 12, index % 12 + 1
 
 
-def _period(e: str, ref: datetime) -> tuple[datetime, datetime] | None:
-    """The closed period a (normalised, lower-case) expression names, or None."""
+def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, datetime] | None:
+    """The closed period a (normalised, lower-case) expression names, or None.
+
+    ``future``: the expression is about a plan, so a month without a year is the next such month.
+    """
     tz = ref.tzinfo or timezone.utc
     today = ref.date()
     if e in ("today", "tonight"):
@@ -163,8 +166,14 @@ def _period(e: str, ref: datetime) -> tuple[datetime, datetime] | None:
         return _year(int(m.group(1)), tz)
     if m := _MONTH.fullmatch(e):
         month = MONTHS[m.group(1)]
-        # Without a year: the most recent such month not after the reference (facts are mostly about the past).
-        year = int(m.group(2)) if m.group(2) else (today.year if month <= today.month else today.year - 1)
+        # Without a year: the most recent such month not after the reference (facts are mostly about the past),
+        # or for a plan the next one not before it.
+        if m.group(2):
+            year = int(m.group(2))
+        elif future:
+            year = today.year if month >= today.month else today.year + 1
+        else:
+            year = today.year if month <= today.month else today.year - 1
         return _month(year, month, tz)
     if m := _RELATIVE_PERIOD.fullmatch(e):
         step = {"last": -1, "past": -1, "this": 0, "next": 1}[m.group(1)]
@@ -200,7 +209,7 @@ def _normalise(expression: str) -> str:
     return e
 
 
-def resolve(expression: str, reference: datetime) -> Period:
+def resolve(expression: str, reference: datetime, *, future: bool = False) -> Period:
     """``(valid_from, valid_to)`` of ``expression`` relative to ``reference``; ``(None, None)`` if unknown."""
     ref = reference if reference.tzinfo is not None else reference.replace(tzinfo=timezone.utc)
     english = _from_chinese(expression)
@@ -210,18 +219,18 @@ def resolve(expression: str, reference: datetime) -> Period:
     if not e or EXPRESSION.fullmatch(e) is None:
         return None, None
     if m := _RANGE.fullmatch(e):
-        first, last = _period(m.group(1), ref), _period(m.group(2), ref)
+        first, last = _period(m.group(1), ref, future), _period(m.group(2), ref, future)
         if first is None or last is None or last[1] < first[0]:
             return None, None
         return first[0], last[1]
     if m := _OPEN.fullmatch(e):
-        period = _period(m.group(2), ref)
+        period = _period(m.group(2), ref, future)
         if period is None:
             return None, None
         if m.group(1) in ("until", "till"):
             return None, period[1]
         return period[0], None
-    period = _period(e, ref)
+    period = _period(e, ref, future)
     return period if period is not None else (None, None)
 
 
@@ -250,7 +259,9 @@ class Anchor:
     relative: bool
 
 
-def find_anchor(text: str, reference: datetime, start: int = 0, end: int | None = None) -> Anchor | None:
+def find_anchor(
+    text: str, reference: datetime, start: int = 0, end: int | None = None, *, future: bool = False
+) -> Anchor | None:
     """The first time expression in ``text[start:end]`` that resolves, as an :class:`Anchor`; else None.
 
     Bare months, weekdays and years are skipped (see ``_AMBIGUOUS``), and so is a capitalised expression in
@@ -271,7 +282,7 @@ def find_anchor(text: str, reference: datetime, start: int = 0, end: int | None 
         if span.text[:1].isupper() and text[start:span.start].strip(" \t\n\"'(") and \
                 regex.match(rf"(?:{_MONTH_RX}|{_WEEKDAY_RX})\b", words) is None:
             continue
-        valid_from, valid_to = resolve(span.text, reference)
+        valid_from, valid_to = resolve(span.text, reference, future=future)
         if valid_from is None and valid_to is None:
             continue
         closed = valid_from is None or _RANGE.fullmatch(words) is not None

@@ -163,3 +163,30 @@ def test_speaker_counter_example_that_fails_is_a_load_error(tmp_path: Path) -> N
     assert broken != text
     with pytest.raises(PatternError, match="'Carol: hello': yields speaker"):
         TurnRules.from_dir(_folder(tmp_path, broken))
+
+
+def _answer_cases() -> list[tuple[str, str, str]]:
+    return [(ex["question"], ex["answer"], ex["fact"]) for rule in TURNS.answers for ex in rule.examples]
+
+
+@pytest.mark.parametrize(("question", "answer", "fact"), _answer_cases())
+def test_elliptical_answer_examples(question: str, answer: str, fact: str) -> None:
+    got = Extractor().extract_turn(answer, prior_assistant=question)
+    assert fact in [f.content for f in got.facts]
+    assert all("elliptical answer" in (f.explanation.note or "") for f in got.facts)
+
+
+@pytest.mark.parametrize(("question", "answer"), [
+    ("What do you do for work?", "Nothing much lol"),
+    ("How are you?", "Good."),
+    ("Where do you live?", "Not telling you."),
+    ("What's your name?", "why?"),
+    ("Do you like it here?", "Nurse, yes."),
+])
+def test_replies_that_answer_nothing(question: str, answer: str) -> None:
+    assert Extractor().extract_turn(answer, prior_assistant=question).facts == ()
+
+
+def test_readme_confirmation_example() -> None:
+    got = Extractor().extract_turn("yes", prior_assistant="You're on Postgres 16, right?")
+    assert [(f.content, f.speaker) for f in got.facts] == [("User is on Postgres 16", "assistant")]

@@ -403,7 +403,7 @@ def test_normalise_label(label: str, expected: str | None) -> None:
 @pytest.mark.parametrize(
     ("content", "category", "reason"),
     [
-        ("User uses Go", "technology", "too_short"),           # 12 characters
+        ("User runs", "technology", "too_short"),              # 9 characters ("User uses Go" passes)
         ("用户喜欢", "preference", None),                        # 4 CJK characters are enough
         ("喜欢茶", "preference", "too_short"),                   # 3 are not
         ("Internationalization", "other", "category_mismatch"),  # long enough, but one word
@@ -447,9 +447,10 @@ def test_new_checks_run_on_a_real_reply(fake: FakeOllama, settings: Settings) ->
         {"content": "User codes in Vim at night", "category": "temporal", "confidence": 0.9, "entities": []},
     ], "entities": [{"name": "Vim", "type": "technology"}], "relationships": []})
     result = _extract(settings, text="I've been coding in Vim, mostly at night.")
+    # "User uses Vim" is short but true (issue 14: short well-formed facts pass).
     assert [(f.content, f.category) for f in result.facts] == [
-        ("User codes in Vim", "technology"), ("User codes in Vim at night", "temporal")]
-    assert dict(result.rejections) == {"too_short": 1, "category_mismatch": 1}
+        ("User codes in Vim", "technology"), ("User uses Vim", "technology"), ("User codes in Vim at night", "temporal")]
+    assert dict(result.rejections) == {"category_mismatch": 1}
 
 
 def test_cjk_fact_is_grounded_by_bigrams() -> None:
@@ -593,3 +594,20 @@ def test_fake_server_speaks_streaming_chat_to_the_real_client(fake: FakeOllama) 
                                                     stream=True))
     assert "".join(p.message.content for p in parts) == '{"facts": []}'
     assert parts[-1].done and parts[-1].eval_count == 3
+
+
+@pytest.mark.parametrize(
+    ("content", "source", "passes"),
+    [
+        ("User has a dog", "I have a dog named Biscuit and two cats.", True),          # short and true
+        ("User is a mother of three", "I'm a mom of three and I work as a nurse.", True),  # related words
+        ("User has three dogs", "I have a dog named Biscuit and two cats.", False),    # a number not said
+        ("User plans to visit China", "I'm going to visit Japan in May.", False),      # a name not said
+        ("User hates running", "Running every morning keeps me sane.", False),         # a dislike not said
+        ("User loves hiking", "I can't stand hiking, honestly.", False),               # a liking turned around
+        ("User dislikes hiking", "I can't stand hiking, honestly.", True),
+    ],
+)
+def test_grounding_numbers_names_polarity(content: str, source: str, passes: bool) -> None:
+    facts, _, _, rejections = _validate([dict(_fact(content), category="other")], source=source)
+    assert (len(facts), dict(rejections)) == ((1, {}) if passes else (0, {"ungrounded": 1}))

@@ -166,6 +166,12 @@ def test_confirmation_of_the_assistant_is_stored_with_speaker(memory: Memory) ->
     assert any("PostgreSQL" in f.content for f in r.facts)
 
 
+def test_elliptical_answer_reads_the_assistants_question(memory: Memory) -> None:
+    memory.remember(user="Hi!", assistant="Nice to meet you. What do you do for work?", agent_id="dev", session_id="c2")
+    r = memory.remember(user="Nurse, yes.", agent_id="dev", session_id="c2")
+    assert [f.content for f in r.facts] == ["User is a nurse"]
+
+
 def test_inline_tags_are_stored_and_stripped(memory: Memory) -> None:
     r = memory.remember(user="ok", agent_id="dev", team_id="platform",
                         assistant='Done. <ff:fact category="decision" confidence="0.9" entities="Vitest">'

@@ -403,3 +403,62 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
     assert lib is PatternLibrary.from_dir(tmp_path)
     assert {r.category for r in lib.rules} == {"preference"}
     assert [f.content for f in lib.match("I like tabs")] == ["User likes tabs"]
+
+
+# Precision defects of issue 14: what each sentence must give (all facts, in order), an empty list for none.
+@pytest.mark.parametrize(
+    ("text", "contents"),
+    [
+        # casual "always" / "never" / "we need to" is no team policy without a work context
+        ("Never give up!", []),
+        ("Always happy to help!", []),
+        ("We need to talk about the weekend plans lol", []),
+        ("Never had a chance to visit it.", []),
+        ("Never push directly to main.", ["Team policy: never push directly to main"]),
+        # spans: thousands separators, "a while", a trailing parenthesis, "btw"
+        ("We need to budget $1,000 for the new server.", ["Team policy: budget $1,000 for the new server"]),
+        ("I've been doing yoga for a while now.", ["User has been doing yoga for a while now"]),
+        ("We use Redis for caching (see PR #412).", ["Team uses Redis for caching"]),
+        ("I use Vim btw.", ["User uses Vim"]),
+        # a blocker word in another clause does not suppress this clause's fact
+        ("Sure, you could try that; I just moved to Boston.", ["User just moved to Boston"]),
+        ("If I move to Boston, I will tell you.", []),
+        # broken templates and unresolved references give no fact
+        ("I dont know.", []),
+        ("I used to like them.", []),
+        ("I've always wanted to try that too.", []),
+        ("We decided to go with 1.", []),
+        # a fact cut before what it needs; a subordinate clause is no fact of its own
+        ("I'm working on - super excited!", []),
+        ("I'm creating a library for when I have kids.", []),
+        ("I have zero family that I'm close to.", ["User has zero family that they're close to"]),
+        ("I've been working on for a while.", []),
+        ("It's helped me improve my strength.", []),
+        ("I love escaping to that world.", []),
+        # a person or half a name is no technology
+        ("I use Sarah for my hair appointments.", []),
+        ("We use React Native for the app.", ["Team uses React Native for the app"]),
+    ],
+)
+def test_precision_defects(text: str, contents: list[str]) -> None:
+    assert [f.content for f in LIB.match(text, timestamp=TS)] == contents
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "valid_from"),
+    [
+        ("I'm going to visit Japan in May.", "User plans to visit Japan in May", datetime(2025, 5, 1, tzinfo=timezone.utc)),
+        ("I'm going to visit Japan in August.", "User plans to visit Japan in August",
+         datetime(2024, 8, 1, tzinfo=timezone.utc)),
+        ("I visited Japan in May.", "User visited Japan", datetime(2024, 5, 1, tzinfo=timezone.utc)),
+    ],
+)
+def test_plans_are_dated_in_the_future_events_in_the_past(text: str, content: str, valid_from: datetime) -> None:
+    facts = [f for f in LIB.match(text, timestamp=TS) if f.content == content]
+    assert facts and facts[0].valid_from == valid_from
+
+
+def test_hedges_are_never_high() -> None:
+    for text in ("I might get a cat.", "I'd love to learn piano.", "I'm thinking about moving to Denver."):
+        facts = LIB.match(text, timestamp=TS)
+        assert facts and all(f.confidence < 0.85 for f in facts), text

@@ -1,0 +1,88 @@
+"""Rule coverage on LoCoMo long conversations: how much of everyday personal chat the rules answer alone.
+
+Every turn goes through ``Extractor.extract_turn`` with the previous turn as the message it answers (so a
+"yes" or an elliptical answer can use the question) and the session's date as its timestamp. Reports, over
+the turns that pass the gatekeeper: the share with >= 1 rule fact (MEDIUM or better), the share with a HIGH
+fact, and the share queued for the LLM. ``--sample N`` prints N random emitted facts with their turns, for
+judging precision by hand; ``--misses N`` prints gate-passed turns that left no fact.
+
+Usage: .venv/bin/python bench/eval_coverage.py [--sample 0] [--misses 0] [--seed 7] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from datetime import datetime, timezone
+from pathlib import Path
+
+from factforge.extract import Extractor
+
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "dev"
+
+
+def session_time(text: str) -> datetime | None:
+    try:
+        return datetime.strptime(text, "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+def turns(path: Path):
+    """(text, previous turn's text, session time) for every turn of every conversation."""
+    for conv in json.loads(path.read_text(encoding="utf-8")):
+        c = conv["conversation"]
+        n = 1
+        while f"session_{n}" in c:
+            when = session_time(c.get(f"session_{n}_date_time", ""))
+            prev = None
+            for t in c[f"session_{n}"]:
+                yield t["text"], prev, when
+                prev = t["text"]
+            n += 1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sample", type=int, default=0)
+    ap.add_argument("--misses", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--data", type=Path, default=DATA, help="folder holding locomo_dev.json")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    ex = Extractor()
+    total = passed = with_fact = with_high = queued = 0
+    emitted: list[tuple[str, str, str, float]] = []
+    misses: list[str] = []
+    high = ex.settings.high_confidence
+    for text, prev, when in turns(args.data / "locomo_dev.json"):
+        x = ex.extract_turn(text, timestamp=when, prior_assistant=prev)
+        total += 1
+        if not x.gate.passed:
+            continue
+        passed += 1
+        with_fact += bool(x.facts)
+        with_high += any(f.confidence >= high for f in x.facts)
+        queued += x.needs_llm
+        emitted += [(f.content, f.explanation.rule_id or "", text, f.confidence) for f in x.facts]
+        if not x.facts:
+            misses.append(text)
+    res = {"turns": total, "passed_gate": passed, "facts": len(emitted),
+           "share_with_fact": round(with_fact / max(passed, 1), 3),
+           "share_with_high": round(with_high / max(passed, 1), 3),
+           "share_queued_for_llm": round(queued / max(passed, 1), 3)}
+    if args.json:
+        print(json.dumps(res))
+    else:
+        for k, v in res.items():
+            print(f"{k:>22}: {v}")
+    rng = random.Random(args.seed)
+    for content, rule, text, conf in rng.sample(emitted, min(args.sample, len(emitted))):
+        print(f"{conf:.2f} {rule:28} {content!r}  <- {text!r}")
+    for text in rng.sample(misses, min(args.misses, len(misses))):
+        print(f"MISS {text!r}")
+
+
+if __name__ == "__main__":
+    main()
