@@ -383,6 +383,9 @@ def cmd_patterns(args: argparse.Namespace) -> int:
 
     library = PatternLibrary.from_dir(get_settings().patterns_dir)  # loading validates every rule
     if args.action == "check":
+        from .extract import Extractor
+
+        Extractor(get_settings())  # and every other rule file: gate, injection, secrets, entities, turns
         print(f"{len(library.rules)} rules load and pass their examples")
         return 0
     failures = library.check()

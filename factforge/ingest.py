@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .errors import DatabaseError, InputError, ValidationError
-from .inputs import iter_json_lines
-from .memory import Memory, RememberResult
+from .inputs import check_text, check_timestamp, iter_json_lines
+from .memory import Memory, RememberResult, turn_key
+from .types import GateDecision
 
 logger = logging.getLogger("factforge.ingest")
 
@@ -145,6 +146,17 @@ def _ingest_group(memory: Memory, group: Sequence[tuple[int, dict[str, Any] | In
                   *, progress: Callable[[int], None] | None, wait_for_llm: bool) -> None:
     """Store a group of lines in one transaction; a line's turn key is recorded with its facts, so a crash
     loses the whole group or none of it and a re-run redoes exactly what is missing."""
+    seen = _seen_turns(memory, group)
+    if seen:
+        # A re-run: lines already stored are counted as duplicates after one query for the whole group.
+        for no, obj in group:
+            if no in seen:
+                summary.record(obj, seen[no])
+                if progress is not None:
+                    progress(summary.lines)
+        group = [(no, obj) for no, obj in group if no not in seen]
+        if not group:
+            return
     if len(group) > 1:
         try:
             with memory.batch():
@@ -164,6 +176,29 @@ def _ingest_group(memory: Memory, group: Sequence[tuple[int, dict[str, Any] | In
         summary.record(obj, _attempt(memory, no, obj, wait_for_llm))
         if progress is not None:
             progress(summary.lines)
+
+
+def _seen_turns(memory: Memory, group: Sequence[tuple[int, dict[str, Any] | InputError]]
+                ) -> dict[int, RememberResult]:
+    """The lines of ``group`` that are turns already stored, each with the result a re-run reports for it.
+
+    A line that is not a well-formed turn is left to :func:`_attempt`, which reports what is wrong with it."""
+    keys: dict[str, int] = {}
+    for no, obj in group:
+        if not isinstance(obj, dict) or "activity_session_id" in obj or set(obj) - TURN_FIELDS:
+            continue
+        try:
+            key = turn_key(check_text("user", obj.get("user"), required=True) or "",
+                           check_text("assistant", obj.get("assistant")),
+                           check_text("agent_id", obj.get("agent_id"), required=True) or "",
+                           check_text("team_id", obj.get("team_id")), check_text("session_id", obj.get("session_id")),
+                           check_timestamp(obj.get("timestamp")))
+        except InputError:
+            continue
+        keys[key] = no
+    found = memory.store.seen_keys(list(keys))
+    done = RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False, duplicate=True)
+    return {keys[k]: done for k in found}
 
 
 def _attempt(memory: Memory, no: int, obj: dict[str, Any] | InputError, wait_for_llm: bool) -> RememberResult | str:

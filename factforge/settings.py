@@ -97,8 +97,12 @@ class Settings:
     team_subject: str = "Team"
     max_message_chars: int = 2000
     queue_max_attempts: int = 5
-    # A claimed queue item whose worker went silent this long (crashed, killed) is taken by another worker.
-    queue_claim_timeout: float = 600.0
+    # How long a worker's claim on a queue item lasts (None: long enough for one LLM call and its retries).
+    queue_claim_seconds: float | None = None
+    # Longest text one message (user, assistant, activity) may be; longer input is refused with an InputError.
+    max_input_chars: int = 1_000_000
+    # Longest text sent to the LLM per field; longer text is cut (the rules have already read all of it).
+    llm_max_chars: int = 12_000
     # Search and listings of `factforge serve` go here (a streaming replica); writes go to database_url.
     read_database_url: str | None = None
     # Pooled connections kept open per database (4 more are opened under load and closed after use).
@@ -169,13 +173,21 @@ class Settings:
             max_message_chars=_int(env, "FACTFORGE_MAX_MESSAGE_CHARS", 2000, 100, 10_000_000),
             queue_max_attempts=_int(env, "FACTFORGE_QUEUE_MAX_ATTEMPTS", 5, 1, 1000),
             db_pool_size=_int(env, "FACTFORGE_DB_POOL_SIZE", 4, 1, 1000),
-            queue_claim_timeout=_float(env, "FACTFORGE_QUEUE_CLAIM_TIMEOUT", 600.0, 0.1, 86400.0),
+            queue_claim_seconds=(_float(env, "FACTFORGE_QUEUE_CLAIM_SECONDS", 150.0, 1.0, 86400.0)
+                                 if env.get("FACTFORGE_QUEUE_CLAIM_SECONDS") else None),
+            max_input_chars=_int(env, "FACTFORGE_MAX_INPUT_CHARS", 1_000_000, 1000, 100_000_000),
+            llm_max_chars=_int(env, "FACTFORGE_LLM_MAX_CHARS", 12_000, 500, 10_000_000),
             dedup_similarity=_float(env, "FACTFORGE_DEDUP_SIMILARITY", 0.94, 0.5, 1.0),
             secrets_mode=secrets_mode,
             patterns_dir=Path(patterns_raw) if patterns_raw else None,
             idle_stop=_float(env, "FACTFORGE_IDLE_STOP", 1800.0, 0.0, 10_000_000.0),
             default_visibility=visibility,
         )
+
+    @property
+    def claim_seconds(self) -> float:
+        """How long a queue claim lasts: FACTFORGE_QUEUE_CLAIM_SECONDS, else two LLM timeouts and 30 s."""
+        return self.queue_claim_seconds if self.queue_claim_seconds is not None else 2 * self.llm_timeout + 30
 
     def with_(self, **changes: object) -> Settings:
         """A copy with some fields changed."""

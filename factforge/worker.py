@@ -2,7 +2,7 @@
 
 Any number of workers on any number of machines share one database: a worker claims one queue item at a
 time (``FOR UPDATE SKIP LOCKED``), and stores its facts and marks it done in one transaction. A worker that
-dies holding an item (killed, machine lost) leaves it claimed; after ``FACTFORGE_QUEUE_CLAIM_TIMEOUT``
+dies holding an item (killed, machine lost) leaves it claimed; after ``FACTFORGE_QUEUE_CLAIM_SECONDS``
 seconds another worker takes it. SIGTERM (and SIGINT) lets the item in hand finish, then the worker exits.
 """
 

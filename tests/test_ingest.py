@@ -193,12 +193,12 @@ def test_a_database_error_in_a_group_replays_it_line_by_line(db_url: str, tmp_pa
 
     real, failed = Store.record_turn, []
 
-    def once_in_a_batch(self: Store, key: str, **kw: object) -> None:
+    def once_in_a_batch(self: Store, key: str, **kw: object) -> bool:
         if self._bound() is not None and not failed:  # a real error from the server, inside the group's transaction
             failed.append(key)
             with self._tx() as conn:
                 conn.exec_driver_sql("SELECT 1 / 0")
-        real(self, key, **kw)
+        return real(self, key, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Store, "record_turn", once_in_a_batch)
     with _memory(db_url, tmp_path) as memory:
@@ -206,7 +206,7 @@ def test_a_database_error_in_a_group_replays_it_line_by_line(db_url: str, tmp_pa
     assert failed and summary.as_dict() | {"seconds": 0} == expected
     assert _snapshot(db_url) == clean
 
-    def always(self: Store, key: str, **kw: object) -> None:
+    def always(self: Store, key: str, **kw: object) -> bool:
         with self._tx() as conn:
             conn.exec_driver_sql("SELECT 1 / 0")
 

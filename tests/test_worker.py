@@ -60,7 +60,7 @@ def queue(db_url: str, tmp_path: Path, names: list[str]) -> None:
 
 def start_worker(db_url: str, fake: FakeOllama, tmp_path: Path, claim_timeout: float = 3.0) -> subprocess.Popen[str]:
     env = {**os.environ, "FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path), "OLLAMA_HOST": fake.url,
-           "FACTFORGE_EMBEDDER": "none", "FACTFORGE_QUEUE_CLAIM_TIMEOUT": str(claim_timeout),
+           "FACTFORGE_EMBEDDER": "none", "FACTFORGE_QUEUE_CLAIM_SECONDS": str(claim_timeout),
            "FACTFORGE_LLM_TIMEOUT": "30"}
     return subprocess.Popen([sys.executable, "-m", "factforge", "worker", "--poll", "0.2", "--no-embed"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -190,7 +190,7 @@ def test_a_worker_whose_claim_expired_stores_nothing(db_url: str, fake: FakeOlla
     fake.respond_with(lambda body: next(answers))
     settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path),
                                   "OLLAMA_HOST": fake.url, "FACTFORGE_EMBEDDER": "none",
-                                  "FACTFORGE_QUEUE_CLAIM_TIMEOUT": "1", "FACTFORGE_LLM_TIMEOUT": "30"})
+                                  "FACTFORGE_QUEUE_CLAIM_SECONDS": "1", "FACTFORGE_LLM_TIMEOUT": "30"})
     reports = {}
     with Memory(settings=settings, llm=OllamaLLM(settings), background=False) as slow, \
             Memory(settings=settings, llm=OllamaLLM(settings), background=False) as quick:

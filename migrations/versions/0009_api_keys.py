@@ -1,7 +1,7 @@
 """API keys of ``factforge serve``: stored hashed, each bound to an agent and team, or an analyst's.
 
 Revision ID: 0009
-Revises: 0006
+Revises: 0008
 
 A key is 256 random bits, so a single SHA-256 is enough to store it (nothing to guess from the hash, unlike a
 password); the plain key is shown once, when it is created. ``role``: ``agent`` reads and writes as its agent
@@ -14,7 +14,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0009"
-down_revision = "0006"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
