@@ -1,7 +1,12 @@
 """Scoped hybrid search: HNSW vector neighbours + real BM25 over the stored tsvector, fused by RRF (k=60).
 
-Scope is enforced in SQL on every path: an agent sees its own private facts, its team's team facts and
-global facts. BM25 uses the term statistics that triggers keep in ``bm25_terms``/``bm25_corpus`` (document
+Two kinds of memory are ranked: *facts* and *episodes* (the gate-passed turns themselves, in ``turns``).
+Each kind is ranked on its own (its own BM25 statistics, its own vector neighbours) and all rank lists are
+fused by RRF, so a turn no rule could read yet is still found, and a fact is not crowded out by the episode
+it came from: when both are found, the better ranked stands for both (``collapse``; see ``search``).
+
+Scope is enforced in SQL on every path: an agent sees its own private facts and episodes, its team's team
+ones and global ones. BM25 uses the term statistics that triggers keep in ``bm25_terms``/``bm25_corpus`` (document
 frequency per lexeme, corpus size and total length), so IDF and length normalisation cost no scan.
 """
 
@@ -25,18 +30,26 @@ from .store import visible_clause
 
 logger = logging.getLogger("factforge.search")
 
-__all__ = ["SearchHit", "search", "RRF_K", "BM25_K1", "BM25_B"]
+__all__ = ["SearchHit", "search", "KINDS", "RRF_K", "BM25_K1", "BM25_B"]
 
 RRF_K = 60
 BM25_K1 = 1.2
 BM25_B = 0.75
 MODES = ("hybrid", "vector", "bm25")
+KINDS = ("fact", "episode")
 _OPERATORS = re.compile(r'(^|\s)-\S|"|\bor\b', re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
-    """One result and why it was found: its rank on each path (None = not found there) and fused score."""
+    """One result, when it held and why it was found: its rank on each path (None = not found there) and
+    fused score.
+
+    ``kind`` is "fact" or "episode" (a stored turn: ``content`` is its words, ``category``/``method`` are
+    "episode"). Dates: ``valid_from``/``valid_to`` (the time the fact or turn speaks of, when stated),
+    ``first_seen_at``/``last_seen_at``, and ``source_ts``/``session_id``/``speaker`` of the (first) turn it
+    came from. ``related`` names what was folded into this hit: a fact's own episode, or an episode's facts.
+    """
 
     id: UUID
     content: str
@@ -54,6 +67,43 @@ class SearchHit:
     bm25_score: float | None
     superseded_at: datetime | None
     last_seen_at: datetime
+    kind: str = "fact"
+    first_seen_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    source_ts: datetime | None = None
+    session_id: str | None = None
+    speaker: str | None = None
+    related: tuple[UUID, ...] = ()
+
+
+def scope_sql(alias: str, agent_id: str | None, team_id: str | None) -> tuple[str, dict[str, Any]]:
+    """SQL: row ``alias`` (a fact or an episode) is visible to the caller; the analyst's view sees all."""
+    if agent_id is None and team_id is None:
+        return f"{alias}.visibility IS NOT NULL", {}
+    # The same rule as store.visible_clause, written so the planner filters the few rows the text or
+    # vector index found instead of OR-ing bitmaps of every global and team fact (40 ms at 1M facts).
+    return (f"(CASE {alias}.visibility WHEN 'global' THEN true WHEN 'team' THEN {alias}.team_id = %(v_team)s "
+            f"WHEN 'private' THEN {alias}.agent_id = %(v_agent)s ELSE false END)",
+            {"v_team": team_id, "v_agent": agent_id})
+
+
+def _episode_filters(agent_id: str | None, team_id: str | None, since: datetime | None,
+                     until: datetime | None, entity: str | None) -> tuple[str, dict[str, Any]]:
+    """Like ``_filters``, for episodes (turns with a visibility and words); ``tsv IS NOT NULL`` lets the
+    planner use the partial text index."""
+    where, params = scope_sql("f", agent_id, team_id)
+    clauses = [where, "f.tsv IS NOT NULL"]
+    if since is not None:
+        clauses.append("coalesce(f.message_ts, f.created_at) >= %(since)s")
+        params["since"] = since
+    if until is not None:
+        clauses.append("coalesce(f.message_ts, f.created_at) <= %(until)s")
+        params["until"] = until
+    if entity:
+        clauses.append("EXISTS (SELECT 1 FROM unnest(f.entities) e WHERE lower(e) = lower(%(entity)s))")
+        params["entity"] = entity
+    return " AND ".join(clauses), params
 
 
 def _filters(agent_id: str | None, team_id: str | None, categories: Sequence[str] | None, include_history: bool,
@@ -62,11 +112,7 @@ def _filters(agent_id: str | None, team_id: str | None, categories: Sequence[str
     if agent_id is None and team_id is None:
         where, params = visible_clause(agent_id, team_id)  # the analyst's view: everything
     else:
-        # The same rule as store.visible_clause, written so the planner filters the few rows the text or
-        # vector index found instead of OR-ing bitmaps of every global and team fact (40 ms at 1M facts).
-        where = ("(CASE f.visibility WHEN 'global' THEN true WHEN 'team' THEN f.team_id = %(v_team)s "
-                 "WHEN 'private' THEN f.agent_id = %(v_agent)s ELSE false END)")
-        params = {"v_team": team_id, "v_agent": agent_id}
+        where, params = scope_sql("f", agent_id, team_id)
     clauses = [where]
     if not include_history:
         clauses.append("f.superseded_at IS NULL")
@@ -114,9 +160,13 @@ ALL_TERMS_CANDIDATES = 500
 RARE_CANDIDATES = 300
 FALLBACK_CANDIDATES = 300
 _QUERY_TERMS = """
-    SELECT u.lexeme, coalesce(b.df, 0), (SELECT greatest(n_docs, 1) FROM bm25_corpus WHERE id = 1)
+    SELECT u.lexeme, coalesce(b.df, 0), (SELECT greatest(n_docs, 1) FROM {stats}_corpus WHERE id = 1)
     FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(q)s))) u
-    LEFT JOIN bm25_terms b ON b.lexeme = u.lexeme ORDER BY 2, 1"""
+    LEFT JOIN {stats}_terms b ON b.lexeme = u.lexeme ORDER BY 2, 1"""
+# The term statistics of each searched table: facts (and their narrow copy) and episodes.
+_STATS = {"facts": "bm25", "fact_terms": "bm25", "turns": "episode_bm25"}
+# Tables whose text index is the scoped one (factforge_scoped_tsv); the facts table's is plain.
+_SCOPED_TABLES = ("fact_terms", "turns")
 
 
 # A caller's step scans the table instead of the scoped index when about this share of all facts match it:
@@ -144,10 +194,10 @@ def _tsquery_text(lexemes: Sequence[str], op: str) -> str:
     return f" {op} ".join(_quote(x) for x in lexemes)
 
 
-def _bm25_steps(conn: Any, query: str) -> list[_Step]:
-    """The candidate steps for ``query`` (see above)."""
+def _bm25_steps(conn: Any, query: str, stats: str = "bm25") -> list[_Step]:
+    """The candidate steps for ``query`` (see above), by the term statistics ``{stats}_terms``."""
     # A word no fact contains cannot match: it would only empty the conjunctive steps.
-    terms = [t for t in conn.execute(_QUERY_TERMS, {"q": query}).fetchall() if t[1] > 0]
+    terms = [t for t in conn.execute(_QUERY_TERMS.format(stats=stats), {"q": query}).fetchall() if t[1] > 0]
     if not terms:
         return []
     n_docs = terms[0][2] or 1
@@ -215,13 +265,15 @@ def bm25_sql(where: str, steps: Sequence[tuple[str, int, bool]], *, table: str =
     ``table`` is ``facts`` or its narrow copy ``fact_terms`` (the text and scope columns only), used when no
     filter needs another column of ``facts``; on ``fact_terms`` an indexed step's tsquery is matched against
     the scoped index (``SCOPED_TSV``). A plain-scan step calls ``ts_match_vq`` (no index serves a function
-    call), so the scan stops at its cap. ``extra`` is one more condition for every step."""
+    call), so the scan stops at its cap. ``extra`` is one more condition for every step. ``turns`` (episodes)
+    has a scoped index too, and its own term statistics."""
+    stats = _STATS.get(table, "bm25")
     ctes = []
     for i, (tsq, cap, plain) in enumerate(steps):
         if plain:
             match = f"ts_match_vq(f.tsv, {tsq})"
         else:
-            match = f"{SCOPED_TSV if table == 'fact_terms' else 'f.tsv'} @@ {tsq}"
+            match = f"{SCOPED_TSV if table in _SCOPED_TABLES else 'f.tsv'} @@ {tsq}"
         gate = ""
         if i:
             found = " UNION ".join(f"SELECT id FROM c{j}" for j in range(i))
@@ -232,12 +284,12 @@ def bm25_sql(where: str, steps: Sequence[tuple[str, int, bool]], *, table: str =
     return f"""
         WITH corpus AS MATERIALIZED (
                 SELECT greatest(n_docs, 1)::float8 AS n, greatest(total_len::float8 / greatest(n_docs, 1), 1) AS avgdl
-                FROM bm25_corpus WHERE id = 1
-                UNION ALL SELECT 1, 1 WHERE NOT EXISTS (SELECT 1 FROM bm25_corpus WHERE id = 1)),
+                FROM {stats}_corpus WHERE id = 1
+                UNION ALL SELECT 1, 1 WHERE NOT EXISTS (SELECT 1 FROM {stats}_corpus WHERE id = 1)),
         idf AS MATERIALIZED (
                 SELECT t.lexeme, ln(1 + (c.n - coalesce(b.df, 0) + 0.5) / (coalesce(b.df, 0) + 0.5)) AS idf
                 FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(q)s))) t
-                CROSS JOIN corpus c LEFT JOIN bm25_terms b ON b.lexeme = t.lexeme),
+                CROSS JOIN corpus c LEFT JOIN {stats}_terms b ON b.lexeme = t.lexeme),
         {", ".join(ctes)},
         cand AS (SELECT DISTINCT ON (id) id, tsv FROM ({union}) s)
         SELECT cand.id, sum(i.idf * u.tf * ({BM25_K1} + 1)
@@ -290,7 +342,7 @@ def _connection(source: Any, *, need_vector: bool) -> Iterator[Any]:
 
 
 def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], vector: Sequence[float], n: int,
-                  ef_search: int) -> dict[UUID, tuple[int, float]]:
+                  ef_search: int, table: str = "facts") -> dict[UUID, tuple[int, float]]:
     import numpy as np
 
     # One round trip for both settings (set_config(..., true) is SET LOCAL).
@@ -300,7 +352,7 @@ def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], ve
     else:
         conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(int(max(ef_search, n))),))
     rows = conn.execute(
-        f"SELECT f.id, f.embedding <=> %(v)s AS d FROM facts f WHERE f.embedding IS NOT NULL AND {where} "
+        f"SELECT f.id, f.embedding <=> %(v)s AS d FROM {table} f WHERE f.embedding IS NOT NULL AND {where} "
         "ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",
         {**params, "v": np.array(vector, dtype=np.float32)},
     ).fetchall()
@@ -321,18 +373,18 @@ def _executor() -> ThreadPoolExecutor:
 
 
 def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], vector: Sequence[float], n: int,
-                              ef_search: int) -> dict[UUID, tuple[int, float]]:
+                              ef_search: int, table: str = "facts") -> dict[UUID, tuple[int, float]]:
     with _connection(source, need_vector=True) as conn:
-        return _vector_ranks(conn, source, where, params, vector, n, ef_search)
+        return _vector_ranks(conn, source, where, params, vector, n, ef_search, table)
 
 
 def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table: str = "facts"
                ) -> tuple[str, dict[str, Any]] | None:
     """The BM25 statement for ``query`` and its parameters (None: no query word is in any fact)."""
-    found = _bm25_steps(conn, query)
+    found = _bm25_steps(conn, query, _STATS.get(table, "bm25"))
     if not found:
         return None
-    keys = scope_keys(params.get("v_agent"), params.get("v_team")) if table == "fact_terms" else None
+    keys = scope_keys(params.get("v_agent"), params.get("v_team")) if table in _SCOPED_TABLES else None
     params = dict(params)
     steps = []
     for i, step in enumerate(found):
@@ -358,6 +410,39 @@ def _bm25_ranks(conn: Any, where: str, params: dict[str, Any], query: str, n: in
     return {fid: (rank, float(score)) for rank, (fid, score) in enumerate(rows, 1)}
 
 
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """One kind of memory to rank: its table for vectors, its table for BM25 and its filter."""
+
+    name: str
+    table: str
+    terms_table: str
+    where: str
+    params: dict[str, Any]
+
+
+def _kinds(kinds: Iterable[str] | None, agent_id: str | None, team_id: str | None, cats: Sequence[str],
+           include_history: bool, since: datetime | None, until: datetime | None, entity: str | None,
+           method: str | None) -> list[_Kind]:
+    wanted = list(dict.fromkeys(kinds)) if kinds is not None else list(KINDS)
+    for kind in wanted:
+        if kind not in KINDS:
+            raise ValidationError(f"kind {kind!r} must be one of {', '.join(KINDS)}")
+    if not wanted:
+        raise ValidationError(f"kinds must name at least one of {', '.join(KINDS)}")
+    out = []
+    if "fact" in wanted:
+        where, params = _filters(agent_id, team_id, cats, include_history, since, until, entity, method)
+        # Scope and history live in the narrow fact_terms too; other filters need the facts table itself.
+        terms = "facts" if (cats or since or until or entity or method) else "fact_terms"
+        out.append(_Kind("fact", "facts", terms, where, params))
+    # Episodes have no category or extraction method: such a filter asks for facts only.
+    if "episode" in wanted and not cats and not method:
+        where, params = _episode_filters(agent_id, team_id, since, until, entity)
+        out.append(_Kind("episode", "turns", "turns", where, params))
+    return out
+
+
 def search(
     source: Any,
     query: str,
@@ -373,13 +458,17 @@ def search(
     entity: str | None = None,
     method: str | None = None,
     mode: Literal["hybrid", "vector", "bm25"] | str = "hybrid",
+    kinds: Iterable[str] | None = None,
+    collapse: bool = True,
     candidates: int | None = None,
     ef_search: int = 100,
 ) -> list[SearchHit]:
-    """The ``k`` best facts for ``query`` that the caller may see; see the module docstring.
+    """The ``k`` best facts and episodes for ``query`` that the caller may see; see the module docstring.
 
     ``source`` is a :class:`~factforge.store.Store` (its pooled connections are reused: no connection
-    set-up per query) or a database URL (one connection for this call).
+    set-up per query) or a database URL (one connection for this call). ``kinds``: "fact", "episode" or both
+    (default; a category or method filter means facts only). ``collapse``: a fact and the episode it came
+    from count once, as the better ranked of the two, with the other in its ``related``.
     """
     import psycopg
 
@@ -391,8 +480,9 @@ def search(
         raise ValidationError("query must not be empty")
     n = candidates or max(40, k * 4)
     cats = list(categories or ())
-    where, params = _filters(agent_id, team_id, cats, include_history, since, until, entity, method)
-    params.update(q=query, n=n)
+    plan = _kinds(kinds, agent_id, team_id, cats, include_history, since, until, entity, method)
+    for kind in plan:
+        kind.params.update(q=query, n=n)
     vector = None
     if mode != "bm25" and embedder is not None:
         try:
@@ -401,48 +491,135 @@ def search(
             logger.warning("query embedding failed (%s); keyword search only", exc)
     if mode == "vector" and vector is None:
         raise ValidationError("vector search needs an embedder (FACTFORGE_EMBEDDER is 'none' or it failed)")
-    ranks_v: dict[UUID, tuple[int, float]] = {}
-    ranks_b: dict[UUID, tuple[int, float]] = {}
-    # Scope and history live in the narrow fact_terms too; other filters need the facts table itself.
-    table = "facts" if (cats or since or until or entity or method) else "fact_terms"
+    # Rank lists: (kind, path) -> {id: (rank, score)}; fact and episode ids are distinct UUIDs.
+    ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]] = {}
     try:
         with _connection(source, need_vector=vector is not None) as conn:
+            pending = {}
             if vector is not None and mode == "hybrid" and not isinstance(source, str):
-                # Two pooled connections: the HNSW and BM25 queries run at the same time on the server.
-                pending = _executor().submit(_vector_on_own_connection, source, where, params, vector, n,
-                                             ef_search)
-                ranks_b = _bm25_ranks(conn, where, params, query, n, table)
-                ranks_v = pending.result()
-            else:
-                if vector is not None:
-                    ranks_v = _vector_ranks(conn, source, where, params, vector, n, ef_search)
+                # Other pooled connections: the HNSW queries run while this one does BM25.
+                pending = {kind.name: _executor().submit(_vector_on_own_connection, source, kind.where, kind.params,
+                                                         vector, n, ef_search, kind.table) for kind in plan}
+            for kind in plan:
+                if vector is not None and kind.name not in pending:
+                    ranks[kind.name, "vector"] = _vector_ranks(conn, source, kind.where, kind.params, vector, n,
+                                                               ef_search, kind.table)
                 if mode != "vector":
-                    ranks_b = _bm25_ranks(conn, where, params, query, n, table)
+                    ranks[kind.name, "bm25"] = _bm25_ranks(conn, kind.where, kind.params, query, n, kind.terms_table)
+            for name, future in pending.items():
+                ranks[name, "vector"] = future.result()
             fused: dict[UUID, float] = {}
-            for ranks in (ranks_v, ranks_b):
-                for fid, (rank, _) in ranks.items():
-                    fused[fid] = fused.get(fid, 0.0) + 1.0 / (RRF_K + rank)
-            top = sorted(fused, key=lambda i: (-fused[i], str(i)))[:k]
+            kind_of: dict[UUID, str] = {}
+            for (name, _path), found in ranks.items():
+                for rid, (rank, _) in found.items():
+                    fused[rid] = fused.get(rid, 0.0) + 1.0 / (RRF_K + rank)
+                    kind_of[rid] = name
+            order = sorted(fused, key=lambda i: (-fused[i], str(i)))
+            links = _links(conn, order, kind_of) if collapse else {}
+            top, related = _collapse(order, links, kind_of, k)
             if not top:
                 return []
-            rows = conn.execute(
-                "SELECT id, content, category, confidence, extraction_method, visibility, agent_id, team_id, "
-                "entities, superseded_at, last_seen_at FROM facts WHERE id = ANY(%(ids)s)",
-                {"ids": top},
-            ).fetchall()
+            rows = _rows(conn, [i for i in top if kind_of[i] == "fact"], [i for i in top if kind_of[i] == "episode"])
     except psycopg.Error as exc:
         raise DatabaseError(f"search failed: {str(exc).strip().splitlines()[0]}") from None
-    by_id = {r[0]: r for r in rows}
     hits = []
-    for fid in top:
-        r = by_id.get(fid)
+    for rid in top:
+        r = rows.get(rid)
         if r is None:  # deleted between the two queries
             continue
-        v, b = ranks_v.get(fid), ranks_b.get(fid)
+        kind = kind_of[rid]
+        v, b = ranks.get((kind, "vector"), {}).get(rid), ranks.get((kind, "bm25"), {}).get(rid)
         hits.append(SearchHit(
-            id=fid, content=r[1], category=r[2], confidence=float(r[3]), method=r[4], visibility=r[5],
-            agent_id=r[6], team_id=r[7], entities=tuple(r[8] or ()), fused_score=fused[fid],
-            vector_rank=v[0] if v else None, bm25_rank=b[0] if b else None, vector_distance=v[1] if v else None,
-            bm25_score=b[1] if b else None, superseded_at=r[9], last_seen_at=r[10],
+            id=rid, content=r["content"], category=r["category"], confidence=float(r["confidence"]),
+            method=r["method"], visibility=r["visibility"], agent_id=r["agent_id"], team_id=r["team_id"],
+            entities=tuple(r["entities"] or ()),
+            fused_score=max(fused[x] for x in (rid, *related.get(rid, ()))),  # the group's place in the ranking
+            vector_rank=v[0] if v else None,
+            bm25_rank=b[0] if b else None, vector_distance=v[1] if v else None, bm25_score=b[1] if b else None,
+            superseded_at=r["superseded_at"], last_seen_at=r["last_seen_at"], kind=kind,
+            first_seen_at=r["first_seen_at"], valid_from=r["valid_from"], valid_to=r["valid_to"],
+            source_ts=r["source_ts"], session_id=r["session_id"], speaker=r["speaker"],
+            related=tuple(related.get(rid, ())),
         ))
     return hits
+
+
+def _links(conn: Any, order: Sequence[UUID], kind_of: dict[UUID, str]) -> dict[UUID, set[UUID]]:
+    """Which candidate facts came from which candidate episodes (both ways), through ``fact_sources``."""
+    facts = [i for i in order if kind_of[i] == "fact"]
+    episodes = [i for i in order if kind_of[i] == "episode"]
+    if not facts or not episodes:
+        return {}
+    links: dict[UUID, set[UUID]] = {}
+    for fid, eid in conn.execute(
+            "SELECT s.fact_id, t.id FROM fact_sources s JOIN turns t ON t.key = s.source_key "
+            "WHERE s.fact_id = ANY(%(f)s) AND t.id = ANY(%(e)s)", {"f": facts, "e": episodes}).fetchall():
+        links.setdefault(fid, set()).add(eid)
+        links.setdefault(eid, set()).add(fid)
+    return links
+
+
+def _collapse(order: Sequence[UUID], links: dict[UUID, set[UUID]], kind_of: dict[UUID, str], k: int
+              ) -> tuple[list[UUID], dict[UUID, list[UUID]]]:
+    """The first ``k`` groups of ``order``: a fact and the episode it came from are one group, at the rank of
+    its best member, shown as its best ranked *fact* (the cleaner statement) with the others in ``related``
+    (the episode as the fact's evidence), instead of two slots with the same information."""
+    groups: list[list[UUID]] = []
+    group_of: dict[UUID, int] = {}
+    for rid in order:
+        joined = next((group_of[x] for x in links.get(rid, ()) if x in group_of), None)
+        if joined is not None:
+            groups[joined].append(rid)
+            group_of[rid] = joined
+            continue
+        if len(groups) == k:
+            continue  # a later member of a group already in the top k may still join it
+        group_of[rid] = len(groups)
+        groups.append([rid])
+    top: list[UUID] = []
+    related: dict[UUID, list[UUID]] = {}
+    for members in groups:
+        head = next((m for m in members if kind_of[m] == "fact"), members[0])
+        top.append(head)
+        rest = [m for m in members if m != head]
+        if rest:
+            related[head] = rest
+    return top, related
+
+
+def _rows(conn: Any, fact_ids: Sequence[UUID], episode_ids: Sequence[UUID]) -> dict[UUID, dict[str, Any]]:
+    """The stored columns of the hits, facts with their first source's time, session and speaker."""
+    out: dict[UUID, dict[str, Any]] = {}
+    if fact_ids:
+        cur = conn.execute(
+            """
+            SELECT f.id, f.content, f.category, f.confidence, f.extraction_method AS method, f.visibility,
+                   f.agent_id, f.team_id, f.entities, f.superseded_at, f.last_seen_at, f.first_seen_at,
+                   f.valid_from, f.valid_to, src.message_ts AS source_ts,
+                   coalesce(src.session_id, src.activity_session, f.source_session, f.source_activity_session)
+                       AS session_id, src.user_name AS speaker
+            FROM facts f LEFT JOIN LATERAL (
+                SELECT s.message_ts, s.session_id, s.activity_session, t.user_name FROM fact_sources s
+                LEFT JOIN turns t ON t.key = s.source_key WHERE s.fact_id = f.id ORDER BY s.seen_at, s.id LIMIT 1
+            ) src ON true
+            WHERE f.id = ANY(%(ids)s)
+            """,
+            {"ids": list(fact_ids)},
+        )
+        names = [d.name for d in cur.description]
+        out.update({r[0]: dict(zip(names, r)) for r in cur.fetchall()})
+    if episode_ids:
+        cur = conn.execute(
+            """
+            SELECT id, user_message AS content, 'episode' AS category, 1.0 AS confidence, 'episode' AS method,
+                   visibility, agent_id, team_id, entities, NULL::timestamptz AS superseded_at,
+                   coalesce(message_ts, created_at) AS last_seen_at, coalesce(message_ts, created_at) AS first_seen_at,
+                   valid_from, valid_to, message_ts AS source_ts, coalesce(session_id, activity_session) AS session_id,
+                   user_name AS speaker
+            FROM turns WHERE id = ANY(%(ids)s) AND visibility IS NOT NULL
+            """,
+            {"ids": list(episode_ids)},
+        )
+        names = [d.name for d in cur.description]
+        out.update({r[0]: dict(zip(names, r)) for r in cur.fetchall()})
+    return out

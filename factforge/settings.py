@@ -88,6 +88,8 @@ class Settings:
     secrets_mode: str = "redact"
     patterns_dir: Path | None = None
     default_visibility: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VISIBILITY))
+    # Episodes (stored turns) are the user's own words: private unless widened (FACTFORGE_EPISODE_VISIBILITY).
+    episode_visibility: str = "private"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -145,11 +147,19 @@ class Settings:
             secrets_mode=secrets_mode,
             patterns_dir=Path(patterns_raw) if patterns_raw else None,
             default_visibility=visibility,
+            episode_visibility=_visibility(env, "FACTFORGE_EPISODE_VISIBILITY", "private"),
         )
 
     def with_(self, **changes: object) -> Settings:
         """A copy with some fields changed."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _visibility(env: Mapping[str, str], name: str, default: str) -> str:
+    value = (env.get(name) or default).strip().lower()
+    if value not in VISIBILITIES:
+        raise ConfigError(f"{name} must be one of {', '.join(VISIBILITIES)}, got {value!r}")
+    return value
 
 
 @lru_cache(maxsize=1)
