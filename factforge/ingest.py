@@ -25,7 +25,8 @@ logger = logging.getLogger("factforge.ingest")
 # Lines per transaction: a few hundred make commits a small share of the work; a crash redoes one group at most.
 DEFAULT_BATCH_SIZE = 200
 
-TURN_FIELDS = {"user", "assistant", "agent_id", "team_id", "session_id", "timestamp", "visibility"}
+TURN_FIELDS = {"user", "assistant", "agent_id", "team_id", "session_id", "timestamp", "visibility", "user_name",
+               "speaker", "assistant_name"}
 ACTIVITY_FIELDS = {"activity_session_id", "intent", "dialogue", "events", "agent_id", "team_id", "timestamp",
                    "visibility"}
 
@@ -186,6 +187,10 @@ def _ingest_one(memory: Memory, obj: dict[str, Any], *, wait_for_llm: bool) -> R
         raise InputError(f"unknown field(s) {', '.join(sorted(unknown))} in a turn")
     if "user" not in obj or "agent_id" not in obj:
         raise InputError("a turn needs 'user' and 'agent_id'")
+    if "speaker" in obj:  # another name for user_name: who says the 'user' text
+        if "user_name" in obj and obj["user_name"] != obj["speaker"]:
+            raise InputError("'speaker' and 'user_name' name the same person: give one")
+        obj = {**{k: v for k, v in obj.items() if k != "speaker"}, "user_name": obj["speaker"]}
     return memory.remember(wait_for_llm=wait_for_llm, **obj)
 
 

@@ -561,30 +561,34 @@ def _links(conn: Any, order: Sequence[UUID], kind_of: dict[UUID, str]) -> dict[U
 
 def _collapse(order: Sequence[UUID], links: dict[UUID, set[UUID]], kind_of: dict[UUID, str], k: int
               ) -> tuple[list[UUID], dict[UUID, list[UUID]]]:
-    """The first ``k`` groups of ``order``: a fact and the episode it came from are one group, at the rank of
-    its best member, shown as its best ranked *fact* (the cleaner statement) with the others in ``related``
-    (the episode as the fact's evidence), instead of two slots with the same information."""
-    groups: list[list[UUID]] = []
-    group_of: dict[UUID, int] = {}
-    for rid in order:
-        joined = next((group_of[x] for x in links.get(rid, ()) if x in group_of), None)
-        if joined is not None:
-            groups[joined].append(rid)
-            group_of[rid] = joined
-            continue
-        if len(groups) == k:
-            continue  # a later member of a group already in the top k may still join it
-        group_of[rid] = len(groups)
-        groups.append([rid])
-    top: list[UUID] = []
+    """The first ``k`` hits of ``order``, where an episode is its facts' evidence rather than a hit of its own:
+    an episode ranked below one of its facts is folded into that fact (``related``); an episode ranked above
+    its facts keeps its place but the first of them takes the slot, the episode folded into it. Two facts of
+    one turn are different information and keep a slot each."""
+    slots: list[UUID] = []
     related: dict[UUID, list[UUID]] = {}
-    for members in groups:
-        head = next((m for m in members if kind_of[m] == "fact"), members[0])
-        top.append(head)
-        rest = [m for m in members if m != head]
-        if rest:
-            related[head] = rest
-    return top, related
+    slot_of: dict[UUID, int] = {}  # a placed id (or folded episode) -> its slot
+    for rid in order:
+        if kind_of[rid] == "episode":
+            holder = next((slot_of[f] for f in links.get(rid, ()) if f in slot_of), None)
+            if holder is not None:
+                related.setdefault(slots[holder], []).append(rid)
+                slot_of[rid] = holder
+                continue
+        else:
+            # the fact's own episode holds a slot no fact has claimed yet: the fact takes it over
+            free = next((slot_of[e] for e in links.get(rid, ()) if e in slot_of
+                         and kind_of[slots[slot_of[e]]] == "episode"), None)
+            if free is not None:
+                episode = slots[free]
+                slots[free] = rid
+                related[rid] = [episode, *related.pop(episode, [])]
+                slot_of[rid] = free
+                continue
+        if len(slots) < k:
+            slot_of[rid] = len(slots)
+            slots.append(rid)
+    return slots, related
 
 
 def _rows(conn: Any, fact_ids: Sequence[UUID], episode_ids: Sequence[UUID]) -> dict[UUID, dict[str, Any]]:
