@@ -957,7 +957,7 @@ class Store:
     def episodes_without_embedding(self, n: int) -> list[tuple[UUID, str]]:
         """Up to ``n`` episodes waiting for a vector, oldest first, with the text to embed (speaker and words)."""
         return [(r["id"], r["text"]) for r in self._all(
-            "SELECT id, concat_ws(': ', user_name, user_message) AS text FROM turns "
+            "SELECT id, user_message AS text FROM turns "
             "WHERE visibility IS NOT NULL AND embedding IS NULL ORDER BY created_at, id LIMIT %(n)s", {"n": n})]
 
     def set_embeddings(self, pairs: Sequence[tuple[UUID, Sequence[float]]], model: str, *,

@@ -191,3 +191,19 @@ def test_ingest_lines_take_speaker_names(memory: Memory) -> None:
     assert {f.content for f in memory.facts(agent_id=A)} == {"Maria lives in Lisbon", "Maria loves hiking"}
     with pytest.raises(InputError):
         memory.remember(user="x", agent_id=A, user_name="\x00")
+
+
+def test_calibrated_fusion_scales_each_kinds_ranks_by_its_share(memory: Memory, db_url: str) -> None:
+    memory.remember(user="I love the billing dashboard.", agent_id=A)  # one fact (and its episode)
+    for day in ("Monday", "Tuesday", "Friday"):
+        memory.remember(user=f"The billing service timed out on {day} again", agent_id=A)
+    ((n_facts, n_episodes),) = _rows(db_url, "SELECT (SELECT n_docs FROM bm25_corpus), "
+                                             "(SELECT n_docs FROM episode_bm25_corpus)")
+    hits = search(memory.store, "billing", agent_id=A, mode="bm25", collapse=False)
+    scale = {"fact": (n_facts + n_episodes) / n_facts, "episode": (n_facts + n_episodes) / n_episodes}
+    for h in hits:
+        assert h.fused_score == pytest.approx(1 / (60 + h.bm25_rank * scale[h.kind]))
+    plain = search(memory.store, "billing", agent_id=A, mode="bm25", collapse=False, fusion="per-kind")
+    assert all(h.fused_score == pytest.approx(1 / (60 + h.bm25_rank)) for h in plain)
+    with pytest.raises(ValidationError):
+        search(memory.store, "billing", agent_id=A, fusion="max")
