@@ -207,3 +207,48 @@ def test_calibrated_fusion_scales_each_kinds_ranks_by_its_share(memory: Memory, 
     assert all(h.fused_score == pytest.approx(1 / (60 + h.bm25_rank)) for h in plain)
     with pytest.raises(ValidationError):
         search(memory.store, "billing", agent_id=A, fusion="max")
+
+
+def test_migration_0007_makes_stored_turns_episodes_and_stores_each_message_once(db_url: str,
+                                                                                tmp_path: Path) -> None:
+    from sqlalchemy.engine import make_url
+
+    from factforge import db
+
+    admin = db_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS ff_episodes_mig")
+        conn.execute("CREATE DATABASE ff_episodes_mig")
+    url = make_url(db_url).set(database="ff_episodes_mig").render_as_string(hide_password=False)
+    conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    settings = _settings(url, tmp_path)
+    try:
+        db.upgrade(url, settings)
+        db.downgrade(url, "0006")
+        with psycopg.connect(conninfo) as conn:  # what 0006 stored: the message in the turn and every source
+            conn.execute("INSERT INTO turns (key, agent_id, user_message, assistant_message) VALUES "
+                         "('k1', 'a', 'I live in Lisbon', 'ok'), ('k2', 'a', 'Hi!', NULL)")
+            conn.execute("UPDATE turns SET gate_reason = 'small_talk' WHERE key = 'k2'")
+            conn.execute("INSERT INTO facts (id, content, category, confidence, extraction_method, agent_id, "
+                         "content_hash, source_user_message) VALUES ('00000000-0000-0000-0000-000000000001', "
+                         "'User lives in Lisbon', 'identity', 0.9, 'pattern', 'a', 'h', 'I live in Lisbon')")
+            conn.execute("INSERT INTO fact_sources (fact_id, source_key, agent_id, user_message, assistant_message) "
+                         "VALUES ('00000000-0000-0000-0000-000000000001', 'k1', 'a', 'I live in Lisbon', 'ok')")
+        db.upgrade(url, settings)
+        with psycopg.connect(conninfo) as conn:
+            assert conn.execute("SELECT content, visibility FROM episodes").fetchall() == [("I live in Lisbon", "private")]
+            assert conn.execute("SELECT user_message, assistant_message FROM fact_sources").fetchall() == [(None, None)]
+            assert conn.execute("SELECT source_user_message FROM facts").fetchall() == [(None,)]
+            assert conn.execute("SELECT n_docs FROM episode_bm25_corpus").fetchall() == [(1,)]
+        with Memory(settings=settings, llm=None, embedder=None, background=False) as m:
+            (src,) = m.sources("00000000-0000-0000-0000-000000000001")
+            assert src["user_message"] == "I live in Lisbon"
+            assert [h.kind for h in m.search("Lisbon", agent_id="a", mode="bm25")] == ["fact"]
+        db.downgrade(url, "0006")
+        with psycopg.connect(conninfo) as conn:  # the copies are back
+            assert conn.execute("SELECT user_message, assistant_message FROM fact_sources").fetchall() == [
+                ("I live in Lisbon", "ok")]
+            assert conn.execute("SELECT source_user_message FROM facts").fetchall() == [("I live in Lisbon",)]
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("DROP DATABASE IF EXISTS ff_episodes_mig WITH (FORCE)")
