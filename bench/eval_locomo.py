@@ -9,8 +9,9 @@ the speaker's name as ``user_name``, the other speaker's next turn as ``assistan
 For every question of categories 1-4 both speakers' memories are searched with k=10 each, and we count
 
 * evidence recall@10: the share of questions where a returned fact or episode came from an evidence turn;
-* answer containment@10: the share where the short gold answer is found in the returned texts, each hit's
-  date appended ("7 May 2023": its stated validity, else the time it was said).
+* answer containment@10: the share where the short gold answer is found in the returned texts (a fact hit
+  returns its content and its evidence), each hit's date appended ("7 May 2023": its stated validity, else
+  the time it was said).
 
 In the same run, with the same budget (10 per speaker) and the same dates: BM25 over the raw turns (every turn
 of the speaker, no gate; PostgreSQL's English analyzer, k1 1.2, b 0.75) and dense retrieval over the raw turns
@@ -124,7 +125,8 @@ def factforge_retriever(memory: Any, where: dict[tuple[str, datetime], str], **o
                 if h.id not in sources:
                     sources[h.id] = memory.sources(h.id)
                 dias = {where.get((s["agent_id"], s["message_ts"])) for s in sources[h.id]}
-            out.append(Found(f"{h.content} {_day(h.valid_from or h.source_ts)}", frozenset(d for d in dias if d)))
+            text = f"{h.content} {h.evidence or ''}" if h.kind == "fact" else h.content
+            out.append(Found(f"{text} {_day(h.valid_from or h.source_ts)}", frozenset(d for d in dias if d)))
         return out
 
     return retrieve

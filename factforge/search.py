@@ -50,6 +50,8 @@ class SearchHit:
     "episode"). Dates: ``valid_from``/``valid_to`` (the time the fact or turn speaks of, when stated),
     ``first_seen_at``/``last_seen_at``, and ``source_ts``/``session_id``/``speaker`` of the (first) turn it
     came from. ``related`` names what was folded into this hit: a fact's own episode, or an episode's facts.
+    ``evidence`` (facts): the words it came from - its folded episode's text, else the sentence it was
+    extracted from (never more of another scope's private message than that sentence).
     """
 
     id: UUID
@@ -76,6 +78,7 @@ class SearchHit:
     session_id: str | None = None
     speaker: str | None = None
     related: tuple[UUID, ...] = ()
+    evidence: str | None = None
 
 
 def scope_sql(alias: str, agent_id: str | None, team_id: str | None) -> tuple[str, dict[str, Any]]:
@@ -530,7 +533,10 @@ def search(
             top, related = _collapse(order, links, kind_of, k)
             if not top:
                 return []
-            rows = _rows(conn, [i for i in top if kind_of[i] == "fact"], [i for i in top if kind_of[i] == "episode"])
+            folded = {rid: next((x for x in related.get(rid, ()) if kind_of[x] == "episode"), None) for rid in top
+                      if kind_of[rid] == "fact"}
+            rows = _rows(conn, [i for i in top if kind_of[i] == "fact"],
+                         [i for i in top if kind_of[i] == "episode"] + [e for e in folded.values() if e])
     except psycopg.Error as exc:
         raise DatabaseError(f"search failed: {str(exc).strip().splitlines()[0]}") from None
     hits = []
@@ -551,6 +557,7 @@ def search(
             first_seen_at=r["first_seen_at"], valid_from=r["valid_from"], valid_to=r["valid_to"],
             source_ts=r["source_ts"], session_id=r["session_id"], speaker=r["speaker"],
             related=tuple(related.get(rid, ())),
+            evidence=rows[folded[rid]]["content"] if folded.get(rid) in rows else r.get("evidence"),
         ))
     return hits
 
@@ -643,7 +650,7 @@ def _rows(conn: Any, fact_ids: Sequence[UUID], episode_ids: Sequence[UUID]) -> d
                    f.agent_id, f.team_id, f.entities, f.superseded_at, f.last_seen_at, f.first_seen_at,
                    f.valid_from, f.valid_to, src.message_ts AS source_ts,
                    coalesce(src.session_id, src.activity_session, f.source_session, f.source_activity_session)
-                       AS session_id, src.user_name AS speaker
+                       AS session_id, src.user_name AS speaker, f.explanation->'span'->>'text' AS evidence
             FROM facts f LEFT JOIN LATERAL (
                 SELECT s.message_ts, s.session_id, s.activity_session, t.user_name FROM fact_sources s
                 LEFT JOIN turns t ON t.key = s.source_key WHERE s.fact_id = f.id ORDER BY s.seen_at, s.id LIMIT 1

@@ -73,6 +73,7 @@ def test_a_fact_and_its_own_episode_are_one_hit(memory: Memory) -> None:
     assert [(h.kind, h.content) for h in hits] == [("fact", "User prefers tabs over spaces")]
     (episode,) = memory.search("tabs spaces", agent_id=A, mode="bm25", kinds=["episode"])
     assert hits[0].related == (episode.id,) and hits[0].id == fact.id
+    assert hits[0].evidence == "I prefer tabs over spaces."  # the episode as the fact's evidence
     # without collapsing both take a slot
     both = search(memory.store, "tabs spaces", agent_id=A, mode="bm25", collapse=False)
     assert {h.kind for h in both} == {"fact", "episode"}
@@ -131,6 +132,10 @@ def test_sources_show_another_scope_only_the_evidence(memory: Memory) -> None:
     assert other["episode_id"] is None
     (analyst,) = memory.sources(team_fact.id)
     assert analyst["user_message"] == text
+    # a search hit shows the other agent the same evidence, never the private message
+    (hit,) = memory.search("Redis caching", agent_id=B, team_id=T)
+    assert hit.id == team_fact.id and "Redis" in hit.evidence and "salary" not in hit.evidence
+    assert "salary" in memory.search("Redis caching", agent_id=A, team_id=T)[0].evidence  # A's own episode
 
 
 def test_a_message_is_stored_once(memory: Memory, db_url: str) -> None:
