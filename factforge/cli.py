@@ -265,8 +265,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
     url = database_url(settings)
     if args.action == "reset":
         embed.reset_embeddings(url, embedder)
-    count = embed.backfill(url, embedder)
-    print(f"embedded {count} fact(s) with {embedder.model}")
+    done = embed.backfill_all(url, embedder)
+    print(f"embedded {done.facts} fact(s) and {done.episodes} episode(s) with {embedder.model}")
     return 0
 
 

@@ -177,17 +177,21 @@ def embed_pending(store: Any, embedder: Embedder, *, batch: int = 64, limit: int
     return EmbedReport(**counts)
 
 
-def backfill(url: str, embedder: Embedder, *, batch: int = 64) -> int:
-    """Embed every fact and episode stored without a vector; returns how many facts (episodes: see
-    :func:`embed_pending`)."""
+def backfill_all(url: str, embedder: Embedder, *, batch: int = 64) -> EmbedReport:
+    """Embed every fact and episode stored without a vector (e.g. written while the embedder was down)."""
     from .settings import get_settings
     from .store import Store
 
     store = Store.open(get_settings().with_(database_url=url), check_embedder=False)
     try:
-        return embed_pending(store, embedder, batch=batch).facts
+        return embed_pending(store, embedder, batch=batch)
     finally:
         store.close()
+
+
+def backfill(url: str, embedder: Embedder, *, batch: int = 64) -> int:
+    """:func:`backfill_all`; returns how many facts it embedded."""
+    return backfill_all(url, embedder, batch=batch).facts
 
 
 def reset_embeddings(url: str, embedder: Embedder) -> int:
