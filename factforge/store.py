@@ -781,7 +781,9 @@ class Store:
         another agent also said stays, with that agent's source). With no fact selector, the session's or
         agent's stored messages, queued work and pattern misses go too. Whatever a deleted fact had superseded
         is current again; entities and relationships nothing refers to any more are removed; queued LLM work
-        of a forgotten fact's sources is dropped so a later drain cannot bring it back.
+        of a forgotten fact's sources is dropped so a later drain cannot bring it back. Episodes (stored turns)
+        go with their session or agent; a ``text`` or ``team_id`` selection clears the episodes it covers too
+        (a fact id or category selects facts only).
         """
         fact_clauses: list[str] = []
         params: dict[str, Any] = {}
