@@ -341,6 +341,46 @@ def load(conninfo: str, facts: list[dict[str, Any]], vectors: Any, batch: int) -
     return time.perf_counter() - t0
 
 
+_OPENERS = ("", "Honestly, ", "By the way, ", "So, ", "Just so you know, ", "Quick update: ")
+_CLOSERS = (".", " since last week.", " and it has worked well so far.", ", at least for now.",
+            " - we talked about it in the standup.", ", which surprised me.")
+
+
+def load_episodes(conninfo: str, facts: list[dict[str, Any]], vectors: Any, n: int, rng: random.Random,
+                  batch: int) -> float:
+    """N episodes (stored turns) in ``turns``: chat-like first-person versions of the generated facts
+    ("By the way, I prefer Go over Rust since last week."), in their fact's agent and team, mostly private,
+    each with its fact's vector plus noise. Returns seconds."""
+    import numpy as np
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    from factforge.settings import LOCAL_EMBED_MODEL
+
+    nprng = np.random.default_rng(rng.randrange(2**32))
+    t0 = time.perf_counter()
+    with psycopg.connect(conninfo) as conn:
+        register_vector(conn)
+        for start in range(0, n, batch):
+            with conn.cursor() as cur:
+                with cur.copy("COPY turns (key, agent_id, team_id, user_message, message_ts, visibility, entities, "
+                              "embedding, embedding_model) FROM STDIN (FORMAT BINARY)") as cp:
+                    cp.set_types(["text", "text", "text", "text", "timestamptz", "text", "text[]", "vector", "text"])
+                    for j in range(start, min(start + batch, n)):
+                        i = rng.randrange(len(facts))
+                        f = facts[i]
+                        words = f["content"].replace("User's", "my").replace("User ", "I ").replace("Team ", "we ")
+                        text = rng.choice(_OPENERS) + words + rng.choice(_CLOSERS)
+                        v = vectors[i] + nprng.normal(0.0, 0.02, DIM).astype(np.float32)
+                        v /= np.linalg.norm(v)
+                        r = rng.random()
+                        vis = "private" if r < 0.9 else ("team" if r < 0.97 else "global")
+                        cp.write_row((f"ep-{j}", f["agent_id"], f["team_id"], text, f["first_seen_at"], vis,
+                                      f["entities"], v, LOCAL_EMBED_MODEL))
+            conn.commit()
+    return time.perf_counter() - t0
+
+
 def pct(values: list[float], p: float) -> float:
     s = sorted(values)
     if not s:
@@ -382,6 +422,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--facts", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--episodes", type=int, default=0,
+                    help="also load this many episodes (stored turns), searched beside the facts (default 0)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--pool", type=int, default=8000, help="distinct sentences embedded for real (default 8000)")
     ap.add_argument("--noise", type=float, default=0.01, help="per-dimension sigma of the noise on reused vectors")
@@ -415,7 +457,8 @@ def main() -> int:
 
     t_total = time.perf_counter()
     rng = random.Random(args.seed)
-    res: dict[str, Any] = {"facts": args.facts, "queries": args.queries, "seed": args.seed}
+    res: dict[str, Any] = {"facts": args.facts, "episodes": args.episodes, "queries": args.queries,
+                           "seed": args.seed}
     pgdata: Path | None = None
     tmp: Path | None = None
     external = os.environ.get("FACTFORGE_BENCH_DATABASE_URL")
@@ -498,6 +541,20 @@ def main() -> int:
                 load_res["copy_with_hnsw_s"] = round(secs, 2)
                 load_res["copy_with_hnsw_facts_per_s"] = round(len(facts) / secs, 1)
                 print(f"COPY with HNSW in place: {len(facts) / secs:.0f} facts/s", file=sys.stderr)
+            if args.episodes:
+                with psycopg.connect(conninfo, autocommit=True) as conn:
+                    conn.execute("DROP INDEX turns_embedding_hnsw")
+                secs = load_episodes(conninfo, facts, vectors, args.episodes, rng, args.batch)
+                load_res["episodes_copy_s"] = round(secs, 2)
+                with psycopg.connect(conninfo, autocommit=True) as conn:
+                    conn.execute(f"SET maintenance_work_mem = '{args.maintenance_work_mem}'")
+                    conn.execute(f"SET max_parallel_maintenance_workers = {int(args.hnsw_workers)}")
+                    t0 = time.perf_counter()
+                    conn.execute("CREATE INDEX turns_embedding_hnsw ON turns USING hnsw (embedding vector_cosine_ops)")
+                    load_res["episodes_create_hnsw_s"] = round(time.perf_counter() - t0, 2)
+                    conn.execute("VACUUM ANALYZE turns")
+                print(f"episodes: COPY {load_res['episodes_copy_s']} s, HNSW {load_res['episodes_create_hnsw_s']} s",
+                      file=sys.stderr)
             with psycopg.connect(conninfo, autocommit=True) as conn:
                 t0 = time.perf_counter()
                 conn.execute("VACUUM ANALYZE facts")
@@ -511,6 +568,7 @@ def main() -> int:
                 "current_facts": conn.execute("SELECT count(*) FROM facts WHERE superseded_at IS NULL").fetchone()[0],
                 "bm25_corpus_n_docs": conn.execute("SELECT n_docs FROM bm25_corpus WHERE id = 1").fetchone()[0],
                 "bm25_terms": conn.execute("SELECT count(*) FROM bm25_terms").fetchone()[0],
+                "episodes": conn.execute("SELECT count(*) FROM turns WHERE visibility IS NOT NULL").fetchone()[0],
                 "hnsw_index_mb": round(conn.execute(
                     "SELECT pg_relation_size('facts_embedding_hnsw')").fetchone()[0] / 2**20, 1),
                 "table_mb": round(conn.execute("SELECT pg_table_size('facts')").fetchone()[0] / 2**20, 1),
@@ -587,9 +645,13 @@ def main() -> int:
 
         # ------------------------------------------------------------------------------ recall@10
         rec_id, rec_dist, exact_ms, visible = [], [], [], []
+        fact_hits = results["vector"]
+        if args.episodes:  # the exact scan below is over facts: compare with a facts-only search
+            fact_hits = [search(source, text, agent_id=agent, team_id=team, k=10, embedder=FixedEmbedder(vec),
+                                mode="vector", kinds=["fact"]) for (text, agent, team), vec in zip(queries, qvecs)]
         with psycopg.connect(conninfo) as conn:
             register_vector(conn)
-            for (text, agent, team), vec, hits in zip(queries, qvecs, results["vector"]):
+            for (text, agent, team), vec, hits in zip(queries, qvecs, fact_hits):
                 where, params = _filters(agent, team, [], False, None, None, None, None)
                 with conn.transaction():
                     conn.execute("SET LOCAL enable_indexscan = off")
@@ -650,7 +712,8 @@ def main() -> int:
 
 
 def report(res: dict[str, Any]) -> None:
-    print(f"\nfactforge search benchmark: {res['facts']} facts, {res['queries']} queries, seed {res['seed']}")
+    print(f"\nfactforge search benchmark: {res['facts']} facts + {res.get('episodes', 0)} episodes, {res['queries']} queries, "
+          f"seed {res['seed']}")
     if "server" in res:
         s = res["server"]
         print(f"server: PostgreSQL {s['server_version']}, pgvector {s['pgvector']}, shared_buffers "

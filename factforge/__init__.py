@@ -77,6 +77,8 @@ _LAZY = {
     "Gatekeeper": "gatekeeper",
     "ingest_file": "ingest",
     "IngestSummary": "ingest",
+    "embed_pending": "embed",
+    "EmbedReport": "embed",
 }
 
 __all__ = [
@@ -100,6 +102,7 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .embed import EmbedReport, embed_pending
     from .extract import Extractor, extract
     from .gatekeeper import Gatekeeper
     from .ingest import IngestSummary, ingest_file

@@ -195,15 +195,23 @@ def cmd_search(args: argparse.Namespace) -> int:
         hits = memory.search(
             " ".join(args.query), agent_id=args.agent, team_id=args.team, k=args.k,
             categories=args.category or None, include_history=args.history, mode=args.mode,
+            kinds=args.kind or None,
         )
     if args.json:
         for h in hits:
             _print_json(h)
         return 0
-    print(_table([(i + 1, f"{h.fused_score:.4f}", h.vector_rank, h.bm25_rank, h.category, h.content)
-                  for i, h in enumerate(hits)], ("#", "score", "vec", "bm25", "category", "fact"))
+    print(_table([(i + 1, f"{h.fused_score:.4f}", h.vector_rank, h.bm25_rank, h.kind, h.category, _hit_date(h),
+                   h.content) for i, h in enumerate(hits)],
+                 ("#", "score", "vec", "bm25", "kind", "category", "date", "content"))
           if hits else "no results")
     return 0
+
+
+def _hit_date(hit: Any) -> str:
+    """The date a hit speaks of (its stated validity), else when it was said."""
+    when = hit.valid_from or hit.source_ts or hit.first_seen_at
+    return f"{when:%Y-%m-%d}" if when else ""
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -406,8 +414,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
     url = database_url(settings)
     if args.action == "reset":
         embed.reset_embeddings(url, embedder)
-    count = embed.backfill(url, embedder)
-    print(f"embedded {count} fact(s) with {embedder.model}")
+    done = embed.backfill_all(url, embedder)
+    print(f"embedded {done.facts} fact(s) and {done.episodes} episode(s) with {embedder.model}")
     return 0
 
 
@@ -493,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--all-scopes", action="store_true", help="every agent's and team's facts (an analyst's view)")
     sp.add_argument("--json", action="store_true", help="one JSON object per fact")
 
-    sp = add("search", cmd_search, "Hybrid (vector + BM25) search over the facts an agent may see.")
+    sp = add("search", cmd_search, "Hybrid (vector + BM25) search over the facts and episodes an agent may see.")
     sp.add_argument("query", nargs="+", help="what to look for (web-search syntax: quotes, -exclude, or)")
     sp.add_argument("--agent", help="the searching agent")
     sp.add_argument("--team", help="the agent's team")
@@ -502,8 +510,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"only this category (repeatable): {', '.join(CATEGORIES)}")
     sp.add_argument("--history", action="store_true", help="include superseded facts")
     sp.add_argument("--mode", choices=("hybrid", "vector", "bm25"), default="hybrid", help="ranking (default hybrid)")
+    sp.add_argument("--kind", action="append", choices=("fact", "episode"),
+                    help="only facts or only episodes (stored turns); repeatable; default both")
     sp.add_argument("--all-scopes", action="store_true", help="search every agent's and team's facts")
-    sp.add_argument("--json", action="store_true", help="one JSON object per hit, with why it was found")
+    sp.add_argument("--json", action="store_true",
+                    help="one JSON object per hit: kind, dates (valid_from/to, first/last seen, source time), "
+                         "session, speaker and why it was found")
 
     sp = add("stats", cmd_stats, "Counts: facts by category and method, queue, LLM calls and tokens.")
     sp.add_argument("--json", action="store_true", help="print as JSON")

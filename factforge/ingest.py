@@ -26,7 +26,8 @@ logger = logging.getLogger("factforge.ingest")
 # Lines per transaction: a few hundred make commits a small share of the work; a crash redoes one group at most.
 DEFAULT_BATCH_SIZE = 200
 
-TURN_FIELDS = {"text", "user", "assistant", "agent_id", "team_id", "session_id", "timestamp", "visibility"}
+TURN_FIELDS = {"text", "user", "assistant", "agent_id", "team_id", "session_id", "timestamp", "visibility",
+               "user_name", "speaker", "assistant_name"}
 ACTIVITY_FIELDS = {"activity_session_id", "intent", "dialogue", "events", "agent_id", "team_id", "timestamp",
                    "visibility"}
 
@@ -192,7 +193,9 @@ def _seen_turns(memory: Memory, group: Sequence[tuple[int, dict[str, Any] | Inpu
                            check_text("assistant", obj.get("assistant")),
                            check_text("agent_id", obj.get("agent_id"), required=True) or "",
                            check_text("team_id", obj.get("team_id")), check_text("session_id", obj.get("session_id")),
-                           check_timestamp(obj.get("timestamp")))
+                           check_timestamp(obj.get("timestamp")),
+                           check_text("user_name", obj.get("user_name", obj.get("speaker"))),
+                           check_text("assistant_name", obj.get("assistant_name")))
         except InputError:
             continue
         keys[key] = no
@@ -230,6 +233,10 @@ def _ingest_one(memory: Memory, obj: dict[str, Any], *, wait_for_llm: bool) -> R
         obj = {("user" if k == "text" else k): v for k, v in obj.items()}
     if "user" not in obj or "agent_id" not in obj:
         raise InputError("a turn needs 'user' (or 'text') and 'agent_id'")
+    if "speaker" in obj:  # another name for user_name: who says the 'user' text
+        if "user_name" in obj and obj["user_name"] != obj["speaker"]:
+            raise InputError("'speaker' and 'user_name' name the same person: give one")
+        obj = {**{k: v for k, v in obj.items() if k != "speaker"}, "user_name": obj["speaker"]}
     return memory.remember(wait_for_llm=wait_for_llm, **obj)
 
 

@@ -8,6 +8,7 @@ broken reply never loses it. The LLM works from the queue, in a background threa
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import time
@@ -17,16 +18,22 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import wraps
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from uuid import UUID
 
 from .errors import DatabaseError, EmbedderError, InputError, LLMCall, LLMError, LLMUnavailableError, ValidationError
 from .inputs import check_text, check_timestamp, source_key
+from .embed import EmbedReport, embed_pending
 from .extract import Extractor
 from .inline import parse_inline
+from .names import name_speakers
 from .secrets import SecretScanner, has_placeholder
 from .settings import VISIBILITIES, Settings, get_settings
 from .store import MAX_TX_ATTEMPTS, Provenance, Scope, Store, StoredFact
 from .types import Entity, Extraction, Fact, GateDecision, Relationship
+
+if TYPE_CHECKING:
+    from .search import SearchHit
 
 logger = logging.getLogger("factforge.memory")
 
@@ -95,6 +102,8 @@ class Memory:
         self._background = background
         self._worker: threading.Thread | None = None
         self._worker_lock = threading.Lock()
+        self._embed_thread: threading.Thread | None = None
+        self._embed_again = threading.Event()
         self._closed = False
 
     # -- construction helpers ------------------------------------------------------------------------
@@ -128,21 +137,27 @@ class Memory:
         timestamp: datetime | str | None = None,
         visibility: str | None = None,
         wait_for_llm: bool = False,
+        user_name: str | None = None,
+        assistant_name: str | None = None,
     ) -> RememberResult:
         """Extract and store the facts of one conversation turn; returns the stored facts.
 
         Pattern facts are stored at once. If the rules did not answer the turn, it is queued for the LLM
-        (processed in the background, or before returning when ``wait_for_llm`` is true).
+        (processed in the background, or before returning when ``wait_for_llm`` is true). A turn the gate
+        passes is also stored as an *episode* (its redacted words, searchable at once). ``user_name`` /
+        ``assistant_name``: who speaks; facts about the user then read "Maria ..." instead of "User ...".
         """
         user = self._check_size("user", check_text("user", user, required=True)) or ""
         assistant = self._check_size("assistant", check_text("assistant", assistant))
+        user_name = check_text("user_name", user_name)
+        assistant_name = check_text("assistant_name", assistant_name)
         agent_id = check_text("agent_id", agent_id, required=True) or ""
         team_id = check_text("team_id", team_id)
         session_id = check_text("session_id", session_id)
         ts = check_timestamp(timestamp)
         self._check_visibility(visibility, team_id)
 
-        key = turn_key(user, assistant, agent_id, team_id, session_id, ts)
+        key = turn_key(user, assistant, agent_id, team_id, session_id, ts, user_name, assistant_name)
         if self.store.turn_seen(key):
             # Seen before (a re-run of an ingest): one indexed lookup, no scanning, extraction or writes.
             return RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False,
@@ -185,7 +200,8 @@ class Memory:
             extra_facts=inline_facts,
             extra_entities=inline_entities,
             extra_relationships=inline_rels,
-            payload={"kind": "turn", "user": user_stored, "assistant": assistant_stored},
+            payload={"kind": "turn", "user": user_stored, "assistant": assistant_stored, "user_name": user_name,
+                     "assistant_name": assistant_name},
             wait_for_llm=wait_for_llm,
         )
         return RememberResult(
@@ -279,8 +295,6 @@ class Memory:
     def _redact_fact(self, fact: Fact) -> Fact | None:
         """A tag-supplied fact (from the already redacted reply) with no secret left in its content or entity
         names, or None in drop mode when it had one (secrets never become memory)."""
-        import dataclasses
-
         red = self.secrets.redact(fact.content)
         names = tuple(n for n in fact.entities if not self._secret_name(n))
         if not red.count and not has_placeholder(fact.content) and names == fact.entities:
@@ -304,6 +318,17 @@ class Memory:
 
     def _redact(self, text: str | None) -> str | None:
         return self._scrub(text)[1]
+
+    def _episode_visibility(self, extraction: Extraction, provenance: Provenance, requested: str | None,
+                            team_id: str | None) -> str | None:
+        """Who may search this turn as an episode; None if it is none (dropped by the gate, or by a secret).
+
+        The user's own words are private unless settings widen that; a turn stored with an explicit
+        visibility shares its episode as far as its facts."""
+        if not extraction.gate.passed or not provenance.user_message or provenance.user_message == DROPPED:
+            return None
+        vis = requested or self.settings.episode_visibility
+        return "private" if vis == "team" and not team_id else vis
 
     def _visibility_for(self, fact: Fact, requested: str | None, team_id: str | None) -> str:
         vis = requested or self.settings.default_visibility.get(fact.category, "private")
@@ -332,7 +357,7 @@ class Memory:
         for attempt in range(1, MAX_TX_ATTEMPTS + 1):
             try:
                 with self.store.atomic():
-                    stored, queued, duplicate = self._write(
+                    stored, queued, duplicate, episode = self._write(
                         extraction, provenance, agent_id=agent_id, team_id=team_id, visibility=visibility,
                         kind=kind, payload=payload, intent=intent, extra_facts=extra_facts,
                         extra_entities=extra_entities, extra_relationships=extra_relationships)
@@ -344,6 +369,8 @@ class Memory:
                 time.sleep(0.01 * attempt)
         if duplicate:
             return (), False, True
+        if episode is not None and self._background and self._embedder is not None:
+            self.store.after_commit(self._kick_embedder)
         if queued:
             # After the commit: the worker (another connection) must see the queue row, and a drain must not
             # hold the batch's transaction open through LLM calls.
@@ -367,11 +394,14 @@ class Memory:
         extra_facts: Sequence[Fact],
         extra_entities: Sequence[Entity],
         extra_relationships: Sequence[Relationship],
-    ) -> tuple[list[StoredFact], bool, bool]:
-        """The writes of one call, inside its transaction: (stored facts, queued, seen before)."""
+    ) -> tuple[list[StoredFact], bool, bool, str | None]:
+        """The writes of one call, inside its transaction: (stored facts, queued, seen before, the turn's
+        episode visibility or None)."""
         session_id = provenance.session_id
         if session_id is not None:
             self.store.upsert_session(session_id, kind=kind, agent_id=agent_id, team_id=team_id, intent=intent)
+        episode = self._episode_visibility(extraction, provenance, visibility, team_id)
+        user_name, assistant_name = payload.get("user_name"), payload.get("assistant_name")
         # The turn's key is taken first, in this transaction: a concurrent call with the same turn (two
         # ingests of one file) waits for it here and then finds it taken, so nothing is counted twice; a
         # crash rolls the key back with everything else, so a redo is exact.
@@ -385,17 +415,25 @@ class Memory:
             assistant_message=provenance.assistant_message,
             message_ts=provenance.message_ts,
             gate_reason=extraction.gate.reason,
+            episode=episode,
+            user_name=user_name,
+            assistant_name=assistant_name,
+            entities=[n for n in (user_name, *(e.name for e in extraction.entities)) if n],
+            **_spoken_of(provenance.user_message if episode else None, provenance.message_ts),
         ):
-            return [], False, True
+            return [], False, True, None
         facts = list(extraction.facts) + list(extra_facts)
         stored = self._save(
             facts,
-            provenance,
+            # The turn row holds the message (once); facts' sources reference it by source_key.
+            dataclasses.replace(provenance, user_message=None, assistant_message=None),
             agent_id=agent_id,
             team_id=team_id,
             visibility=visibility,
             entities=list(extraction.entities) + list(extra_entities),
             relationships=list(extraction.relationships) + list(extra_relationships),
+            user_name=user_name,
+            assistant_name=assistant_name,
         )
         queued = False
         if extraction.needs_llm:
@@ -422,7 +460,7 @@ class Memory:
                                        agent_id=agent_id)
         if stored:
             self.store.set_turn_fact_count(provenance.source_key, len(stored))
-        return stored, queued, False
+        return stored, queued, False, episode
 
     def _save(
         self,
@@ -434,11 +472,18 @@ class Memory:
         visibility: str | None,
         entities: Sequence[Entity] = (),
         relationships: Sequence[Relationship] = (),
+        user_name: str | None = None,
+        assistant_name: str | None = None,
     ) -> list[StoredFact]:
         if not facts and not entities:
             return []
         # Facts the rules imply ("switched from JWT to Clerk" -> "Team uses Clerk"), stored beside them.
         facts = list(facts) + self.store.rules.implied(facts)
+        if user_name or assistant_name:
+            # "User went to a pottery class" -> "Maria went to ...": after the rules, so they keep one wording.
+            facts = name_speakers(facts, user_subject=self.settings.user_subject, user_name=user_name,
+                                  assistant_name=assistant_name)
+            entities = [*entities, *(Entity(n, "person") for n in (user_name, assistant_name) if n)]
         vectors = self._embed([f.content for f in facts])
         groups: dict[str, list[int]] = {}
         for i, fact in enumerate(facts):
@@ -549,11 +594,9 @@ class Memory:
                         LLMCall(usage.prompt_tokens, usage.output_tokens, usage.latency_ms,
                                 rejections=result.rejections),))
                     rejections.update(result.rejections)
-                    provenance = Provenance(
+                    provenance = Provenance(  # the message itself is in the turn row (see _write)
                         source_key=item.source_key,
                         session_id=p.get("session_id"),
-                        user_message=p.get("user"),
-                        assistant_message=p.get("assistant"),
                         activity_session=p.get("activity_session"),
                         message_ts=ts,
                     )
@@ -571,6 +614,8 @@ class Memory:
                                 visibility=p.get("visibility"),
                                 entities=result.entities,
                                 relationships=result.relationships,
+                                user_name=p.get("user_name"),
+                                assistant_name=p.get("assistant_name"),
                             )
                             if not self.store.complete(item.id, attempts=item.attempts):
                                 raise _ClaimLost
@@ -623,10 +668,37 @@ class Memory:
             logger.exception("background LLM drain failed; the work stays queued")
 
     def wait(self, timeout: float | None = None) -> None:
-        """Block until the background LLM worker (if any) is idle."""
-        worker = self._worker
-        if worker is not None:
-            worker.join(timeout)
+        """Block until the background LLM worker and embedder (if any) are idle."""
+        for worker in (self._worker, self._embed_thread):
+            if worker is not None:
+                worker.join(timeout)
+
+    # -- the background embedder ---------------------------------------------------------------------
+
+    def embed_pending(self, *, batch: int = 64, limit: int | None = None) -> EmbedReport:
+        """Embed facts and episodes still without a vector, in batches (see :func:`factforge.embed.embed_pending`).
+
+        ``remember()`` leaves episode vectors to this, so it never waits for the model: with ``background``
+        a thread calls it after each commit; a worker process can call it on a schedule."""
+        if self._embedder is None:
+            return EmbedReport()
+        return embed_pending(self.store, self._embedder, batch=batch, limit=limit)
+
+    def _kick_embedder(self) -> None:
+        with self._worker_lock:
+            self._embed_again.set()  # a running pass looks again before it stops
+            if self._embed_thread is not None and self._embed_thread.is_alive():
+                return
+            self._embed_thread = threading.Thread(target=self._embed_loop, name="factforge-embed", daemon=True)
+            self._embed_thread.start()
+
+    def _embed_loop(self) -> None:
+        try:
+            while self._embed_again.is_set() and not self._closed:
+                self._embed_again.clear()
+                self.embed_pending()
+        except Exception:  # the rows keep waiting without a vector: the next pass (or a backfill) embeds them
+            logger.exception("background embedding failed; episodes stay BM25-only until the next pass")
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -637,14 +709,31 @@ class Memory:
         agent_id: str | None,
         team_id: str | None = None,
         k: int = 10,
+        mode: str = "hybrid",
+        kinds: Sequence[str] | None = None,
         **filters: Any,
-    ) -> list[Any]:
-        """Hybrid (vector + BM25) search over the facts this agent may see; see :func:`factforge.search.search`."""
+    ) -> list[SearchHit]:
+        """Hybrid (vector + BM25) search over the facts and episodes this agent may see.
+
+        ``mode``: "hybrid", "vector" or "bm25". ``kinds``: "fact", "episode" or both (default). Other
+        filters: see :func:`factforge.search.search`. Every hit is dated (validity, first/last seen, the
+        source's timestamp and session) and says which ``kind`` it is.
+        """
         from .search import search
 
         query = check_text("query", query, required=True) or ""
         return search(self.store, query, agent_id=agent_id, team_id=team_id, k=k, embedder=self._embedder,
-                      **filters)
+                      mode=mode, kinds=kinds, **filters)
+
+    def sources(self, fact_id: UUID | str, *, agent_id: str | None = None,
+                team_id: str | None = None) -> list[dict[str, Any]]:
+        """Where a fact was said, oldest first: session, time, speaker and the message.
+
+        Give the caller's ``agent_id``/``team_id``: a message from another agent's private turn (behind a
+        team or global fact) is then shown only as the evidence sentence the fact came from. Without a scope
+        every message is shown (the analyst's view).
+        """
+        return self.store.sources(fact_id, agent_id=agent_id, team_id=team_id)
 
     def facts(self, *, agent_id: str | None, team_id: str | None = None, **filters: Any) -> list[StoredFact]:
         """List the facts this agent may see, newest first."""
@@ -674,10 +763,12 @@ class Memory:
 
 
 def turn_key(user: str, assistant: str | None, agent_id: str, team_id: str | None, session_id: str | None,
-             timestamp: datetime | None) -> str:
-    """The stable key of one conversation turn: a re-run finds the same key and skips the turn."""
+             timestamp: datetime | None, user_name: str | None = None, assistant_name: str | None = None) -> str:
+    """The stable key of one conversation turn: a re-run finds the same key and skips the turn. Speaker
+    names are part of it only when given, so keys of turns without names stay what they were."""
+    names = (user_name or "", assistant_name or "") if user_name or assistant_name else ()
     return source_key("turn", agent_id, team_id, session_id, timestamp.isoformat() if timestamp else None, user,
-                      assistant)
+                      assistant, *names)
 
 
 class _ClaimLost(Exception):
@@ -710,6 +801,16 @@ def _activity_text(dialogue: Sequence[Mapping[str, str] | str] | str | None,
         else:
             raise InputError(f"events[{i}] must be a string or an object, got {type(event).__name__}")
     return "\n".join(line.strip() for line in lines if line.strip())
+
+
+def _spoken_of(text: str | None, ts: datetime | None) -> dict[str, datetime | None]:
+    """The time an episode speaks of ("yesterday" said on 8 May: 7 May), resolved like a fact's validity."""
+    from .temporal import find_anchor
+
+    anchor = find_anchor(text, ts) if text and ts is not None else None
+    if anchor is None:
+        return {}
+    return {"valid_from": anchor.valid_from, "valid_to": anchor.valid_to}
 
 
 def _as_list(name: str, value: object, expected: str) -> Sequence[Any]:
@@ -761,6 +862,8 @@ class AsyncMemory:
     remember = _in_thread(Memory.remember)
     observe = _in_thread(Memory.observe)
     search = _in_thread(Memory.search)
+    sources = _in_thread(Memory.sources)
+    embed_pending = _in_thread(Memory.embed_pending)
     facts = _in_thread(Memory.facts)
     forget = _in_thread(Memory.forget)
     drain = _in_thread(Memory.drain)

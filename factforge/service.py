@@ -161,7 +161,9 @@ class Service:
         """Where a fact was said. An agent sees its own mentions only: another agent's message that stated a
         shared fact is that agent's conversation, not part of the fact."""
         fid = self._visible(who, fact_id)
-        rows = self.reader.store.sources(fid)
+        # Scoped: a message from another agent's private turn would show only its evidence sentence anyway.
+        rows = (self.reader.store.sources(fid) if who.all_scopes else
+                self.reader.store.sources(fid, agent_id=who.agent_id, team_id=who.team_id))
         mine = rows if who.all_scopes else [r for r in rows if r.get("agent_id") == who.agent_id]
         return {"sources": to_jsonable(mine), "other_mentions": len(rows) - len(mine)}
 

@@ -112,6 +112,8 @@ class Settings:
     patterns_dir: Path | None = None
     idle_stop: float = 1800.0  # seconds without a client before the embedded server stops (0: never)
     default_visibility: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VISIBILITY))
+    # Episodes (stored turns) are the user's own words: private unless widened (FACTFORGE_EPISODE_VISIBILITY).
+    episode_visibility: str = "private"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -182,6 +184,7 @@ class Settings:
             patterns_dir=Path(patterns_raw) if patterns_raw else None,
             idle_stop=_float(env, "FACTFORGE_IDLE_STOP", 1800.0, 0.0, 10_000_000.0),
             default_visibility=visibility,
+            episode_visibility=_visibility(env, "FACTFORGE_EPISODE_VISIBILITY", "private"),
         )
 
     @property
@@ -192,6 +195,13 @@ class Settings:
     def with_(self, **changes: object) -> Settings:
         """A copy with some fields changed."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _visibility(env: Mapping[str, str], name: str, default: str) -> str:
+    value = (env.get(name) or default).strip().lower()
+    if value not in VISIBILITIES:
+        raise ConfigError(f"{name} must be one of {', '.join(VISIBILITIES)}, got {value!r}")
+    return value
 
 
 @lru_cache(maxsize=1)

@@ -418,23 +418,36 @@ class Store:
     def record_turn(self, key: str, *, session_id: str | None = None, activity_session: str | None = None,
                     agent_id: str | None = None, team_id: str | None = None, user_message: str | None = None,
                     assistant_message: str | None = None, message_ts: datetime | None = None,
-                    gate_reason: str | None = None, fact_count: int = 0) -> bool:
+                    gate_reason: str | None = None, fact_count: int = 0, episode: str | None = None,
+                    user_name: str | None = None, assistant_name: str | None = None,
+                    entities: Sequence[str] = (), valid_from: datetime | None = None,
+                    valid_to: datetime | None = None) -> bool:
         """Record a turn; False if its key is already taken (a re-run, or a concurrent writer of the same
         turn, which this waits for). Called first in the turn's transaction, so the key and the turn's facts
-        commit together."""
+        commit together.
+
+        ``episode`` is the visibility of the turn as a searchable episode (None: not an episode, e.g. the gate
+        dropped it); the turn holds the one stored copy of its messages, which its facts' sources reference."""
         for name, value in (("key", key), ("session_id", session_id), ("activity_session", activity_session),
                             ("agent_id", agent_id), ("team_id", team_id), ("user_message", user_message),
-                            ("assistant_message", assistant_message), ("gate_reason", gate_reason)):
+                            ("assistant_message", assistant_message), ("gate_reason", gate_reason),
+                            ("user_name", user_name), ("assistant_name", assistant_name),
+                            *(("entity", e) for e in entities)):
             check_text(name, value)
+        if episode is not None and episode not in VISIBILITIES:
+            raise ValidationError(f"visibility {episode!r} must be one of {', '.join(VISIBILITIES)}")
         with self._tx() as conn:
             inserted = conn.exec_driver_sql(
                 "INSERT INTO turns (key, session_id, activity_session, agent_id, team_id, user_message, "
-                "assistant_message, message_ts, gate_reason, fact_count) VALUES (%(key)s, %(session)s, "
-                "%(activity)s, %(agent)s, %(team)s, %(user)s, %(assistant)s, %(ts)s, %(reason)s, %(n)s) "
-                "ON CONFLICT (key) DO NOTHING RETURNING key",
+                "assistant_message, message_ts, gate_reason, fact_count, visibility, user_name, assistant_name, "
+                "entities, valid_from, valid_to) VALUES (%(key)s, %(session)s, %(activity)s, %(agent)s, %(team)s, "
+                "%(user)s, %(assistant)s, %(ts)s, %(reason)s, %(n)s, %(vis)s, %(user_name)s, %(assistant_name)s, "
+                "%(entities)s, %(valid_from)s, %(valid_to)s) ON CONFLICT (key) DO NOTHING RETURNING key",
                 {"key": key, "session": session_id, "activity": activity_session, "agent": agent_id,
                  "team": team_id, "user": user_message, "assistant": assistant_message, "ts": message_ts,
-                 "reason": gate_reason, "n": fact_count},
+                 "reason": gate_reason, "n": fact_count, "vis": episode, "user_name": user_name,
+                 "assistant_name": assistant_name, "entities": list(dict.fromkeys(entities)),
+                 "valid_from": valid_from, "valid_to": valid_to},
             ).first()
             if inserted and session_id is not None:
                 conn.exec_driver_sql(
@@ -759,13 +772,45 @@ class Store:
             raise NotFoundError(f"no fact with id {fact_id}")
         return _stored(rows[0])
 
-    def sources(self, fact_id: UUID | str) -> list[dict[str, Any]]:
-        """Every place a fact was said (provenance), oldest first."""
-        return self._all(
-            "SELECT source_key, session_id, activity_session, agent_id, user_message, assistant_message, "
-            "message_ts, seen_at FROM fact_sources WHERE fact_id = %(id)s ORDER BY seen_at, id",
-            {"id": UUID(str(fact_id))},
+    def sources(self, fact_id: UUID | str, *, agent_id: str | None = None,
+                team_id: str | None = None) -> list[dict[str, Any]]:
+        """Every place a fact was said (provenance), oldest first.
+
+        The message is the one stored copy in ``turns`` (older rows kept their own copy). With a caller's
+        scope (``agent_id``/``team_id``), a message the caller may not read - another agent's private turn
+        behind a team or global fact - is replaced by the evidence: the sentence the fact came from
+        (``evidence``), never the private message around it; ``redacted`` says so. Without a scope: the
+        analyst's view, every message.
+        """
+        try:
+            fid = UUID(str(fact_id))
+        except ValueError:
+            raise ValidationError(f"not a fact id: {fact_id!r}") from None
+        if agent_id is None and team_id is None:
+            readable = "TRUE"
+        else:
+            # The turn's own scope: an episode's visibility, a turn that is none stays its agent's own.
+            readable = ("CASE coalesce(t.visibility, 'private') WHEN 'global' THEN true "
+                        "WHEN 'team' THEN t.team_id = %(v_team)s "
+                        "ELSE coalesce(t.agent_id, s.agent_id) = %(v_agent)s END")
+        rows = self._all(
+            f"""
+            SELECT s.source_key, s.session_id, s.activity_session, s.agent_id,
+                   coalesce(s.user_message, t.user_message) AS user_message,
+                   coalesce(s.assistant_message, t.assistant_message) AS assistant_message,
+                   s.message_ts, s.seen_at, t.id AS episode_id, t.user_name, t.assistant_name,
+                   f.explanation->'span'->>'text' AS evidence, coalesce({readable}, false) AS readable
+            FROM fact_sources s JOIN facts f ON f.id = s.fact_id LEFT JOIN turns t ON t.key = s.source_key
+            WHERE s.fact_id = %(id)s ORDER BY s.seen_at, s.id
+            """,
+            {"id": fid, "v_agent": agent_id, "v_team": team_id},
         )
+        for row in rows:
+            readable_row = row.pop("readable")
+            row["redacted"] = not readable_row
+            if not readable_row:
+                row["user_message"] = row["assistant_message"] = row["episode_id"] = None
+        return rows
 
     def forget(self, *, dry_run: bool = False, fact_id: str | None = None, agent_id: str | None = None,
                session_id: str | None = None, category: str | None = None, text: str | None = None,
@@ -777,7 +822,9 @@ class Store:
         another agent also said stays, with that agent's source). With no fact selector, the session's or
         agent's stored messages, queued work and pattern misses go too. Whatever a deleted fact had superseded
         is current again; entities and relationships nothing refers to any more are removed; queued LLM work
-        of a forgotten fact's sources is dropped so a later drain cannot bring it back.
+        of a forgotten fact's sources is dropped so a later drain cannot bring it back. Episodes (stored turns)
+        go with their session or agent; a ``text`` or ``team_id`` selection clears the episodes it covers too
+        (a fact id or category selects facts only).
         """
         fact_clauses: list[str] = []
         params: dict[str, Any] = {}
@@ -888,7 +935,28 @@ class Store:
                                      {"keys": sorted(keys)})
             if only_scope:
                 self._forget_scope_records(conn, params, session_id, agent_id)
+            elif fact_id is None and category is None:
+                self._forget_episodes(conn, params, text=text is not None, team=team_id is not None,
+                                      agent=agent_id is not None, session=session_id is not None)
             return len(doomed)
+
+    def _forget_episodes(self, conn: Any, params: Mapping[str, Any], *, text: bool, team: bool, agent: bool,
+                         session: bool) -> None:
+        """The episodes a ``text``/``team_id`` selection (with agent or session) covers stop being episodes:
+        their words, names and vector go, the turn's key stays (so re-ingesting it stays a no-op)."""
+        clauses = ["visibility IS NOT NULL"]
+        if text:
+            clauses.append("user_message ILIKE %(text)s")
+        if team:
+            clauses.append("team_id = %(team)s")
+        if agent:
+            clauses.append("agent_id = %(agent)s")
+        if session:
+            clauses.append("(session_id = %(session)s OR activity_session = %(session)s)")
+        conn.exec_driver_sql(
+            f"UPDATE turns SET visibility = NULL, user_message = NULL, assistant_message = NULL, user_name = NULL, "
+            f"assistant_name = NULL, entities = '{{}}', embedding = NULL, embedding_model = NULL "
+            f"WHERE {' AND '.join(clauses)}", params)
 
     def _forget_scope_records(self, conn: Any, params: Mapping[str, Any], session_id: str | None,
                               agent_id: str | None) -> None:
@@ -929,26 +997,45 @@ class Store:
         return [(r["id"], r["content"]) for r in self._all(
             "SELECT id, content FROM facts WHERE embedding IS NULL ORDER BY created_at, id LIMIT %(n)s", {"n": n})]
 
-    def set_embeddings(self, pairs: Sequence[tuple[UUID, Sequence[float]]], model: str) -> None:
+    def episodes_without_embedding(self, n: int) -> list[tuple[UUID, str]]:
+        """Up to ``n`` episodes waiting for a vector, oldest first, with the text to embed (speaker and words)."""
+        return [(r["id"], r["text"]) for r in self._all(
+            "SELECT id, user_message AS text FROM turns "
+            "WHERE visibility IS NOT NULL AND embedding IS NULL ORDER BY created_at, id LIMIT %(n)s", {"n": n})]
+
+    def set_embeddings(self, pairs: Sequence[tuple[UUID, Sequence[float]]], model: str, *,
+                       table: str = "facts") -> None:
+        """Store vectors by id in ``facts`` or, for episodes, ``turns``."""
         from pgvector import Vector
 
+        if table not in ("facts", "turns"):
+            raise ValidationError(f"no vectors in table {table!r}")
         rows = [{"v": Vector(list(vec)), "m": model, "id": fid} for fid, vec in pairs]
         if not rows:
             return
         with self._tx() as conn:  # one executemany: psycopg pipelines the statements
-            conn.exec_driver_sql("UPDATE facts SET embedding = %(v)s, embedding_model = %(m)s WHERE id = %(id)s", rows)
+            conn.exec_driver_sql(f"UPDATE {table} SET embedding = %(v)s, embedding_model = %(m)s WHERE id = %(id)s",
+                                 rows)
 
     def reset_embedding_column(self, dim: int, model: str) -> int:
         """Make the vector column ``dim``-dimensional and drop vectors of other models; returns how many."""
         with self._tx() as conn:
             meta = dict(conn.exec_driver_sql("SELECT key, value FROM factforge_meta").fetchall())
-            if int(meta.get("embed_dim", 0)) != dim:
-                conn.exec_driver_sql("DROP INDEX IF EXISTS facts_embedding_hnsw")
-                conn.exec_driver_sql(f"ALTER TABLE facts ALTER COLUMN embedding TYPE vector({int(dim)}) USING NULL")
-                conn.exec_driver_sql("UPDATE facts SET embedding_model = NULL")
-                conn.exec_driver_sql("CREATE INDEX facts_embedding_hnsw ON facts USING hnsw (embedding vector_cosine_ops)")
-            n = conn.exec_driver_sql("UPDATE facts SET embedding = NULL, embedding_model = NULL "
-                                     "WHERE embedding_model IS DISTINCT FROM %(m)s", {"m": model}).rowcount
+            n = 0
+            for table in ("facts", "turns"):
+                if int(meta.get("embed_dim", 0)) != dim:
+                    conn.exec_driver_sql(f"DROP INDEX IF EXISTS {table}_embedding_hnsw")
+                    conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) "
+                                         "USING NULL")
+                    conn.exec_driver_sql(f"UPDATE {table} SET embedding_model = NULL")
+                    conn.exec_driver_sql(f"CREATE INDEX {table}_embedding_hnsw ON {table} "
+                                         "USING hnsw (embedding vector_cosine_ops)")
+                # Episodes without a vector wait for one anyway; only facts are counted (the return value).
+                only_vectors = " AND embedding IS NOT NULL" if table == "turns" else ""
+                changed = conn.exec_driver_sql(
+                    f"UPDATE {table} SET embedding = NULL, embedding_model = NULL "
+                    f"WHERE embedding_model IS DISTINCT FROM %(m)s{only_vectors}", {"m": model}).rowcount
+                n += changed if table == "facts" else 0
             conn.exec_driver_sql("UPDATE factforge_meta SET value = %(v)s WHERE key = 'embed_dim'", {"v": str(dim)})
             conn.exec_driver_sql("UPDATE factforge_meta SET value = %(v)s WHERE key = 'embed_model'", {"v": model})
         # Pooled connections cached the old vector type modifier: start afresh.
@@ -1109,6 +1196,8 @@ class Store:
               (SELECT count(*) FROM facts WHERE superseded_at IS NULL) AS facts,
               (SELECT count(*) FROM facts WHERE superseded_at IS NOT NULL) AS superseded,
               (SELECT count(*) FROM turns) AS turns,
+              (SELECT count(*) FROM turns WHERE visibility IS NOT NULL) AS episodes,
+              (SELECT count(*) FROM turns WHERE visibility IS NOT NULL AND embedding IS NULL) AS episodes_without_vector,
               (SELECT count(*) FROM entities) AS entities,
               (SELECT count(*) FROM relationships) AS relationships,
               (SELECT count(*) FROM facts WHERE embedding IS NULL AND superseded_at IS NULL) AS facts_without_vector,

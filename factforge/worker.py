@@ -62,13 +62,15 @@ def run_worker(memory: Memory, stop: threading.Event, *, idle_poll_s: float = 1.
     return report
 
 
+_EMBED_PASS = 512  # rows per idle pass, so a long backlog does not keep the queue waiting
+
+
 def _backfill(memory: Memory, embedder: Any) -> int:
     from . import embed
 
     try:
-        if not memory.store.facts_without_embedding(1):  # one query, instead of opening a store to find nothing
-            return 0
-        return embed.backfill(memory.store.url, embedder)
+        # Facts and episodes stored without a vector (episodes always are: remember() leaves them to this).
+        return embed.embed_pending(memory.store, embedder, limit=_EMBED_PASS).total
     except FactforgeError as exc:
         logger.warning("worker: embedding backfill failed (%s); next time", exc)
         return 0

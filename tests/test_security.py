@@ -34,6 +34,8 @@ VISIBLE_TO_A = {"User prefers tabs over spaces", "Team decided to use Redis for 
 HIDDEN_FROM_A = {"User's name is Bob", "User's name is Robert",  # agent b's private facts (same team)
                  "Team uses JWT for authentication", "Team switched from JWT to Clerk",  # team t2's facts
                  "Team uses Clerk"}
+# Episodes (stored turns) a sees: its own words, and the turn stored with an explicit global visibility.
+EPISODES_VISIBLE_TO_A = {"I prefer tabs over spaces.", "Our policy is to review every PR."}
 # One query per hidden fact, plus catch-alls: a scoped search must find none of them.
 LEAK_QUERIES = ("name Bob", "Robert", "JWT authentication", "Clerk switched", "user team", "Bob Robert JWT Clerk")
 SQL_INJECTIONS = ("'; DROP TABLE facts; --", "%", "_", "\\", "'", '"', "a' OR '1'='1", "') OR TRUE --",
@@ -105,7 +107,8 @@ def test_memory_facts_with_empty_or_partial_scope_never_widens(seeded: Memory, a
 def test_memory_search_never_returns_hidden_facts(seeded: Memory, mode: str) -> None:
     hits = [h for query in LEAK_QUERIES
             for h in seeded.search(query, agent_id=A, team_id=T1, k=50, mode=mode, include_history=True)]
-    assert {h.content for h in hits} <= VISIBLE_TO_A
+    assert {h.content for h in hits} <= VISIBLE_TO_A | EPISODES_VISIBLE_TO_A
+    assert {h.content for h in hits if h.kind == "episode"} <= EPISODES_VISIBLE_TO_A
     assert all(h.visibility == "global" or (h.visibility == "team" and h.team_id == T1)
                or (h.visibility == "private" and h.agent_id == A) for h in hits)
 
@@ -185,10 +188,21 @@ def test_sql_reader_role_sees_its_own_rows(seeded: Memory, db_url: str) -> None:
 
 
 def test_sql_reader_role_cannot_write(seeded: Memory, db_url: str) -> None:
-    with pytest.raises(psycopg.errors.InsufficientPrivilege):
-        _reader_rows(db_url, "DELETE FROM facts RETURNING id", A, T1)
-    with pytest.raises(psycopg.errors.InsufficientPrivilege):
-        _reader_rows(db_url, "SELECT user_message FROM turns", A, T1)
+    for sql in ("DELETE FROM facts RETURNING id", "UPDATE turns SET user_message = 'x' RETURNING key",
+                "DELETE FROM turns RETURNING key"):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            _reader_rows(db_url, sql, A, T1)
+
+
+@pytest.mark.parametrize("sql", ["SELECT user_message FROM turns", "SELECT content FROM episodes"])
+def test_sql_reader_role_sees_only_the_episodes_of_its_scope(seeded: Memory, db_url: str, sql: str) -> None:
+    seeded.remember(user="Hi there!", agent_id=A, team_id=T1, session_id="sa")  # dropped by the gate: no episode
+    assert {r[0] for r in _reader_rows(db_url, sql, A, T1)} == EPISODES_VISIBLE_TO_A
+    assert {r[0] for r in _reader_rows(db_url, sql, "b", T1)} == {
+        "My name is Bob.", "My name is Robert.", "We decided to use Redis for caching.",
+        "Our policy is to review every PR."}
+    for agent, team in ((None, None), ("", ""), ("a' OR '1'='1", "%"), ("%", "_")):
+        assert {r[0] for r in _reader_rows(db_url, sql, agent, team)} == {"Our policy is to review every PR."}
 
 
 def test_sql_reader_role_does_not_see_relationships_of_hidden_facts(seeded: Memory, db_url: str) -> None:
@@ -305,7 +319,9 @@ def test_secrets_are_redacted_from_facts_and_stored_messages(memory: Memory, db_
     assert all(secret not in f.content for f in r.facts)
     stored = _stored_text(db_url)
     assert {name: secret in text for name, text in stored.items()} == {name: False for name in stored}
-    assert "[REDACTED:" in stored["turns"] and "[REDACTED:" in stored["fact_sources"]
+    # The message is stored once, in the turn; the facts' sources reference it and show it redacted.
+    assert "[REDACTED:" in stored["turns"] and "[REDACTED:" not in stored["fact_sources"]
+    assert all("[REDACTED:" in src["user_message"] for f in r.facts for src in memory.sources(f.id))
 
 
 def test_connection_string_keeps_scheme_user_and_host(memory: Memory, db_url: str) -> None:
@@ -331,14 +347,16 @@ def test_secrets_drop_mode_drops_the_stored_messages(db_url: str, tmp_path: Path
     with Memory(settings=_settings(db_url, tmp_path, FACTFORGE_SECRETS="drop"), llm=None, embedder=None,
                 background=False) as m:
         r = m.remember(user=message, assistant="Noted.", agent_id=A, session_id="s1")
+        assert {src["user_message"] for src in m.sources(r.facts[0].id)} == {"[DROPPED: message contained a secret]"}
     assert r.facts and all(secret not in f.content for f in r.facts)
     with psycopg.connect(_conninfo(db_url)) as conn:
         assert conn.execute("SELECT user_message, assistant_message FROM turns").fetchall() == [
             ("[DROPPED: message contained a secret]", "Noted.")]
-        assert {row[0] for row in conn.execute("SELECT user_message FROM fact_sources")} == {
-            "[DROPPED: message contained a secret]"}
-        assert {row[0] for row in conn.execute("SELECT source_user_message FROM facts")} == {
-            "[DROPPED: message contained a secret]"}
+        # stored once, in the turn: sources reference it
+        assert {row[0] for row in conn.execute("SELECT user_message FROM fact_sources")} == {None}
+        assert {row[0] for row in conn.execute("SELECT source_user_message FROM facts")} == {None}
+        # and no episode: the words are gone
+        assert conn.execute("SELECT count(*) FROM episodes").fetchone() == (0,)
     assert secret not in "\n".join(_stored_text(db_url).values())
 
 
