@@ -387,8 +387,11 @@ def cmd_patterns(args: argparse.Namespace) -> int:
                       for m in misses], ("count", "agents", "last seen", "message")) if misses else "no misses")
         return 0
     from .patterns import PatternLibrary
+    from .rulefile import full_speed_checks
     from .settings import get_settings
 
+    if args.action == "check":
+        full_speed_checks()  # time every regex against the adversarial strings, trusting no shipped verdict
     library = PatternLibrary.from_dir(get_settings().patterns_dir)  # loading validates every rule
     if args.action == "check":
         from .extract import Extractor

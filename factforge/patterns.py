@@ -733,7 +733,8 @@ def _load_rule(
     else:
         # Verbose mode so long rules fold over lines in YAML; a literal space must be written as \s.
         pattern = _expand(raw["regex"], file_data.get("defines") or {}, at, problems)
-        rx = compile_regex(pattern, at, problems, regex.IGNORECASE | regex.VERBOSE)
+        rx = compile_regex(pattern, at, problems, regex.IGNORECASE | regex.VERBOSE,
+                           hostile=tuple(k + " " for k in keywords))
     groups = set(rx.groupindex) if rx is not None else set()
     subject = raw.get("subject", "user")
     time_group = raw.get("time_group")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import time
 from collections.abc import Iterator
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +65,19 @@ def yaml_files(directory: Path, glob: str = "*.yaml") -> Iterator[Path]:
     yield from sorted(directory.glob(glob))
 
 
-def compile_regex(pattern: str, where: str, problems: Problems, flags: int = 0) -> regex.Pattern[str] | None:
-    """Compile with the ``regex`` module (V1 semantics off, IGNORECASE etc. via flags)."""
+def compile_regex(
+    pattern: str, where: str, problems: Problems, flags: int = 0, *, hostile: tuple[str, ...] = ()
+) -> regex.Pattern[str] | None:
+    """Compile with the ``regex`` module (V1 semantics off, IGNORECASE etc. via flags) and refuse a regex that
+    backtracks catastrophically (:func:`check_speed`, with ``hostile`` as extra units such as keywords)."""
     try:
-        return regex.compile(pattern, flags)
+        rx = regex.compile(pattern, flags)
     except (regex.error, TypeError) as exc:
         problems.add(where, f"regex does not compile: {exc}")
         return None
+    before = len(problems.items)
+    check_speed(rx, where, problems, hostile)
+    return rx if len(problems.items) == before else None
 
 
 def safe_finditer(rx: regex.Pattern[str], text: str, rule_id: str) -> list[regex.Match[str]]:
@@ -99,18 +108,62 @@ ADVERSARIAL_CHARS = 5000
 ADVERSARIAL_BUDGET = 0.05
 
 
+# Every rule regex of every rule file goes through this check at load. It costs about a second for the bundled
+# rules (~200 regexes), so a verdict is remembered by the digest of what it depends on (pattern, flags, hostile
+# units and the check's own settings), never by file name: a digest that passed once passes again, whatever file
+# or folder it comes from. Two places remember passes: this process (``_PASSED``) and LINEAR_REGEXES, the
+# digests of the bundled rules' regexes, shipped with the package. tests/test_rulefile_speed.py runs the full
+# check on the bundled rules (trust off) and fails unless that file lists exactly their digests, so CI re-proves
+# every shipped verdict; an edited rule changes its digest and is checked at load until the file is regenerated
+# with `python -m factforge.rulefile`. A failure is never remembered, so a slow rule is refused on every load.
+# `factforge patterns check` trusts nothing and times every regex.
+LINEAR_REGEXES = Path(__file__).resolve().parent / "data" / "linear_regexes.txt"
+_PASSED: set[str] = set()
+_SEEN: set[str] = set()  # every digest checked or trusted since the last reset (what the test compares)
+_trust_shipped = True
+
+
+def _digest(rx: regex.Pattern[str], extra: tuple[str, ...]) -> str:
+    key = repr((rx.pattern, rx.flags, extra, ADVERSARIAL_RUNS, ADVERSARIAL_CHARS, ADVERSARIAL_BUDGET))
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> frozenset[str]:
+    try:
+        return frozenset(LINEAR_REGEXES.read_text(encoding="ascii").split())
+    except OSError:
+        return frozenset()
+
+
+def full_speed_checks(full: bool = True) -> None:
+    """Check every regex again from now on, trusting no remembered verdict (``patterns check``, tests)."""
+    global _trust_shipped
+    _trust_shipped = not full
+    _PASSED.clear()
+    _SEEN.clear()
+
+
 def check_speed(rx: regex.Pattern[str], where: str, problems: Problems, extra: tuple[str, ...] = ()) -> None:
     """Refuse a rule whose regex backtracks badly: it must scan each adversarial string (and each of
     ``extra``, such as the rule's keywords, repeated) within :data:`ADVERSARIAL_BUDGET` seconds."""
+    digest = _digest(rx, extra)
+    _SEEN.add(digest)
+    if digest in _PASSED or (_trust_shipped and digest in _shipped()):
+        return
     for unit in ADVERSARIAL_RUNS + extra:
         text = (unit * (ADVERSARIAL_CHARS // len(unit) + 1))[:ADVERSARIAL_CHARS] + "!"
+        started = time.perf_counter()
         try:
             for _ in rx.finditer(text, timeout=ADVERSARIAL_BUDGET):
                 pass
         except TimeoutError:
-            problems.add(where, f"regex takes over {ADVERSARIAL_BUDGET * 1000:.0f} ms on {ADVERSARIAL_CHARS:,} "
-                         f"characters of {unit!r} (catastrophic backtracking): make it linear")
+            took = (time.perf_counter() - started) * 1000
+            problems.add(where, f"regex takes over {ADVERSARIAL_BUDGET * 1000:.0f} ms (stopped at {took:.0f} ms; a linear "
+                         f"rule needs under 1 ms) on {ADVERSARIAL_CHARS:,} characters of {unit!r} "
+                         "(catastrophic backtracking): make it linear")
             return
+    _PASSED.add(digest)
 
 
 def bounded_matches(rx: regex.Pattern[str], text: str) -> list[regex.Match[str]] | object:
@@ -120,3 +173,30 @@ def bounded_matches(rx: regex.Pattern[str], text: str) -> list[regex.Match[str]]
         return list(rx.finditer(text, timeout=REGEX_TIMEOUT * 20))
     except TimeoutError:
         return TIMED_OUT
+
+
+def check_bundled() -> list[str]:
+    """Load every bundled rule file (facts, gate, injection, secrets, entities, turns) from a fresh copy, trusting
+    no remembered verdict: the sorted digests of all their regexes. Raises PatternError if one is too slow."""
+    import shutil
+    import tempfile
+
+    from .extract import Extractor
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "patterns"
+        shutil.copytree(default_patterns_dir(), copy)  # a new folder, so no loader cache answers for it
+        full_speed_checks()
+        try:
+            Extractor(patterns_dir=copy)
+            return sorted(_SEEN)
+        finally:
+            full_speed_checks(False)
+
+
+if __name__ == "__main__":  # regenerate LINEAR_REGEXES after editing a bundled rule: python -m factforge.rulefile
+    from factforge import rulefile  # the loaders use the package's module, not this __main__ copy
+
+    digests = rulefile.check_bundled()
+    LINEAR_REGEXES.write_text("".join(d + "\n" for d in digests), encoding="ascii")
+    print(f"{len(digests)} regex digests written to {LINEAR_REGEXES}")

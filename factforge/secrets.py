@@ -17,7 +17,7 @@ from typing import Any
 import ahocorasick
 import regex
 
-from .rulefile import (TIMED_OUT, Problems, bounded_matches, check_speed, compile_regex, default_patterns_dir, guard_budget,
+from .rulefile import (TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, guard_budget,
                        read_yaml)
 
 __all__ = ["UNSCANNED", "Redaction", "has_placeholder", "SecretRule", "SecretScanner", "placeholder"]
@@ -192,12 +192,12 @@ def _load(path: Path, problems: Problems) -> list[SecretRule]:
             problems.add(at, "missing regex")
         else:
             # Verbose mode so long rules can be folded over lines; spaces must be written as \s.
-            rx = compile_regex(raw["regex"], at, problems, regex.VERBOSE)
+            keywords_hostile = tuple(k + " " for k in keywords)
+            rx = compile_regex(raw["regex"], at, problems, regex.VERBOSE, hostile=keywords_hostile)
         if group is not None and (not isinstance(group, str) or (rx is not None and group not in rx.groupindex)):
             problems.add(at, f"group {group!r} is not a named group of the regex")
         if len(problems.items) > before or rx is None:
             continue
-        check_speed(rx, at, problems, tuple(k + " " for k in keywords))
         rule = SecretRule(rule_id, kind, keywords, rx, group, examples, counter)
         for text in examples:
             found = bounded_matches(rx, text)

@@ -26,6 +26,7 @@ from factforge.inputs import check_text, iter_json_lines
 from factforge.memory import Memory
 from factforge.ner import EntityRecognizer
 from factforge.patterns import PatternLibrary
+from factforge import rulefile
 from factforge.rulefile import REGEX_TIMEOUT, safe_finditer, safe_search
 from factforge.secrets import SecretScanner
 from factforge.settings import Settings
@@ -328,9 +329,17 @@ rules:
 """
 
 
-def test_catastrophic_pattern_file_is_bounded_at_run_time(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    # Checked behaviour: the file loads (no PatternError: nothing rejects nested quantifiers at load time),
-    # and at run time the regex timeout cuts the backtracking off; the rule is logged and skipped.
+def test_catastrophic_pattern_file_is_refused_at_load(tmp_path: Path) -> None:
+    (tmp_path / "evil.yaml").write_text(CATASTROPHIC_FACTS, encoding="utf-8")
+    with pytest.raises(PatternError, match=r"evil\.yaml: rule evil\.nested_quantifier: regex takes over 50 ms"):
+        PatternLibrary.from_dir(tmp_path)
+
+
+def test_catastrophic_pattern_is_still_bounded_at_run_time(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # Second line of defence, behind the load-time check (switched off here so the rule loads): at run time
+    # the regex timeout cuts the backtracking off; the rule is logged and skipped.
+    monkeypatch.setattr(rulefile, "check_speed", lambda *args, **kwargs: None)
     (tmp_path / "evil.yaml").write_text(CATASTROPHIC_FACTS, encoding="utf-8")
     lib = PatternLibrary.from_dir(tmp_path)
     assert [r.id for r in lib.rules] == ["evil.nested_quantifier"]

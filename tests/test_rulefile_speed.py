@@ -1,0 +1,92 @@
+"""Every rule file's regexes are checked against adversarial strings at load (issue 18): a catastrophic rule is
+refused with one error naming file, rule and timing; the bundled rules pass, and the shipped list of verdicts
+(factforge/data/linear_regexes.txt) is exactly what the full check proves today."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from factforge import rulefile
+from factforge.errors import PatternError
+from factforge.extract import TurnRules
+from factforge.patterns import PatternLibrary
+
+ROOT = Path(__file__).resolve().parents[1]
+
+EVIL_FACTS = """\
+kind: facts
+version: 1
+language: en
+rules:
+  - id: evil.%s
+    category: other
+    confidence: 0.9
+    relation: says
+    regex: %s
+    template: "{subject} says {word}"
+    keywords: [say]
+    examples:
+      - {text: "I say hello x", fact: "User says hello"}
+    counter_examples: ["bbbb"]
+"""
+
+
+def _copy(tmp_path: Path) -> Path:
+    d = tmp_path / "patterns"
+    shutil.copytree(rulefile.default_patterns_dir(), d)
+    return d
+
+
+def test_the_bundled_rules_pass_the_full_check_and_the_shipped_verdicts_are_current() -> None:
+    digests = rulefile.check_bundled()  # raises PatternError naming any slow bundled rule
+    shipped = rulefile.LINEAR_REGEXES.read_text(encoding="ascii").split()
+    assert digests == sorted(shipped), "bundled rules changed: run `python -m factforge.rulefile` and commit the file"
+
+
+@pytest.mark.parametrize(("name", "pattern"), [
+    ("nested_plus", r"(?P<word>(a+)+)$"),
+    ("spaced_words", r"(?P<word>(?:\w+\s?)+)$"),
+])
+def test_a_catastrophic_fact_rule_is_refused_at_load(tmp_path: Path, name: str, pattern: str) -> None:
+    d = _copy(tmp_path)
+    (d / "evil.yaml").write_text(EVIL_FACTS % (name, pattern), encoding="utf-8")
+    with pytest.raises(PatternError) as err:
+        PatternLibrary.from_dir(d)
+    message = str(err.value)
+    assert "(1 problem(s))" in message  # one clear error: the other rules load, only this one is refused
+    assert f"evil.yaml: rule evil.{name}: regex takes over 50 ms (stopped at " in message
+    assert "catastrophic backtracking" in message
+
+
+def test_a_catastrophic_turn_rule_is_refused_at_load(tmp_path: Path) -> None:
+    d = _copy(tmp_path)
+    turns = d / "turns.yaml"
+    text = turns.read_text(encoding="utf-8")
+    turns.write_text(text.replace("tag_questions: [", "tag_questions: ['(a+)+$', ", 1), encoding="utf-8")
+    with pytest.raises(PatternError, match=r"turns\.yaml: tag_questions\[0\]: regex takes over 50 ms"):
+        TurnRules.from_dir(d)
+
+
+def test_a_slow_verdict_is_never_remembered_and_a_pass_is_remembered_by_content(tmp_path: Path) -> None:
+    d = _copy(tmp_path)
+    (d / "evil.yaml").write_text(EVIL_FACTS % ("again", r"(?P<word>(a+)+)$"), encoding="utf-8")
+    for attempt in (d, tmp_path / "second"):
+        if attempt != d:
+            shutil.copytree(d, attempt)  # same content, new folder: refused again, not served from a cache
+        with pytest.raises(PatternError, match="evil.again: regex takes over"):
+            PatternLibrary.from_dir(attempt)
+
+
+def test_patterns_check_refuses_a_slow_fact_rule(tmp_path: Path) -> None:
+    d = _copy(tmp_path)
+    (d / "evil.yaml").write_text(EVIL_FACTS % ("cli", r"(?P<word>(a+)+)$"), encoding="utf-8")
+    env = {"FACTFORGE_PATTERNS_DIR": str(d), "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
+    proc = subprocess.run([sys.executable, "-m", "factforge", "patterns", "check"], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120)
+    out = proc.stderr + proc.stdout
+    assert proc.returncode != 0 and "evil.yaml: rule evil.cli: regex takes over 50 ms" in out, out
