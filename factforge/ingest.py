@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .errors import DatabaseError, InputError, ValidationError
-from .inputs import iter_json_lines
-from .memory import Memory, RememberResult
+from .inputs import check_text, check_timestamp, iter_json_lines
+from .memory import Memory, RememberResult, turn_key
+from .types import GateDecision
 
 logger = logging.getLogger("factforge.ingest")
 
 # Lines per transaction: a few hundred make commits a small share of the work; a crash redoes one group at most.
 DEFAULT_BATCH_SIZE = 200
 
-TURN_FIELDS = {"user", "assistant", "agent_id", "team_id", "session_id", "timestamp", "visibility"}
+TURN_FIELDS = {"text", "user", "assistant", "agent_id", "team_id", "session_id", "timestamp", "visibility"}
 ACTIVITY_FIELDS = {"activity_session_id", "intent", "dialogue", "events", "agent_id", "team_id", "timestamp",
                    "visibility"}
 
@@ -38,7 +39,8 @@ class IngestSummary:
     turns: int = 0
     activities: int = 0
     duplicates: int = 0
-    facts: int = 0
+    facts: int = 0  # fact mentions: the same fact said again counts again (see new_facts)
+    new_facts: int = 0  # rows the run added (distinct facts not stored before)
     facts_by_category: Counter[str] = field(default_factory=Counter)
     dropped_by_reason: Counter[str] = field(default_factory=Counter)
     queued: int = 0
@@ -50,6 +52,7 @@ class IngestSummary:
             self.duplicates += 1
             return
         self.facts += len(result.facts)
+        self.new_facts += sum(1 for f in result.facts if f.action == "new")
         self.facts_by_category.update(f.category for f in result.facts)
         if not result.gate.passed:
             self.dropped_by_reason[result.gate.reason or "dropped"] += 1
@@ -70,7 +73,7 @@ class IngestSummary:
     def as_dict(self) -> dict[str, Any]:
         return {
             "lines": self.lines, "turns": self.turns, "activities": self.activities,
-            "duplicates": self.duplicates, "facts": self.facts,
+            "duplicates": self.duplicates, "facts": self.facts, "new_facts": self.new_facts,
             "facts_by_category": dict(self.facts_by_category),
             "dropped_by_reason": dict(self.dropped_by_reason), "queued_for_llm": self.queued,
             "errors": list(self.errors), "seconds": round(self.seconds, 3),
@@ -80,8 +83,10 @@ class IngestSummary:
 class Progress:
     """A one-line progress bar with rate and ETA on a terminal; silent when the stream is piped."""
 
-    def __init__(self, total: int, stream: TextIO | None = None, *, force: bool | None = None) -> None:
+    def __init__(self, total: int, stream: TextIO | None = None, *, force: bool | None = None,
+                 unit: str = "lines") -> None:
         self.stream = stream or sys.stderr
+        self.unit = unit
         self.enabled = force if force is not None else bool(getattr(self.stream, "isatty", lambda: False)())
         self.total = max(total, 1)
         self.start = time.monotonic()
@@ -96,11 +101,12 @@ class Progress:
         self._last = now
         elapsed = max(now - self.start, 1e-9)
         rate = done / elapsed
-        eta = (self.total - done) / rate if rate > 0 else 0.0
+        # The first items say little about the rate (imports, the first transaction): no ETA for a second.
+        eta = f"{(self.total - done) / rate:4.0f}s" if rate > 0 and elapsed >= 1.0 else "   ?"
         width = 30
         filled = int(width * done / self.total)
         self.stream.write(
-            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} {rate:,.0f} lines/s ETA {eta:4.0f}s"
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} {rate:,.0f} {self.unit}/s ETA {eta}"
         )
         self.stream.flush()
 
@@ -140,6 +146,17 @@ def _ingest_group(memory: Memory, group: Sequence[tuple[int, dict[str, Any] | In
                   *, progress: Callable[[int], None] | None, wait_for_llm: bool) -> None:
     """Store a group of lines in one transaction; a line's turn key is recorded with its facts, so a crash
     loses the whole group or none of it and a re-run redoes exactly what is missing."""
+    seen = _seen_turns(memory, group)
+    if seen:
+        # A re-run: lines already stored are counted as duplicates after one query for the whole group.
+        for no, obj in group:
+            if no in seen:
+                summary.record(obj, seen[no])
+                if progress is not None:
+                    progress(summary.lines)
+        group = [(no, obj) for no, obj in group if no not in seen]
+        if not group:
+            return
     if len(group) > 1:
         try:
             with memory.batch():
@@ -159,6 +176,29 @@ def _ingest_group(memory: Memory, group: Sequence[tuple[int, dict[str, Any] | In
         summary.record(obj, _attempt(memory, no, obj, wait_for_llm))
         if progress is not None:
             progress(summary.lines)
+
+
+def _seen_turns(memory: Memory, group: Sequence[tuple[int, dict[str, Any] | InputError]]
+                ) -> dict[int, RememberResult]:
+    """The lines of ``group`` that are turns already stored, each with the result a re-run reports for it.
+
+    A line that is not a well-formed turn is left to :func:`_attempt`, which reports what is wrong with it."""
+    keys: dict[str, int] = {}
+    for no, obj in group:
+        if not isinstance(obj, dict) or "activity_session_id" in obj or set(obj) - TURN_FIELDS:
+            continue
+        try:
+            key = turn_key(check_text("user", obj.get("user"), required=True) or "",
+                           check_text("assistant", obj.get("assistant")),
+                           check_text("agent_id", obj.get("agent_id"), required=True) or "",
+                           check_text("team_id", obj.get("team_id")), check_text("session_id", obj.get("session_id")),
+                           check_timestamp(obj.get("timestamp")))
+        except InputError:
+            continue
+        keys[key] = no
+    found = memory.store.seen_keys(list(keys))
+    done = RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False, duplicate=True)
+    return {keys[k]: done for k in found}
 
 
 def _attempt(memory: Memory, no: int, obj: dict[str, Any] | InputError, wait_for_llm: bool) -> RememberResult | str:
@@ -184,8 +224,12 @@ def _ingest_one(memory: Memory, obj: dict[str, Any], *, wait_for_llm: bool) -> R
     unknown = set(obj) - TURN_FIELDS
     if unknown:
         raise InputError(f"unknown field(s) {', '.join(sorted(unknown))} in a turn")
+    if "text" in obj:  # the `extract --json` shape: a message on its own
+        if "user" in obj:
+            raise InputError("a turn has 'text' or 'user', not both")
+        obj = {("user" if k == "text" else k): v for k, v in obj.items()}
     if "user" not in obj or "agent_id" not in obj:
-        raise InputError("a turn needs 'user' and 'agent_id'")
+        raise InputError("a turn needs 'user' (or 'text') and 'agent_id'")
     return memory.remember(wait_for_llm=wait_for_llm, **obj)
 
 

@@ -10,6 +10,11 @@ from typing import Any
 
 from .errors import InputError
 
+# Timestamps are kept a few years away from the ends of what datetime can hold, so date arithmetic on them
+# (relative dates, intervals) cannot overflow.
+_EARLIEST = datetime(10, 1, 1)
+_LATEST = datetime(9990, 12, 31)
+
 # Characters a field value may not contain: PostgreSQL text cannot hold NUL.
 _FORBIDDEN = ("\x00",)
 
@@ -44,7 +49,16 @@ def check_timestamp(value: datetime | str | None) -> datetime | None:
             raise InputError(f"timestamp {value!r} is not ISO 8601") from None
     if not isinstance(value, datetime):
         raise InputError(f"timestamp must be a datetime or an ISO 8601 string, got {type(value).__name__}")
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    # Dates are compared and shifted in UTC ("yesterday", supersession): one at the edge of what Python
+    # can hold ("0001-01-01T00:00:00+14:00") would overflow later, in the middle of a write.
+    try:
+        utc = value.astimezone(timezone.utc)
+    except (OverflowError, ValueError):
+        raise InputError(f"timestamp {value.isoformat()!r} is out of range") from None
+    if not _EARLIEST <= utc.replace(tzinfo=None) <= _LATEST:
+        raise InputError(f"timestamp {value.isoformat()!r} is out of range (years {_EARLIEST.year}-{_LATEST.year})")
+    return value
 
 
 def source_key(*parts: object) -> str:
@@ -64,7 +78,8 @@ def iter_json_lines(lines: Iterable[str]) -> Iterable[tuple[int, dict[str, Any] 
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            yield no, InputError(f"line {no}: not JSON ({exc.msg} at column {exc.colno})")
+            # exc.msg may itself end in "at" ("Unterminated string starting at")
+            yield no, InputError(f"line {no}: not JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})")
             continue
         except (RecursionError, ValueError) as exc:  # nesting too deep, integers too long
             yield no, InputError(f"line {no}: JSON too deeply nested or a number too long ({type(exc).__name__})")

@@ -19,16 +19,21 @@ from datetime import datetime
 from functools import wraps
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from .errors import EmbedderError, InputError, LLMCall, LLMError, LLMUnavailableError, ValidationError
+from .errors import DatabaseError, EmbedderError, InputError, LLMCall, LLMError, LLMUnavailableError, ValidationError
 from .inputs import check_text, check_timestamp, source_key
 from .extract import Extractor
 from .inline import parse_inline
-from .secrets import SecretScanner
+from .secrets import SecretScanner, has_placeholder
 from .settings import VISIBILITIES, Settings, get_settings
-from .store import Provenance, Scope, Store, StoredFact
+from .store import MAX_TX_ATTEMPTS, Provenance, Scope, Store, StoredFact
 from .types import Entity, Extraction, Fact, GateDecision, Relationship
 
 logger = logging.getLogger("factforge.memory")
+
+# What drop mode (FACTFORGE_SECRETS=drop) stores instead of a message that held a secret.
+DROPPED = "[DROPPED: message contained a secret]"
+
+_PRIVATE_FIRST = VISIBILITIES  # ("private", "team", "global")
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -56,6 +61,10 @@ class DrainReport:
     failed: int = 0
     retried_later: int = 0
     rejections: Mapping[str, int] = field(default_factory=dict)
+    # why items were not answered: the error message (naming Ollama's URL, the model, the timeout) -> items
+    errors: Mapping[str, int] = field(default_factory=dict)
+    # set when the pass stopped because Ollama was unreachable or overloaded (the work stays queued)
+    outage: str | None = None
 
 
 class Memory:
@@ -125,34 +134,45 @@ class Memory:
         Pattern facts are stored at once. If the rules did not answer the turn, it is queued for the LLM
         (processed in the background, or before returning when ``wait_for_llm`` is true).
         """
-        user = check_text("user", user, required=True) or ""
-        assistant = check_text("assistant", assistant)
+        user = self._check_size("user", check_text("user", user, required=True)) or ""
+        assistant = self._check_size("assistant", check_text("assistant", assistant))
         agent_id = check_text("agent_id", agent_id, required=True) or ""
         team_id = check_text("team_id", team_id)
         session_id = check_text("session_id", session_id)
         ts = check_timestamp(timestamp)
         self._check_visibility(visibility, team_id)
 
+        key = turn_key(user, assistant, agent_id, team_id, session_id, ts)
+        if self.store.turn_seen(key):
+            # Seen before (a re-run of an ingest): one indexed lookup, no scanning, extraction or writes.
+            return RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False,
+                                  duplicate=True)
+
+        # Secrets leave at the edge: everything below (inline tags, extraction, sessions, queue, misses, the
+        # LLM prompt) only ever sees the redacted text. Drop mode keeps no stored message that had one.
+        user_red, user_stored = self._scrub(user)
+        assistant_red, assistant_stored = self._scrub(assistant)
+
         clean_reply, inline_facts, inline_entities, inline_rels, skipped = None, (), (), (), ()
-        if assistant and ("<ff:" in assistant or "<vm:" in assistant):
-            parsed = parse_inline(assistant)
+        if assistant_red and ("<ff:" in assistant_red or "<vm:" in assistant_red):
+            parsed = parse_inline(assistant_red)
             clean_reply, skipped = parsed.clean_reply, parsed.skipped
             inline_facts = tuple(f for f in (self._redact_fact(x) for x in parsed.facts) if f is not None)
-            inline_entities = tuple(e for e in parsed.entities if not self.secrets.contains_secret(e.name))
+            inline_entities = tuple(e for e in parsed.entities if not self._secret_name(e.name))
             inline_rels = tuple(r for r in parsed.relationships
-                                if not self.secrets.contains_secret(r.source + " " + r.target))
-            assistant = clean_reply
+                                if not self._secret_name(r.source) and not self._secret_name(r.target))
+            assistant_stored = DROPPED if assistant_stored == DROPPED else clean_reply
+            assistant_red = clean_reply
 
         prior = None
-        if session_id is not None and self.extractor.turns.reads_prior(user):
-            prior = self.store.last_assistant_message(session_id)
-        extraction = self.extractor.extract_turn(user, assistant, timestamp=ts, prior_assistant=prior)
-        key = source_key("turn", agent_id, team_id, session_id, ts.isoformat() if ts else None, user, assistant)
+        if session_id is not None and self.extractor.turns.reads_prior(user_red or ""):
+            prior = self.store.last_assistant_message(session_id, agent_id=agent_id, team_id=team_id)
+        extraction = self.extractor.extract_turn(user_red or "", assistant_red, timestamp=ts, prior_assistant=prior)
         provenance = Provenance(
             source_key=key,
             session_id=session_id,
-            user_message=self._redact(user),
-            assistant_message=self._redact(assistant),
+            user_message=user_stored,
+            assistant_message=assistant_stored,
             message_ts=ts,
         )
         result = self._store_extraction(
@@ -165,7 +185,7 @@ class Memory:
             extra_facts=inline_facts,
             extra_entities=inline_entities,
             extra_relationships=inline_rels,
-            payload={"kind": "turn", "user": user, "assistant": assistant},
+            payload={"kind": "turn", "user": user_stored, "assistant": assistant_stored},
             wait_for_llm=wait_for_llm,
         )
         return RememberResult(
@@ -199,18 +219,19 @@ class Memory:
         activity_session_id = check_text("activity_session_id", activity_session_id, required=True) or ""
         agent_id = check_text("agent_id", agent_id, required=True) or ""
         team_id = check_text("team_id", team_id)
-        intent = check_text("intent", intent)
+        intent = self._redact(self._check_size("intent", check_text("intent", intent)))
         ts = check_timestamp(timestamp)
         self._check_visibility(visibility, team_id)
-        text = _activity_text(dialogue, events)
-        if not text.strip():
+        raw = self._check_size("dialogue and events", _activity_text(dialogue, events)) or ""
+        if not raw.strip():
             raise InputError("observe() needs a non-empty dialogue or events")
-        extraction = self.extractor.extract(text, timestamp=ts)
-        key = source_key("activity", agent_id, team_id, activity_session_id, ts.isoformat() if ts else None, text)
+        text, stored = self._scrub(raw)
+        extraction = self.extractor.extract(text or "", timestamp=ts)
+        key = source_key("activity", agent_id, team_id, activity_session_id, ts.isoformat() if ts else None, raw)
         provenance = Provenance(
             source_key=key,
             session_id=activity_session_id,
-            user_message=self._redact(text),
+            user_message=stored,
             activity_session=activity_session_id,
             message_ts=ts,
         )
@@ -222,7 +243,7 @@ class Memory:
             visibility=visibility,
             kind="activity",
             intent=intent,
-            payload={"kind": "activity", "user": text, "assistant": None},
+            payload={"kind": "activity", "user": stored, "assistant": None},
             wait_for_llm=wait_for_llm,
         )
         return RememberResult(facts=facts, gate=extraction.gate, queued=queued, duplicate=duplicate,
@@ -238,6 +259,15 @@ class Memory:
         """
         return self.store.unit_of_work()
 
+    def _check_size(self, name: str, text: str | None) -> str | None:
+        """``text``, or an InputError when it is longer than ``max_input_chars``: every stage after this one
+        is linear, but a 50 MB "message" is a mistake or an attack, and is refused before any work."""
+        limit = self.settings.max_input_chars
+        if text is not None and len(text) > limit:
+            raise InputError(f"{name} is {len(text):,} characters; the limit is {limit:,} "
+                             "(FACTFORGE_MAX_INPUT_CHARS)")
+        return text
+
     def _check_visibility(self, visibility: str | None, team_id: str | None) -> None:
         if visibility is None:
             return
@@ -247,24 +277,33 @@ class Memory:
             raise ValidationError("visibility 'team' needs a team_id")
 
     def _redact_fact(self, fact: Fact) -> Fact | None:
-        """A tag-supplied fact with any secret redacted, or None in drop mode (secrets never become memory)."""
+        """A tag-supplied fact (from the already redacted reply) with no secret left in its content or entity
+        names, or None in drop mode when it had one (secrets never become memory)."""
         import dataclasses
 
         red = self.secrets.redact(fact.content)
-        if not red.count:
+        names = tuple(n for n in fact.entities if not self._secret_name(n))
+        if not red.count and not has_placeholder(fact.content) and names == fact.entities:
             return fact
-        if self.settings.secrets_mode == "drop":
+        if self.settings.secrets_mode == "drop" and (red.count or has_placeholder(fact.content)):
             return None
-        names = tuple(n for n in fact.entities if not self.secrets.contains_secret(n))
         return dataclasses.replace(fact, content=red.text, entities=names)
 
-    def _redact(self, text: str | None) -> str | None:
+    def _secret_name(self, name: str) -> bool:
+        """Whether an entity name is (or holds) a secret, redacted or not: it is never stored or sent."""
+        return has_placeholder(name) or self.secrets.contains_secret(name)
+
+    def _scrub(self, text: str | None) -> tuple[str | None, str | None]:
+        """(text to work on, text to store): both redacted; in drop mode the stored one says it was dropped."""
         if text is None:
-            return None
+            return None, None
         red = self.secrets.redact(text)
         if red.count and self.settings.secrets_mode == "drop":
-            return "[DROPPED: message contained a secret]"
-        return red.text
+            return red.text, DROPPED
+        return red.text, red.text
+
+    def _redact(self, text: str | None) -> str | None:
+        return self._scrub(text)[1]
 
     def _visibility_for(self, fact: Fact, requested: str | None, team_id: str | None) -> str:
         vis = requested or self.settings.default_visibility.get(fact.category, "private")
@@ -288,62 +327,23 @@ class Memory:
         extra_entities: Sequence[Entity] = (),
         extra_relationships: Sequence[Relationship] = (),
     ) -> tuple[tuple[StoredFact, ...], bool, bool]:
-        # Inside a batch (a unit of work) a call that fails leaves nothing behind; the batch's other turns stay.
-        with self.store.savepoint():
-            session_id = provenance.session_id
-            if session_id is not None:
-                self.store.upsert_session(session_id, kind=kind, agent_id=agent_id, team_id=team_id, intent=intent)
-            if self.store.turn_seen(provenance.source_key):
-                # Seen before (re-ingest, retry after a crash): the turn is recorded last, so everything it
-                # produced is already stored; doing nothing keeps re-runs exact.
-                return (), False, True
-            facts = list(extraction.facts) + list(extra_facts)
-            stored = self._save(
-                facts,
-                provenance,
-                agent_id=agent_id,
-                team_id=team_id,
-                visibility=visibility,
-                entities=list(extraction.entities) + list(extra_entities),
-                relationships=list(extraction.relationships) + list(extra_relationships),
-            )
-            queued = False
-            if extraction.needs_llm:
-                assistant_text = payload.get("assistant")
-                if assistant_text and self.extractor.gate.is_injection(assistant_text):
-                    # Injected text never reaches the LLM prompt, whoever wrote it.
-                    payload = {**payload, "assistant": None}
-                # Queued before anything can fail: the LLM works from the queue, never from memory only.
-                self.store.enqueue(
-                    provenance.source_key,
-                    {
-                        **payload,
-                        "user": self._redact(payload.get("user")),
-                        "assistant": self._redact(payload.get("assistant")),
-                        "agent_id": agent_id,
-                        "team_id": team_id,
-                        "session_id": session_id,
-                        "activity_session": provenance.activity_session,
-                        "timestamp": provenance.message_ts.isoformat() if provenance.message_ts else None,
-                        "visibility": visibility,
-                    },
-                )
-                queued = True
-                if not extraction.facts and extraction.gate.passed:
-                    self.store.record_miss(extraction.text, session_id=session_id or provenance.activity_session,
-                                           agent_id=agent_id)
-            self.store.record_turn(
-                provenance.source_key,
-                session_id=session_id,
-                activity_session=provenance.activity_session,
-                agent_id=agent_id,
-                team_id=team_id,
-                user_message=provenance.user_message,
-                assistant_message=provenance.assistant_message,
-                message_ts=provenance.message_ts,
-                gate_reason=extraction.gate.reason,
-                fact_count=len(stored),
-            )
+        # One call is one transaction (inside a batch, a savepoint of it): a crash or a failure leaves none of
+        # it behind, so mention counts cannot drift on a redo. A conflict with a concurrent writer redoes it.
+        for attempt in range(1, MAX_TX_ATTEMPTS + 1):
+            try:
+                with self.store.atomic():
+                    stored, queued, duplicate = self._write(
+                        extraction, provenance, agent_id=agent_id, team_id=team_id, visibility=visibility,
+                        kind=kind, payload=payload, intent=intent, extra_facts=extra_facts,
+                        extra_entities=extra_entities, extra_relationships=extra_relationships)
+                break
+            except DatabaseError as exc:
+                if attempt == MAX_TX_ATTEMPTS or not self.store.retryable(exc):
+                    raise
+                logger.info("concurrent write conflict (%s); redoing the call (%d)", exc, attempt)
+                time.sleep(0.01 * attempt)
+        if duplicate:
+            return (), False, True
         if queued:
             # After the commit: the worker (another connection) must see the queue row, and a drain must not
             # hold the batch's transaction open through LLM calls.
@@ -352,6 +352,77 @@ class Memory:
             elif self._background and self._llm is not None:
                 self.store.after_commit(self._kick_worker)
         return tuple(stored), queued, False
+
+    def _write(
+        self,
+        extraction: Extraction,
+        provenance: Provenance,
+        *,
+        agent_id: str,
+        team_id: str | None,
+        visibility: str | None,
+        kind: str,
+        payload: dict[str, Any],
+        intent: str | None,
+        extra_facts: Sequence[Fact],
+        extra_entities: Sequence[Entity],
+        extra_relationships: Sequence[Relationship],
+    ) -> tuple[list[StoredFact], bool, bool]:
+        """The writes of one call, inside its transaction: (stored facts, queued, seen before)."""
+        session_id = provenance.session_id
+        if session_id is not None:
+            self.store.upsert_session(session_id, kind=kind, agent_id=agent_id, team_id=team_id, intent=intent)
+        # The turn's key is taken first, in this transaction: a concurrent call with the same turn (two
+        # ingests of one file) waits for it here and then finds it taken, so nothing is counted twice; a
+        # crash rolls the key back with everything else, so a redo is exact.
+        if not self.store.record_turn(
+            provenance.source_key,
+            session_id=session_id,
+            activity_session=provenance.activity_session,
+            agent_id=agent_id,
+            team_id=team_id,
+            user_message=provenance.user_message,
+            assistant_message=provenance.assistant_message,
+            message_ts=provenance.message_ts,
+            gate_reason=extraction.gate.reason,
+        ):
+            return [], False, True
+        facts = list(extraction.facts) + list(extra_facts)
+        stored = self._save(
+            facts,
+            provenance,
+            agent_id=agent_id,
+            team_id=team_id,
+            visibility=visibility,
+            entities=list(extraction.entities) + list(extra_entities),
+            relationships=list(extraction.relationships) + list(extra_relationships),
+        )
+        queued = False
+        if extraction.needs_llm:
+            assistant_text = payload.get("assistant")
+            if assistant_text and self.extractor.gate.is_injection(assistant_text):
+                # Injected text never reaches the LLM prompt, whoever wrote it.
+                payload = {**payload, "assistant": None}
+            # Queued before anything can fail: the LLM works from the queue, never from memory only.
+            self.store.enqueue(
+                provenance.source_key,
+                {
+                    **payload,  # user and assistant: redacted (or dropped) at the edge
+                    "agent_id": agent_id,
+                    "team_id": team_id,
+                    "session_id": session_id,
+                    "activity_session": provenance.activity_session,
+                    "timestamp": provenance.message_ts.isoformat() if provenance.message_ts else None,
+                    "visibility": visibility,
+                },
+            )
+            queued = True
+            if not extraction.facts and extraction.gate.passed:
+                self.store.record_miss(extraction.text, session_id=session_id or provenance.activity_session,
+                                       agent_id=agent_id)
+        if stored:
+            self.store.set_turn_fact_count(provenance.source_key, len(stored))
+        return stored, queued, False
 
     def _save(
         self,
@@ -375,7 +446,9 @@ class Memory:
         stored: list[StoredFact] = []
         if not groups:  # entities with no fact still count as mentions
             groups = {"private": []}
-        for vis, idx in groups.items():
+        # Most private first: the turn's entities and relationships hang on the first scope's fact, and a
+        # relationship from a private turn must not become visible through the turn's team or global fact.
+        for vis, idx in sorted(groups.items(), key=lambda g: _PRIVATE_FIRST.index(g[0])):
             scope = Scope(agent_id=agent_id, team_id=team_id, visibility=vis)
             stored += self.store.save(
                 [facts[i] for i in idx],
@@ -400,8 +473,11 @@ class Memory:
 
     # -- the LLM queue -------------------------------------------------------------------------------
 
-    def drain(self, *, limit: int | None = None) -> DrainReport:
-        """Process due items of the extraction queue with the LLM; failures back off and retry later."""
+    def drain(self, *, limit: int | None = None, progress: Callable[[int], None] | None = None) -> DrainReport:
+        """Process due items of the extraction queue with the LLM; failures back off and retry later.
+
+        ``progress`` is called with the number of items processed so far after each one.
+        """
         if self._llm is None:
             return DrainReport()
         from .llm import LLMRequest, is_transient, merge
@@ -409,84 +485,113 @@ class Memory:
         processed = stored_n = failed = retried = 0
         answered = False  # whether the LLM answered any item in this pass
         rejections: Counter[str] = Counter()
+        errors: Counter[str] = Counter()
         while limit is None or processed < limit:
             items = self.store.claim_due(1 if limit is None else min(16, limit - processed))
             if not items:
                 break
-            for index, item in enumerate(items):
-                processed += 1
-                p = item.payload
-                ts = check_timestamp(p.get("timestamp"))
-                extraction = (
-                    self.extractor.extract_turn(p.get("user") or "", p.get("assistant"), timestamp=ts)
-                    if p.get("kind") == "turn"
-                    else self.extractor.extract(p.get("user") or "", timestamp=ts)
-                )
-                request = LLMRequest(
-                    text=extraction.text,
-                    user=p.get("user"),
-                    assistant=p.get("assistant"),
-                    timestamp=ts,
-                    hints=extraction.hints,
-                    known_entities=tuple(self.store.known_entities(20, agent_id=p.get("agent_id"),
-                                                                    team_id=p.get("team_id"))),
-                )
-                started = time.perf_counter()
+            index = 0
+            try:
+                for index, item in enumerate(items):
+                    processed += 1
+                    p = item.payload
+                    ts = check_timestamp(p.get("timestamp"))
+                    extraction = (
+                        self.extractor.extract_turn(p.get("user") or "", p.get("assistant"), timestamp=ts)
+                        if p.get("kind") == "turn"
+                        else self.extractor.extract(p.get("user") or "", timestamp=ts)
+                    )
+                    request = LLMRequest(
+                        text=self._for_llm(extraction.text) or "",
+                        user=self._for_llm(p.get("user")),
+                        assistant=self._for_llm(p.get("assistant")),
+                        timestamp=ts,
+                        hints=extraction.hints,
+                        known_entities=tuple(n for n in self.store.known_entities(20, agent_id=p.get("agent_id"),
+                                                                                  team_id=p.get("team_id"))
+                                             if not self._secret_name(n)),
+                    )
+                    started = time.perf_counter()
+                    try:
+                        result = self._llm.extract(request)
+                    except LLMError as exc:
+                        calls = exc.calls
+                        if not calls and not isinstance(exc, LLMUnavailableError):
+                            # an LLM that does not itself account for its calls: one failed exchange took place
+                            calls = (LLMCall(latency_ms=(time.perf_counter() - started) * 1000, ok=False,
+                                             error=str(exc)),)
+                        self._record_calls(calls)
+                        errors[str(exc)] += 1
+                        # A 5xx or timeout after another item of this pass succeeded is this item's own problem
+                        # (too long for the model, say): it counts as an attempt, so it cannot stay queued forever.
+                        outage = isinstance(exc, LLMUnavailableError) or (is_transient(exc) and not answered)
+                        if not outage:
+                            status = self.store.fail(item.id, str(exc), self.settings.queue_max_attempts)
+                            if status == "failed":
+                                failed += 1
+                            else:
+                                retried += 1
+                            if progress is not None:
+                                progress(processed)
+                            continue
+                        # Ollama is down, overloaded (5xx) or too slow: not the item's fault. It goes back
+                        # untouched (no attempt counted, retried after a back-off) and the pass stops, so an
+                        # outage never turns queued work into 'failed'.
+                        for untouched in items[index:]:  # this item and the rest of the claimed batch
+                            self.store.release(untouched.id, str(exc))
+                        retried += 1
+                        logger.warning("LLM unavailable (%s); %s stays queued", exc, item.source_key[:12])
+                        return DrainReport(processed, stored_n, failed, retried, dict(rejections), dict(errors),
+                                           str(exc))
+                    answered = True
+                    usage = result.usage
+                    self._record_calls(result.calls or (
+                        LLMCall(usage.prompt_tokens, usage.output_tokens, usage.latency_ms,
+                                rejections=result.rejections),))
+                    rejections.update(result.rejections)
+                    provenance = Provenance(
+                        source_key=item.source_key,
+                        session_id=p.get("session_id"),
+                        user_message=p.get("user"),
+                        assistant_message=p.get("assistant"),
+                        activity_session=p.get("activity_session"),
+                        message_ts=ts,
+                    )
+                    # Pattern facts of this turn were stored by remember(); keep only what the LLM adds.
+                    new_facts = merge(extraction, result)[len(extraction.facts):]
+                    with self.store.atomic():  # the facts and the item's 'done' together, or neither
+                        saved = self._save(
+                            new_facts,
+                            provenance,
+                            agent_id=p["agent_id"],
+                            team_id=p.get("team_id"),
+                            visibility=p.get("visibility"),
+                            entities=result.entities,
+                            relationships=result.relationships,
+                        )
+                        self.store.complete(item.id)
+                    stored_n += len(saved)
+                    if progress is not None:
+                        progress(processed)
+            except BaseException:
+                # Stopped mid-pass (Ctrl-C, SIGTERM, a database error): the claims go back at once instead of
+                # waiting to expire; only a hard kill leaves them to the expiry (Settings.claim_seconds).
                 try:
-                    result = self._llm.extract(request)
-                except LLMError as exc:
-                    calls = exc.calls
-                    if not calls and not isinstance(exc, LLMUnavailableError):
-                        # an LLM that does not itself account for its calls: one failed exchange took place
-                        calls = (LLMCall(latency_ms=(time.perf_counter() - started) * 1000, ok=False,
-                                         error=str(exc)),)
-                    self._record_calls(calls)
-                    # A 5xx or timeout after another item of this pass succeeded is this item's own problem
-                    # (too long for the model, say): it counts as an attempt, so it cannot stay queued forever.
-                    outage = isinstance(exc, LLMUnavailableError) or (is_transient(exc) and not answered)
-                    if not outage:
-                        status = self.store.fail(item.id, str(exc), self.settings.queue_max_attempts)
-                        if status == "failed":
-                            failed += 1
-                        else:
-                            retried += 1
-                        continue
-                    # Ollama is down, overloaded (5xx) or too slow: not the item's fault. It goes back
-                    # untouched (no attempt counted, retried after a back-off) and the pass stops, so an
-                    # outage never turns queued work into 'failed'.
-                    for untouched in items[index:]:  # this item and the rest of the claimed batch
-                        self.store.release(untouched.id, str(exc))
-                    retried += 1
-                    logger.warning("LLM unavailable (%s); %s stays queued", exc, item.source_key[:12])
-                    return DrainReport(processed, stored_n, failed, retried, dict(rejections))
-                answered = True
-                usage = result.usage
-                self._record_calls(result.calls or (
-                    LLMCall(usage.prompt_tokens, usage.output_tokens, usage.latency_ms,
-                            rejections=result.rejections),))
-                rejections.update(result.rejections)
-                provenance = Provenance(
-                    source_key=item.source_key,
-                    session_id=p.get("session_id"),
-                    user_message=p.get("user"),
-                    assistant_message=p.get("assistant"),
-                    activity_session=p.get("activity_session"),
-                    message_ts=ts,
-                )
-                # Pattern facts of this turn were stored by remember(); keep only what the LLM adds.
-                new_facts = merge(extraction, result)[len(extraction.facts):]
-                saved = self._save(
-                    new_facts,
-                    provenance,
-                    agent_id=p["agent_id"],
-                    team_id=p.get("team_id"),
-                    visibility=p.get("visibility"),
-                    entities=result.entities,
-                    relationships=result.relationships,
-                )
-                stored_n += len(saved)
-                self.store.complete(item.id)
-        return DrainReport(processed, stored_n, failed, retried, dict(rejections))
+                    self.store.release_claims([i.id for i in items[index:]])
+                except DatabaseError as exc:
+                    logger.warning("could not give back queue claims (%s); they expire in %.0f s", exc,
+                                   self.store.claim_seconds)
+                raise
+        return DrainReport(processed, stored_n, failed, retried, dict(rejections), dict(errors))
+
+    def _for_llm(self, text: str | None) -> str | None:
+        """``text`` cut to ``llm_max_chars`` for the prompt: the rules have read all of it, and a model given
+        megabytes only times out (or costs a fortune)."""
+        cap = self.settings.llm_max_chars
+        if text is None or len(text) <= cap:
+            return text
+        logger.info("text of %d chars cut to %d for the LLM (FACTFORGE_LLM_MAX_CHARS)", len(text), cap)
+        return text[:cap]
 
     def _record_calls(self, calls: Sequence[LLMCall]) -> None:
         """One ``llm_calls`` row per HTTP call, so a correction retry's tokens and failure are counted."""
@@ -558,6 +663,13 @@ class Memory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def turn_key(user: str, assistant: str | None, agent_id: str, team_id: str | None, session_id: str | None,
+             timestamp: datetime | None) -> str:
+    """The stable key of one conversation turn: a re-run finds the same key and skips the turn."""
+    return source_key("turn", agent_id, team_id, session_id, timestamp.isoformat() if timestamp else None, user,
+                      assistant)
 
 
 def _activity_text(dialogue: Sequence[Mapping[str, str] | str] | str | None,

@@ -16,11 +16,21 @@ logger = logging.getLogger("factforge")
 
 # Per-call regex time budget in seconds; a pattern that exceeds it is logged and skipped.
 REGEX_TIMEOUT = 0.05
+# A guard (secrets, injection) must finish, so its budget grows with the text: a linear rule runs well under a
+# microsecond per character, so 2 µs per character is ample headroom; what still runs out fails closed.
+GUARD_SECONDS_PER_CHAR = 2e-6
+
+
+def guard_budget(n_chars: int) -> float:
+    """Time budget of one guard regex over ``n_chars`` characters (fails closed when exceeded)."""
+    return REGEX_TIMEOUT + n_chars * GUARD_SECONDS_PER_CHAR
 
 
 def default_patterns_dir() -> Path:
-    """The ``patterns/`` folder of this checkout (factforge is installed editable)."""
-    return Path(__file__).resolve().parent.parent / "patterns"
+    """The bundled ``patterns/`` folder (the checkout's, or the installed wheel's copy)."""
+    from .settings import bundled_dir
+
+    return bundled_dir("patterns")
 
 
 class Problems:
@@ -80,6 +90,27 @@ def safe_search(rx: regex.Pattern[str], text: str, rule_id: str) -> regex.Match[
 
 
 TIMED_OUT = object()
+
+# Adversarial inputs a guard rule must get through in linear time: long runs of one character class each,
+# ended by a character that makes a pattern anchored at the end fail (the classic "(a|aa)+$" trap).
+ADVERSARIAL_RUNS = ("a", "A", "0", " ", "\n", "a ", "-", ".", ",", ":", "aA1", "ab cd. ", "/", "=")
+ADVERSARIAL_CHARS = 5000
+# A linear rule takes well under a millisecond on one adversarial string; this is a hundred times that.
+ADVERSARIAL_BUDGET = 0.05
+
+
+def check_speed(rx: regex.Pattern[str], where: str, problems: Problems, extra: tuple[str, ...] = ()) -> None:
+    """Refuse a rule whose regex backtracks badly: it must scan each adversarial string (and each of
+    ``extra``, such as the rule's keywords, repeated) within :data:`ADVERSARIAL_BUDGET` seconds."""
+    for unit in ADVERSARIAL_RUNS + extra:
+        text = (unit * (ADVERSARIAL_CHARS // len(unit) + 1))[:ADVERSARIAL_CHARS] + "!"
+        try:
+            for _ in rx.finditer(text, timeout=ADVERSARIAL_BUDGET):
+                pass
+        except TimeoutError:
+            problems.add(where, f"regex takes over {ADVERSARIAL_BUDGET * 1000:.0f} ms on {ADVERSARIAL_CHARS:,} "
+                         f"characters of {unit!r} (catastrophic backtracking): make it linear")
+            return
 
 
 def bounded_matches(rx: regex.Pattern[str], text: str) -> list[regex.Match[str]] | object:

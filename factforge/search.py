@@ -91,6 +91,33 @@ def _filters(agent_id: str | None, team_id: str | None, categories: Sequence[str
 # Queries with operators ("quotes", -not, or) keep the web-search meaning: every candidate matches this.
 _WEBSEARCH = "websearch_to_tsquery('english', %(q)s)"
 
+# Cosine distance beyond which a vector neighbour that BM25 did not also find is left out, for the default
+# local embedder (MiniLM int8). Measured with bench/vector_cutoff.py on LoCoMo (questions against the facts
+# the rules store from each conversation): at 0.80 the vector half finds a fact of an evidence turn among its
+# 10 nearest for 71.4% of questions (74.8% with no cut-off) and returns 8.3 instead of 10 facts; on the
+# bundled team chat, unrelated neighbours sit at 0.83-0.98 and paraphrases that matter ("dark theme" ->
+# "User prefers dark mode") at 0.50. Other embedders have other distance scales: no cut-off unless given.
+LOCAL_MAX_DISTANCE = 0.80
+_EXCLUDED = re.compile(r'(?:^|\s)(-(?:"[^"]*"|[^\s"]+))')
+
+
+def _vector_filter(query: str, params: dict[str, Any]) -> str:
+    """The vector half's share of the query's operators: a fact with an excluded term (``-Jenkins``,
+    ``-"exact phrase"``) is excluded on every path, not only where the words are matched."""
+    excluded = _EXCLUDED.findall(query)
+    if not excluded:
+        return ""
+    params["q_not"] = " ".join(excluded)
+    return " AND ts_match_vq(f.tsv, websearch_to_tsquery('english', %(q_not)s))"
+
+
+def _agreeing(ranks_v: dict[UUID, tuple[int, float]], ranks_b: dict[UUID, tuple[int, float]],
+              max_distance: float | None) -> dict[UUID, tuple[int, float]]:
+    """The vector neighbours worth returning: those BM25 also found, and the others within ``max_distance``."""
+    if max_distance is None:
+        return ranks_v
+    return {fid: rd for fid, rd in ranks_v.items() if fid in ranks_b or rd[1] <= max_distance}
+
 
 # BM25 candidates, widest last; each step runs only while fewer than ``n`` facts were found, and the facts
 # every step found are ranked together by their exact BM25 score (scores of all steps are comparable).
@@ -375,8 +402,12 @@ def search(
     mode: Literal["hybrid", "vector", "bm25"] | str = "hybrid",
     candidates: int | None = None,
     ef_search: int = 100,
+    max_distance: float | None | Literal["auto"] = "auto",
 ) -> list[SearchHit]:
     """The ``k`` best facts for ``query`` that the caller may see; see the module docstring.
+
+    ``max_distance``: vector neighbours farther than this (cosine distance) that BM25 did not find are left
+    out, so fewer, better facts come back; "auto" is ``LOCAL_MAX_DISTANCE`` for the local embedder, else none.
 
     ``source`` is a :class:`~factforge.store.Store` (its pooled connections are reused: no connection
     set-up per query) or a database URL (one connection for this call).
@@ -393,6 +424,11 @@ def search(
     cats = list(categories or ())
     where, params = _filters(agent_id, team_id, cats, include_history, since, until, entity, method)
     params.update(q=query, n=n)
+    vector_where = where + _vector_filter(query, params)
+    if max_distance == "auto":
+        from .settings import LOCAL_EMBED_MODEL
+
+        max_distance = LOCAL_MAX_DISTANCE if getattr(embedder, "model", None) == LOCAL_EMBED_MODEL else None
     vector = None
     if mode != "bm25" and embedder is not None:
         try:
@@ -409,15 +445,16 @@ def search(
         with _connection(source, need_vector=vector is not None) as conn:
             if vector is not None and mode == "hybrid" and not isinstance(source, str):
                 # Two pooled connections: the HNSW and BM25 queries run at the same time on the server.
-                pending = _executor().submit(_vector_on_own_connection, source, where, params, vector, n,
+                pending = _executor().submit(_vector_on_own_connection, source, vector_where, params, vector, n,
                                              ef_search)
                 ranks_b = _bm25_ranks(conn, where, params, query, n, table)
                 ranks_v = pending.result()
             else:
                 if vector is not None:
-                    ranks_v = _vector_ranks(conn, source, where, params, vector, n, ef_search)
+                    ranks_v = _vector_ranks(conn, source, vector_where, params, vector, n, ef_search)
                 if mode != "vector":
                     ranks_b = _bm25_ranks(conn, where, params, query, n, table)
+            ranks_v = _agreeing(ranks_v, ranks_b, max_distance)
             fused: dict[UUID, float] = {}
             for ranks in (ranks_v, ranks_b):
                 for fid, (rank, _) in ranks.items():

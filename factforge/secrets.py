@@ -7,6 +7,7 @@ occurs in the text (one Aho-Corasick pass), so ordinary chat costs one automaton
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -16,9 +17,10 @@ from typing import Any
 import ahocorasick
 import regex
 
-from .rulefile import TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, read_yaml, safe_finditer
+from .rulefile import (TIMED_OUT, Problems, bounded_matches, check_speed, compile_regex, default_patterns_dir, guard_budget,
+                       read_yaml)
 
-__all__ = ["Redaction", "SecretRule", "SecretScanner", "placeholder"]
+__all__ = ["UNSCANNED", "Redaction", "has_placeholder", "SecretRule", "SecretScanner", "placeholder"]
 
 logger = logging.getLogger("factforge.secrets")
 
@@ -26,9 +28,18 @@ RULE_KEYS = frozenset({"id", "kind", "keywords", "regex", "group", "examples", "
 _KIND_RX = regex.compile(r"[a-z][a-z0-9_]*")
 
 
+# The kind of a redaction that covers text a rule could not finish scanning (fails closed).
+UNSCANNED = "unscanned"
+
+
 def placeholder(kind: str) -> str:
     """The text that replaces a secret of ``kind``."""
     return f"[REDACTED:{kind}]"
+
+
+def has_placeholder(text: str) -> bool:
+    """Whether ``text`` holds a redaction placeholder (it was cut from a message that had a secret)."""
+    return "[REDACTED:" in text
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +85,27 @@ class SecretScanner:
             hits.update(indices)
         return [self.rules[i] for i in sorted(hits)]
 
-    def _spans(self, text: str) -> list[tuple[int, int, SecretRule]]:
+    def _matches(self, rule: SecretRule, text: str) -> list[tuple[int, int, SecretRule]]:
+        """The rule's secret spans; if it runs out of time, everything after its last match is one
+        ``unscanned`` span: a guard that cannot finish fails closed, it never lets unscanned text through."""
         spans: list[tuple[int, int, SecretRule]] = []
-        for rule in self._candidates(text):
-            for m in safe_finditer(rule.regex, text, rule.id):
+        scanned_to = 0
+        try:
+            for m in rule.regex.finditer(text, timeout=guard_budget(len(text))):
                 start, end = m.span(rule.group) if rule.group else m.span()
                 if end > start:
                     spans.append((start, end, rule))
+                scanned_to = max(scanned_to, m.end())
+        except TimeoutError:
+            logger.warning("secret rule %s ran out of time on %d chars; the %d unscanned chars are redacted",
+                           rule.id, len(text), len(text) - scanned_to)
+            spans.append((scanned_to, len(text), dataclasses.replace(rule, kind=UNSCANNED)))
+        return spans
+
+    def _spans(self, text: str) -> list[tuple[int, int, SecretRule]]:
+        spans: list[tuple[int, int, SecretRule]] = []
+        for rule in self._candidates(text):
+            spans += self._matches(rule, text)
         # Overlaps (a key inside a "password=" assignment, say) keep the span that starts first, then the
         # longest, so every secret character is covered once.
         spans.sort(key=lambda s: (s[0], -(s[1] - s[0])))
@@ -115,12 +140,7 @@ class SecretScanner:
 
     def contains_secret(self, text: str) -> bool:
         """Whether any secret rule matches ``text``."""
-        for rule in self._candidates(text):
-            for m in safe_finditer(rule.regex, text, rule.id):
-                start, end = m.span(rule.group) if rule.group else m.span()
-                if end > start:
-                    return True
-        return False
+        return any(self._matches(rule, text) for rule in self._candidates(text))
 
 
 def _strings(value: Any, where: str, problems: Problems, required: bool = True) -> tuple[str, ...]:
@@ -177,6 +197,7 @@ def _load(path: Path, problems: Problems) -> list[SecretRule]:
             problems.add(at, f"group {group!r} is not a named group of the regex")
         if len(problems.items) > before or rx is None:
             continue
+        check_speed(rx, at, problems, tuple(k + " " for k in keywords))
         rule = SecretRule(rule_id, kind, keywords, rx, group, examples, counter)
         for text in examples:
             found = bounded_matches(rx, text)

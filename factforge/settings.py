@@ -12,6 +12,8 @@ from .errors import ConfigError
 
 VISIBILITIES = ("private", "team", "global")
 EMBEDDERS = ("local", "ollama", "none")
+LLM_SWITCH: Mapping[str, bool] = {"on": True, "1": True, "true": True, "yes": True,
+                                  "off": False, "0": False, "false": False, "no": False}
 LOCAL_EMBED_MODEL = "all-MiniLM-L6-v2-int8"
 LOCAL_EMBED_DIM = 384
 # Dimensions of common Ollama embedding models; others need FACTFORGE_EMBED_DIM.
@@ -31,6 +33,17 @@ DEFAULT_VISIBILITY: Mapping[str, str] = {
     "decision": "team",
     "technology": "team",
 }
+
+
+def bundled_dir(name: str) -> Path:
+    """A folder shipped with factforge (``patterns``, ``migrations``, ``examples``; ``.`` for the root).
+
+    An installed wheel carries them inside the package (``factforge/_bundled``, mapped in pyproject.toml); a
+    checkout (editable install, tests) has them at the top of the repository.
+    """
+    package = Path(__file__).resolve().parent
+    packaged = package / "_bundled" / name
+    return packaged if packaged.exists() else package.parent / name
 
 
 def _default_home() -> Path:
@@ -84,9 +97,16 @@ class Settings:
     team_subject: str = "Team"
     max_message_chars: int = 2000
     queue_max_attempts: int = 5
+    # How long a worker's claim on a queue item lasts (None: long enough for one LLM call and its retries).
+    queue_claim_seconds: float | None = None
+    # Longest text one message (user, assistant, activity) may be; longer input is refused with an InputError.
+    max_input_chars: int = 1_000_000
+    # Longest text sent to the LLM per field; longer text is cut (the rules have already read all of it).
+    llm_max_chars: int = 12_000
     dedup_similarity: float = 0.94
     secrets_mode: str = "redact"
     patterns_dir: Path | None = None
+    idle_stop: float = 1800.0  # seconds without a client before the embedded server stops (0: never)
     default_visibility: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VISIBILITY))
 
     @classmethod
@@ -121,6 +141,9 @@ class Settings:
             embed_dim = known
         else:
             embed_dim = LOCAL_EMBED_DIM
+        llm_raw = env.get("FACTFORGE_LLM", "on").strip().lower()
+        if llm_raw not in LLM_SWITCH:
+            raise ConfigError(f"FACTFORGE_LLM={env['FACTFORGE_LLM']!r} must be on or off")
         patterns_raw = env.get("FACTFORGE_PATTERNS_DIR")
         url = env.get("FACTFORGE_DATABASE_URL") or None
         if url is not None and not url.startswith(("postgresql", "postgres://")):
@@ -131,7 +154,7 @@ class Settings:
             ollama_host=env.get("OLLAMA_HOST") or "http://127.0.0.1:11434",
             llm_model=env.get("FACTFORGE_LLM_MODEL") or "llama3.2",
             llm_timeout=_float(env, "FACTFORGE_LLM_TIMEOUT", 60.0, 0.1, 3600.0),
-            llm_enabled=env.get("FACTFORGE_LLM", "on").lower() not in ("off", "0", "false", "no"),
+            llm_enabled=LLM_SWITCH[llm_raw],
             embedder=embedder,
             embed_model=embed_model,
             embed_dim=embed_dim,
@@ -141,11 +164,21 @@ class Settings:
             team_subject=env.get("FACTFORGE_TEAM_SUBJECT") or "Team",
             max_message_chars=_int(env, "FACTFORGE_MAX_MESSAGE_CHARS", 2000, 100, 10_000_000),
             queue_max_attempts=_int(env, "FACTFORGE_QUEUE_MAX_ATTEMPTS", 5, 1, 1000),
+            queue_claim_seconds=(_float(env, "FACTFORGE_QUEUE_CLAIM_SECONDS", 150.0, 1.0, 86400.0)
+                                 if env.get("FACTFORGE_QUEUE_CLAIM_SECONDS") else None),
+            max_input_chars=_int(env, "FACTFORGE_MAX_INPUT_CHARS", 1_000_000, 1000, 100_000_000),
+            llm_max_chars=_int(env, "FACTFORGE_LLM_MAX_CHARS", 12_000, 500, 10_000_000),
             dedup_similarity=_float(env, "FACTFORGE_DEDUP_SIMILARITY", 0.94, 0.5, 1.0),
             secrets_mode=secrets_mode,
             patterns_dir=Path(patterns_raw) if patterns_raw else None,
+            idle_stop=_float(env, "FACTFORGE_IDLE_STOP", 1800.0, 0.0, 10_000_000.0),
             default_visibility=visibility,
         )
+
+    @property
+    def claim_seconds(self) -> float:
+        """How long a queue claim lasts: FACTFORGE_QUEUE_CLAIM_SECONDS, else two LLM timeouts and 30 s."""
+        return self.queue_claim_seconds if self.queue_claim_seconds is not None else 2 * self.llm_timeout + 30
 
     def with_(self, **changes: object) -> Settings:
         """A copy with some fields changed."""

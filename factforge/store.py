@@ -356,6 +356,23 @@ class Store:
         except SQLAlchemyError as exc:
             raise self._database_error(getattr(exc, "orig", None) or exc) from exc
 
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One call's writes as one transaction: its own when none is open, else a savepoint of the open unit
+        of work (so a failing call inside a batch leaves nothing behind and the batch goes on)."""
+        if self._bound() is not None:
+            with self.savepoint():
+                yield
+        else:
+            with self.unit_of_work():
+                yield
+
+    def retryable(self, exc: DatabaseError) -> bool:
+        """Whether a failed write is a conflict with a concurrent writer (deadlock, serialisation, unique race)
+        that a fresh transaction may redo; never inside an open unit of work (it is aborted by then)."""
+        code = getattr(getattr(exc.__cause__, "orig", None), "sqlstate", None)
+        return code in RETRY_SQLSTATES and self._bound() is None
+
     def after_commit(self, hook: Callable[[], object]) -> None:
         """Call ``hook`` once this thread's unit of work has committed (at once outside one); the same hook
         registered twice in a unit runs once."""
@@ -381,18 +398,30 @@ class Store:
                 "INSERT INTO sessions (id, kind, agent_id, team_id, intent) "
                 "VALUES (%(id)s, %(kind)s, %(agent)s, %(team)s, %(intent)s) "
                 "ON CONFLICT (id) DO UPDATE SET last_seen_at = now(), "
-                "intent = coalesce(excluded.intent, sessions.intent)",
+                # A session belongs to the agent (and team) that opened it: another agent using the same id
+                # records its own turns, but never rewrites the owner's intent.
+                "intent = CASE WHEN sessions.agent_id IS NOT DISTINCT FROM excluded.agent_id "
+                "AND sessions.team_id IS NOT DISTINCT FROM excluded.team_id "
+                "THEN coalesce(excluded.intent, sessions.intent) ELSE sessions.intent END",
                 {"id": session_id, "kind": kind, "agent": agent_id, "team": team_id, "intent": intent},
             )
 
     def turn_seen(self, key: str) -> bool:
         return bool(self._all("SELECT 1 AS one FROM turns WHERE key = %(k)s", {"k": key}))
 
+    def seen_keys(self, keys: Sequence[str]) -> set[str]:
+        """Which of ``keys`` are recorded turns (one query for a whole group of input lines)."""
+        if not keys:
+            return set()
+        return {r["key"] for r in self._all("SELECT key FROM turns WHERE key = ANY(%(k)s)", {"k": list(keys)})}
+
     def record_turn(self, key: str, *, session_id: str | None = None, activity_session: str | None = None,
                     agent_id: str | None = None, team_id: str | None = None, user_message: str | None = None,
                     assistant_message: str | None = None, message_ts: datetime | None = None,
-                    gate_reason: str | None = None, fact_count: int = 0) -> None:
-        """Record a processed turn (last, after its facts and queue row: a crash before it means a redo)."""
+                    gate_reason: str | None = None, fact_count: int = 0) -> bool:
+        """Record a turn; False if its key is already taken (a re-run, or a concurrent writer of the same
+        turn, which this waits for). Called first in the turn's transaction, so the key and the turn's facts
+        commit together."""
         for name, value in (("key", key), ("session_id", session_id), ("activity_session", activity_session),
                             ("agent_id", agent_id), ("team_id", team_id), ("user_message", user_message),
                             ("assistant_message", assistant_message), ("gate_reason", gate_reason)):
@@ -412,11 +441,23 @@ class Store:
                     "UPDATE sessions SET turn_count = turn_count + 1, last_seen_at = now() WHERE id = %(id)s",
                     {"id": session_id},
                 )
+        return inserted is not None
 
-    def last_assistant_message(self, session_id: str) -> str | None:
-        """The assistant's reply in the latest turn of a session (what a bare "yes" confirms)."""
-        rows = self._all("SELECT assistant_message FROM turns WHERE session_id = %(s)s "
-                         "ORDER BY created_at DESC, message_ts DESC NULLS LAST LIMIT 1", {"s": session_id})
+    def set_turn_fact_count(self, key: str, n: int) -> None:
+        """How many facts the turn gave (known once they are stored, after the turn took its key)."""
+        with self._tx() as conn:
+            conn.exec_driver_sql("UPDATE turns SET fact_count = %(n)s WHERE key = %(k)s", {"n": n, "k": key})
+
+    def last_assistant_message(self, session_id: str, *, agent_id: str, team_id: str | None) -> str | None:
+        """The assistant's reply in this agent's latest turn of a session (what a bare "yes" confirms).
+
+        Session ids are chosen by callers, so another agent (or team) can use the same one: only the caller's
+        own turns count, or agent C answering "yes" in agent A's session would store A's reply as C's facts.
+        """
+        rows = self._all("SELECT assistant_message FROM turns WHERE session_id = %(s)s AND agent_id = %(a)s "
+                         "AND team_id IS NOT DISTINCT FROM %(t)s "
+                         "ORDER BY created_at DESC, message_ts DESC NULLS LAST LIMIT 1",
+                         {"s": session_id, "a": agent_id, "t": team_id})
         return rows[0]["assistant_message"] if rows else None
 
     # -- facts ---------------------------------------------------------------------------------------
@@ -938,8 +979,16 @@ class Store:
             ).first()
         return row is not None
 
-    def claim_due(self, n: int = 1, *, stale_after_s: int = 600) -> list[QueueItem]:
-        """Take up to n due items (pending, or processing but abandoned by a crashed worker).
+    # -- queue claims: the one place that decides who works on an item and for how long -----------------
+    #
+    # A worker claims an item by setting status 'processing' and locked_at; the claim lasts
+    # ``Settings.queue_claim_seconds`` (FACTFORGE_QUEUE_CLAIM_SECONDS). A worker that stops cleanly gives its
+    # claims back (release_claims); one that is killed leaves them to expire, after which any worker may
+    # take the item again. An expired claim costs an attempt, so an item that kills its worker every time
+    # still ends as 'failed'.
+
+    def claim_due(self, n: int = 1, *, stale_after_s: float | None = None) -> list[QueueItem]:
+        """Take up to n due items (pending, or processing under a claim that has expired).
 
         Items that never errored come first: one the model keeps failing on must not hold up fresh work, and
         a failure right after a fresh item succeeded is then known to be the item's own."""
@@ -954,10 +1003,22 @@ class Store:
                 ORDER BY (last_error IS NOT NULL), id LIMIT %(n)s FOR UPDATE SKIP LOCKED)
             RETURNING id, source_key, payload, attempts, (last_error IS NOT NULL) AS errored
             """,
-            {"n": n, "stale": stale_after_s},
+            {"n": n, "stale": self.claim_seconds if stale_after_s is None else stale_after_s},
         )
         rows.sort(key=lambda r: (r["errored"], r["id"]))
         return [QueueItem(r["id"], r["source_key"], r["payload"], r["attempts"]) for r in rows]
+
+    @property
+    def claim_seconds(self) -> float:
+        """How long a claim lasts before another worker may take the item."""
+        return self.settings.claim_seconds
+
+    def release_claims(self, item_ids: Sequence[int]) -> None:
+        """Give claimed items back at once, attempt not counted (a worker stopping before it finished them)."""
+        if item_ids:
+            self._all("UPDATE extraction_queue SET status = 'pending', attempts = greatest(0, attempts - 1), "
+                      "locked_at = NULL, updated_at = now(), next_try_at = now() "
+                      "WHERE id = ANY(%(ids)s) AND status = 'processing' RETURNING id", {"ids": list(item_ids)})
 
     def fail(self, item_id: int, error: str, max_attempts: int) -> str:
         """Record a failed attempt: back off exponentially, or mark 'failed' (kept, never deleted)."""
@@ -996,6 +1057,13 @@ class Store:
         counts = {s: 0 for s in ("pending", "processing", "done", "failed")}
         counts.update({r["status"]: int(r["n"]) for r in rows})
         return counts
+
+    def queue_waiting(self) -> list[dict[str, Any]]:
+        """Pending items not yet due (backing off after an error), grouped by their last error: ``error``,
+        ``items``, ``next_try_at`` (the earliest)."""
+        return self._all(
+            "SELECT last_error AS error, count(*) AS items, min(next_try_at) AS next_try_at FROM extraction_queue "
+            "WHERE status = 'pending' AND next_try_at > now() GROUP BY last_error ORDER BY min(next_try_at)")
 
     def record_llm_call(self, model: str, ok: bool, prompt_tokens: int, output_tokens: int, latency_ms: float,
                         error: str | None, *, rejections: Mapping[str, int] | None = None) -> None:

@@ -36,7 +36,13 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.factforge-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-    .venv/bin/python -m pip install -q -e ".[test]"
+    # pip's and setuptools' notices (the "Editable installation" box, index warnings) go to a log shown only
+    # when the install fails: a first setup prints nothing but errors.
+    log=.venv/pip-install.log
+    if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e ".[test]"; } \
+        >"$log" 2>&1; then
+        cat "$log" >&2
+        die "installing factforge into .venv failed (the log above is in $log)"
+    fi
     touch "$stamp"
 fi

@@ -38,8 +38,8 @@ def test_starts_under_a_missing_locale_and_restarts_after_sigkill(tmp_path: Path
         assert os.environ["LC_ALL"] == "xx_YY.UTF-8"  # the caller's environment is restored
         with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
             assert conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0] == "0"
-            # a restart-only setting of a new cluster is in force at once (the server was restarted once)
-            mb = embedded.shared_buffers_mb()
+            # a restart-only setting of a new cluster is in force at once: sized for its (small) data
+            mb = embedded.shared_buffers_mb(embedded.data_bytes(home / "pg"))
             assert conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone()[0] == mb * 2**20
             assert conn.execute("SELECT count(*) FROM pg_settings WHERE pending_restart").fetchone()[0] == 0
         pid = _pid(home / "pg")
@@ -57,11 +57,6 @@ def test_starts_under_a_missing_locale_and_restarts_after_sigkill(tmp_path: Path
     finally:
         _stop(home / "pg")  # the wheel's cleanup() would not stop a server started with cleanup_mode=None
         embedded._urls.pop(home, None)
-
-
-@pytest.mark.parametrize("memory_mb, expected", [(256, 128), (8192, 2048), (24 * 1024, 4096), (256 * 1024, 4096)])
-def test_shared_buffers_are_a_quarter_of_memory_within_bounds(memory_mb: int, expected: int) -> None:
-    assert embedded.shared_buffers_mb(memory_mb * 2**20) == expected
 
 
 def test_stale_pidfile_of_a_dead_process_is_removed(tmp_path: Path) -> None:
@@ -295,6 +290,91 @@ def test_a_data_folder_too_deep_for_a_unix_socket_still_works(tmp_path: Path) ->
     url = embedded.ensure_server(home)
     try:
         assert _alive(url)
+    finally:
+        _stop(home / "pg")
+        embedded._urls.pop(home, None)
+
+
+# --- the first hour (issue 15): concurrent first starts, status/stop, memory sized for the data, idle stop ---
+
+
+def _cli(home: Path, *args: str, **env: str) -> subprocess.Popen[str]:
+    full = {**os.environ, "FACTFORGE_HOME": str(home), "FACTFORGE_LLM": "off", "FACTFORGE_EMBEDDER": "none",
+            "FACTFORGE_IDLE_STOP": "0", **env}
+    full.pop("FACTFORGE_DATABASE_URL", None)
+    return subprocess.Popen([sys.executable, "-m", "factforge", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=full)
+
+
+def test_commands_started_together_on_a_fresh_home_all_succeed(tmp_path: Path) -> None:
+    # An agent fleet starting at once: every process must find (or make) one server and one schema.
+    homes = [tmp_path / f"h{i}" for i in range(2)]
+    try:
+        for home in homes:
+            procs = [_cli(home, "stats") for _ in range(4)]
+            outs = [(p.wait(180), *p.communicate()) for p in procs]
+            for rc, out, err in outs:
+                assert rc == 0 and "Traceback" not in err, err
+                assert "facts (distinct, current)" in out
+            assert len({_pid(home / "pg")}) == 1
+    finally:
+        for home in homes:
+            _stop(home / "pg")
+
+
+def test_status_and_stop(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    status = _cli(home, "db", "status").communicate()[0]
+    assert "stopped" in status and not (home / "pg").exists()  # status never starts a server
+    assert _cli(home, "stats").wait(120) == 0
+    pid = _pid(home / "pg")
+    try:
+        out, err = _cli(home, "db", "status").communicate()
+        assert f"server: running, pid {pid}" in out and "shared_buffers 128MB" in out, out + err
+        url = next(line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("url: "))
+        assert _alive(url)
+        out, err = _cli(home, "db", "stop").communicate()
+        assert f"stopped the embedded PostgreSQL of {home} (pid {pid})" in out, err
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        assert "server: stopped" in _cli(home, "db", "status").communicate()[0]
+        assert "no embedded PostgreSQL runs" in _cli(home, "db", "stop").communicate()[0]
+    finally:
+        _stop(home / "pg")
+
+
+@pytest.mark.parametrize(
+    ("data_mb", "memory_mb", "expected"),
+    [(0, 16384, 128), (20, 16384, 128), (200, 16384, 256), (1000, 16384, 2048), (50_000, 16384, 4096),
+     (1000, 2048, 512), (0, 256, 128)],
+)
+def test_shared_buffers_follow_the_data_within_memory(data_mb: int, memory_mb: int, expected: int) -> None:
+    assert embedded.shared_buffers_mb(data_mb * 2**20, memory_mb * 2**20) == expected
+
+
+def _stopped_by_itself(home: Path, within: float = 60.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        status = embedded.server_status(home)
+        if not status.running and status.idle_watcher_pid is None:  # and its watcher ended with it
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_an_idle_server_stops_on_its_own_and_starts_again(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    try:
+        assert _cli(home, "stats", FACTFORGE_IDLE_STOP="2").wait(120) == 0
+        assert _stopped_by_itself(home)
+        # A start counts as use (the caller connects next), and a connected client keeps it running.
+        url = embedded.ensure_server(home, idle_stop=2)
+        with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+            time.sleep(5)
+            assert embedded.server_status(home).running
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert _stopped_by_itself(home)
+        assert _cli(home, "stats").wait(120) == 0  # the next command starts it again
+        assert embedded.server_status(home).running
     finally:
         _stop(home / "pg")
         embedded._urls.pop(home, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import os
 import subprocess
 import sys
@@ -32,7 +33,8 @@ def test_ingest_twice_adds_nothing_the_second_time(db_url: str, tmp_path: Path) 
     assert first.returncode == 0, first.stderr
     s1 = json.loads(first.stdout)
     assert s1["facts"] >= 10 and s1["dropped_by_reason"]["injection"] == 1 and s1["queued_for_llm"] >= 1
-    assert len(s1["errors"]) == 2 and "line 15" in s1["errors"][0]
+    bad = len(EXAMPLE.read_text().splitlines()) + 1  # the first line after the example's own
+    assert len(s1["errors"]) == 2 and f"line {bad}" in s1["errors"][0]
     assert "\r" not in first.stderr  # piped: no progress bar
     second = _cli("ingest", str(src), "--json", "--batch-size", "1", db_url=db_url, home=tmp_path)
     s2 = json.loads(second.stdout)
@@ -42,7 +44,7 @@ def test_ingest_twice_adds_nothing_the_second_time(db_url: str, tmp_path: Path) 
     strict = _cli("ingest", str(src), "--strict", db_url=db_url, home=tmp_path)
     assert strict.returncode == 1
     bad = _cli("ingest", str(src), "--batch-size", "0", db_url=db_url, home=tmp_path)
-    assert bad.returncode != 0 and "batch_size must be at least 1" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode != 0 and "--batch-size: 0 is not at least 1" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_facts_and_search_commands_read_what_ingest_stored(db_url: str, tmp_path: Path) -> None:
@@ -191,12 +193,12 @@ def test_a_database_error_in_a_group_replays_it_line_by_line(db_url: str, tmp_pa
 
     real, failed = Store.record_turn, []
 
-    def once_in_a_batch(self: Store, key: str, **kw: object) -> None:
+    def once_in_a_batch(self: Store, key: str, **kw: object) -> bool:
         if self._bound() is not None and not failed:  # a real error from the server, inside the group's transaction
             failed.append(key)
             with self._tx() as conn:
                 conn.exec_driver_sql("SELECT 1 / 0")
-        real(self, key, **kw)
+        return real(self, key, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Store, "record_turn", once_in_a_batch)
     with _memory(db_url, tmp_path) as memory:
@@ -204,7 +206,7 @@ def test_a_database_error_in_a_group_replays_it_line_by_line(db_url: str, tmp_pa
     assert failed and summary.as_dict() | {"seconds": 0} == expected
     assert _snapshot(db_url) == clean
 
-    def always(self: Store, key: str, **kw: object) -> None:
+    def always(self: Store, key: str, **kw: object) -> bool:
         with self._tx() as conn:
             conn.exec_driver_sql("SELECT 1 / 0")
 
@@ -220,3 +222,18 @@ def test_batch_size_must_be_positive(db_url: str, tmp_path: Path) -> None:
 
     with _memory(db_url, tmp_path) as memory, pytest.raises(ValidationError, match="batch_size"):
         ingest_lines(memory, _lines(), batch_size=0)
+
+
+def test_progress_shows_no_eta_before_it_knows_the_rate() -> None:
+    import io
+
+    from factforge.ingest import Progress
+
+    out = io.StringIO()
+    bar = Progress(1000, out, force=True, unit="items")
+    bar.update(1)  # the first item, a millisecond in: an ETA would be a wild guess
+    assert out.getvalue().endswith(" items/s ETA    ?")
+    bar.start -= 2.0  # two seconds in
+    bar._last = 0.0
+    bar.update(500)
+    assert re.search(r"500/1000 \d+ items/s ETA +\d+s$", out.getvalue())

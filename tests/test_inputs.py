@@ -75,3 +75,8 @@ def test_any_string_is_accepted_or_a_clear_error(value: str) -> None:
         assert check_text("user", value) == value
     except InputError as exc:
         assert str(exc).startswith("user ")
+
+
+def test_a_json_error_ending_in_at_reads_once() -> None:
+    ((_, error),) = list(iter_json_lines(['{"user": "unterminated']))
+    assert str(error) == "line 1: not JSON (Unterminated string starting at column 10)"

@@ -213,7 +213,8 @@ def test_search_finds_facts_by_meaning_and_keyword(settings: Settings) -> None:
         assert hits[0].content == "User prefers dark mode over light mode" and hits[0].vector_rank == 1
         kw = m.search("Redis", agent_id="dev", team_id="platform", k=3)
         assert kw[0].content == "Team uses Redis for caching" and kw[0].bm25_rank == 1
-        other = m.search("dark mode", agent_id="someone-else", team_id="platform")
+        # no distance cut-off: whatever is nearest comes back, and none of it is dev's private preference
+        other = m.search("dark mode", agent_id="someone-else", team_id="platform", max_distance=None)
         assert other and all(h.visibility == "team" for h in other)  # dev's private preference stays private
         assert m.search("dark mode", agent_id="someone-else", team_id="elsewhere") == []
 
@@ -413,3 +414,14 @@ def test_every_name_in_the_public_api_resolves() -> None:
     missing = [name for name in factforge.__all__ if getattr(factforge, name, None) is None]
     assert not missing
     assert factforge.LLMCall.__name__ == "LLMCall"
+
+
+def test_factforge_extract_stays_the_function_after_memory_is_imported() -> None:
+    import factforge
+    from factforge import Memory  # noqa: F401 - imports the factforge.extract module on the way
+    from factforge.extract import Extractor  # the module stays reachable this way
+
+    assert callable(factforge.extract) and not isinstance(factforge.extract, type(factforge))
+    assert factforge.extract("I prefer dark mode over light mode").facts[0].content == \
+        "User prefers dark mode over light mode"
+    assert callable(factforge.search) and Extractor is not None

@@ -32,3 +32,5 @@ def test_readme_sql_runs_on_ingested_chat(db_url: str, tmp_path: Path) -> None:
             results[sql] = conn.execute(sql).fetchall()
     team_patterns = next(rows for sql, rows in results.items() if "FROM team_patterns" in sql)
     assert team_patterns, "the example chat's team policies should show up in team_patterns"
+    changes = next(rows for sql, rows in results.items() if "FROM recent_changes" in sql)
+    assert [(r[1], r[2]) for r in changes] == [("Team uses Redis for caching", "Team switched from Redis to Memcached")]

@@ -195,3 +195,44 @@ def test_queries_with_operators_keep_their_websearch_meaning(corpus: Store, quer
         if " or " in query:
             assert "grafana" in h.content or "terraform" in h.content
     assert all(h.agent_id == "a1" for h in hits)
+
+
+# --- issue 15: an excluded term excludes on every path; the vector half does not fill k with noise --------
+
+
+@pytest.fixture
+def team_chat(db_url: str, tmp_path: Path) -> Iterator[tuple[Store, LocalEmbedder]]:
+    store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    store.save([_fact(t) for t in ("Team switched from Jenkins to GitHub Actions", "Team uses GitHub Actions",
+                                   "Team uses PostgreSQL for the database", "Team uses Redis for caching",
+                                   "User prefers dark mode over light mode", "Team uses Clerk")],
+               Scope("a1", "t1", "team"), Provenance("chat"))
+    embedder = LocalEmbedder()
+    rows = store.facts_without_embedding(100)
+    store.set_embeddings([(fid, vec) for (fid, _), vec in zip(rows, embedder.embed([t for _, t in rows]))],
+                         embedder.model)
+    yield store, embedder
+    store.close()
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector"])
+@pytest.mark.parametrize("query", ['"GitLab CI" -Jenkins', "CI pipeline -jenkins", 'GitLab -"from Jenkins"'])
+def test_an_excluded_term_excludes_on_the_vector_path_too(team_chat: tuple[Store, LocalEmbedder], mode: str,
+                                                          query: str) -> None:
+    store, embedder = team_chat
+    hits = search(store, query, agent_id="a1", team_id="t1", embedder=embedder, mode=mode, max_distance=None)
+    assert hits and not [h.content for h in hits if "Jenkins" in h.content]
+    assert "Team uses GitHub Actions" in [h.content for h in hits]  # the rest of the query still finds it
+
+
+def test_the_vector_half_leaves_out_far_neighbours(team_chat: tuple[Store, LocalEmbedder]) -> None:
+    store, embedder = team_chat
+    everything = search(store, "dark theme", agent_id="a1", team_id="t1", embedder=embedder, mode="vector",
+                        max_distance=None)
+    assert len(everything) == 6  # without a cut-off, k is filled with whatever is nearest
+    hits = search(store, "dark theme", agent_id="a1", team_id="t1", embedder=embedder, mode="vector")
+    assert [h.content for h in hits] == ["User prefers dark mode over light mode"]
+    assert all(h.vector_distance is not None and h.vector_distance <= 0.80 for h in hits)
+    # a fact BM25 found too stays, however far its vector is
+    both = search(store, "caching", agent_id="a1", team_id="t1", embedder=embedder)
+    assert [h.content for h in both] == ["Team uses Redis for caching"]

@@ -1,0 +1,152 @@
+"""The readings of a text that the injection rules look at, besides the text itself.
+
+An injection written with Cyrillic look-alikes ("Іgnоrе"), fullwidth letters, zero-width characters between
+words, leetspeak ("1gn0r3"), base64 or rot13 is still read by a model as the plain sentence; the rules must
+read it that way too. :class:`Normaliser` turns one text into its distinct readings: NFKC with the
+zero-width characters removed (and, separately, turned into spaces), look-alikes folded to Latin, leetspeak
+folded, base64 runs decoded, and rot13 applied when the text asks for it. The tables (look-alikes, leet
+digits, zero-width characters, rot13 hints) are data: the ``normalise`` section of ``patterns/injection.yaml``.
+
+Plain ASCII chat without digits inside words or base64-looking runs has one reading, itself: the common
+path costs a few ``str`` scans.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import codecs
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from .rulefile import Problems
+
+__all__ = ["Normaliser", "NORMALISE_KEYS"]
+
+NORMALISE_KEYS = frozenset({"zero_width", "confusables", "leet", "rot13_hints", "base64_min_chars", "max_chars"})
+_BASE64_RUN = regex.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
+_MIXED_TOKEN = regex.compile(r"\b(?=\w*\d)(?=\w*[^\W\d_])\w+\b|[@$]")
+_LEET_TOKEN = regex.compile(r"[\w@$!]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Normaliser:
+    """Turns a text into the readings the injection rules check (see the module docstring)."""
+
+    zero_width: frozenset[str] = frozenset()
+    confusables: Mapping[int, str] | None = None  # str.translate table: look-alike -> Latin letter
+    leet: Mapping[int, str] | None = None  # str.translate table: digit or symbol -> letter
+    rot13_hints: tuple[str, ...] = ()
+    base64_min_chars: int = 16
+    # Readings beyond the text itself are built from at most this many characters (a long message is still
+    # judged segment by segment by the pipeline; this bounds the extra work per call).
+    max_chars: int = 20_000
+
+    def readings(self, text: str) -> list[str]:
+        """``text`` and its other readings, each once, the text itself first."""
+        out = [text]
+        sample = text[: self.max_chars]
+
+        def add(reading: str) -> None:
+            if reading and reading not in out:
+                out.append(reading)
+
+        base = sample
+        if not sample.isascii():
+            base = unicodedata.normalize("NFKC", sample)
+            if self.zero_width and any(ch in self.zero_width for ch in base):
+                spaced = self._zero_width_as_spaces(base)
+                add(spaced)
+                if self.confusables:
+                    add(spaced.translate(self.confusables))
+                base = "".join(ch for ch in base if ch not in self.zero_width)
+            add(base)
+            if self.confusables:
+                folded = base.translate(self.confusables)
+                add(folded)
+                base = folded
+        if self.leet and _MIXED_TOKEN.search(base):
+            leet = self.leet
+            # Once the text writes words in leetspeak, short all-digit tokens are words too ("15" = "is").
+            add(_LEET_TOKEN.sub(lambda m: m.group(0).translate(leet)
+                                if not m.group(0).isdigit() or all(ord(c) in leet for c in m.group(0)) else m.group(0),
+                                base))
+        low = base.lower()
+        if self.rot13_hints and any(h in low for h in self.rot13_hints):
+            add(codecs.encode(base, "rot13"))
+        if len(base) >= self.base64_min_chars:
+            decoded = [_b64(m.group(0)) for m in _BASE64_RUN.finditer(base) if len(m.group(0)) >= self.base64_min_chars]
+            words = [d for d in decoded if d]
+            if words:
+                add(" ".join(words))
+        return out
+
+    def _zero_width_as_spaces(self, text: str) -> str:
+        """Zero-width characters read as spaces where they stand between words (written instead of spaces),
+        dropped between single letters (one inside every gap of a word: "w\u200bo\u200br\u200bd")."""
+        pieces = regex.split("[" + regex.escape("".join(sorted(self.zero_width))) + "]+", text)
+        out = [pieces[0]]
+        for prev, piece in zip(pieces, pieces[1:]):
+            single = len(prev.rsplit(None, 1)[-1] if prev.strip() else "") <= 1 and \
+                len(piece.split(None, 1)[0] if piece.strip() else "") <= 1
+            out.append(piece if single else " " + piece)
+        return "".join(out)
+
+    @classmethod
+    def from_yaml(cls, raw: Any, where: str, problems: Problems) -> Normaliser:
+        """The ``normalise`` section of injection.yaml, checked; a missing section means no extra readings."""
+        if raw is None:
+            return cls()
+        at = f"{where}: normalise"
+        if not isinstance(raw, Mapping):
+            problems.add(at, "must be a mapping")
+            return cls()
+        for key in sorted(set(raw) - NORMALISE_KEYS):
+            problems.add(at, f"unknown key {key!r}")
+        zero = raw.get("zero_width") or []
+        if not isinstance(zero, list) or not all(isinstance(z, str) and len(z) == 1 for z in zero):
+            problems.add(f"{at}.zero_width", "must be a list of single characters")
+            zero = []
+        tables: dict[str, dict[int, str]] = {}
+        for key in ("confusables", "leet"):
+            value = raw.get(key) or {}
+            table: dict[int, str] = {}
+            if not isinstance(value, Mapping):
+                problems.add(f"{at}.{key}", "must map a target letter to the characters that look like it")
+            else:
+                for target, sources in value.items():
+                    if not isinstance(target, str) or len(target) != 1 or not isinstance(sources, str) or not sources:
+                        problems.add(f"{at}.{key}", f"{target!r}: must map one letter to a string of characters")
+                        continue
+                    for ch in sources:
+                        table[ord(ch)] = target
+            tables[key] = table
+        hints = raw.get("rot13_hints") or []
+        if not isinstance(hints, list) or not all(isinstance(h, str) and h for h in hints):
+            problems.add(f"{at}.rot13_hints", "must be a list of non-empty strings")
+            hints = []
+        numbers = {}
+        for key, default in (("base64_min_chars", 16), ("max_chars", 20_000)):
+            value = raw.get(key, default)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 8:
+                problems.add(f"{at}.{key}", "must be a whole number of at least 8")
+                value = default
+            numbers[key] = value
+        return cls(frozenset(zero), tables["confusables"] or None, tables["leet"] or None,
+                   tuple(h.lower() for h in hints), numbers["base64_min_chars"], numbers["max_chars"])
+
+
+def _b64(run: str) -> str | None:
+    """The run decoded, if it is base64 of printable UTF-8 text (not of binary, not an ordinary word)."""
+    padded = run + "=" * (-len(run) % 4)
+    try:
+        data = base64.b64decode(padded, validate=True)
+        text = data.decode("utf-8")
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return None
+    printable = sum(ch.isprintable() or ch in "\n\t" for ch in text)
+    return text if text and printable == len(text) and any(ch == " " for ch in text) else None
