@@ -150,7 +150,7 @@ def test_sigterm_finishes_the_item_in_hand(db_url: str, fake: FakeOllama, tmp_pa
     assert len(fake.chat_requests) == 1 and sum(stored(db_url)[0].values()) == 1
 
 
-def test_worker_embeds_facts_stored_without_a_vector(db_url: str, tmp_path: Path) -> None:
+def test_worker_embeds_facts_and_episodes_stored_without_a_vector(db_url: str, tmp_path: Path) -> None:
     import threading
 
     from factforge.worker import WorkerReport, run_worker
@@ -160,11 +160,13 @@ def test_worker_embeds_facts_stored_without_a_vector(db_url: str, tmp_path: Path
     with Memory(settings=settings, llm=None, embedder=None, background=False) as memory:  # the embedder was down
         memory.remember(user="We switched from JWT to Clerk for authentication", agent_id="a", team_id="t")
 
-    def missing() -> int:
+    def missing() -> int:  # facts and episodes (the turn itself) without a vector
         with psycopg.connect(conninfo(db_url)) as conn:
-            return conn.execute("SELECT count(*) FROM facts WHERE embedding IS NULL").fetchone()[0]
+            return conn.execute("SELECT (SELECT count(*) FROM facts WHERE embedding IS NULL) + "
+                                "(SELECT count(*) FROM turns WHERE tsv IS NOT NULL AND embedding IS NULL)"
+                                ).fetchone()[0]
 
-    assert missing() == 2
+    assert missing() == 3  # two facts and the turn's episode
     reports: list[WorkerReport] = []
     stop_event = threading.Event()
     with Memory(settings=settings, llm=None, background=False) as memory:
@@ -175,7 +177,7 @@ def test_worker_embeds_facts_stored_without_a_vector(db_url: str, tmp_path: Path
         finally:
             stop_event.set()
             thread.join(timeout=30)
-    assert reports[0].embedded == 2 and reports[0].items == 0
+    assert reports[0].embedded == 3 and reports[0].items == 0
 
 
 def test_a_worker_whose_claim_expired_stores_nothing(db_url: str, fake: FakeOllama, tmp_path: Path) -> None:
