@@ -6,7 +6,9 @@ the turns that pass the gatekeeper: the share with >= 1 rule fact (MEDIUM or bet
 fact, and the share queued for the LLM. ``--sample N`` prints N random emitted facts with their turns, for
 judging precision by hand; ``--misses N`` prints gate-passed turns that left no fact.
 
-Usage: .venv/bin/python bench/eval_coverage.py [--sample 0] [--misses 0] [--seed 7] [--json]
+Usage: .venv/bin/python bench/eval_coverage.py [--sample 0] [--misses 0] [--seed 7] [--convs conv-26,conv-30] [--json]
+
+Splits used for issue 14: develop on conv-26,conv-30,conv-41; check on conv-42,conv-43.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ def session_time(text: str) -> datetime | None:
         return None
 
 
-def turns(path: Path):
-    """(text, previous turn's text, session time) for every turn of every conversation."""
+def turns(path: Path, convs: set[str] | None = None):
+    """(text, previous turn's text, session time) for every turn of every conversation (or of ``convs``)."""
     for conv in json.loads(path.read_text(encoding="utf-8")):
+        if convs and conv.get("sample_id") not in convs:
+            continue
         c = conv["conversation"]
         n = 1
         while f"session_{n}" in c:
@@ -49,14 +53,16 @@ def main() -> None:
     ap.add_argument("--misses", type=int, default=0)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--data", type=Path, default=DATA, help="folder holding locomo_dev.json")
+    ap.add_argument("--convs", default="", help="comma-separated sample_ids to read (a split), default all")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    convs = {c.strip() for c in args.convs.split(",") if c.strip()} or None
     ex = Extractor()
     total = passed = with_fact = with_high = queued = 0
     emitted: list[tuple[str, str, str, float]] = []
     misses: list[str] = []
     high = ex.settings.high_confidence
-    for text, prev, when in turns(args.data / "locomo_dev.json"):
+    for text, prev, when in turns(args.data / "locomo_dev.json", convs):
         x = ex.extract_turn(text, timestamp=when, prior_assistant=prev)
         total += 1
         if not x.gate.passed:

@@ -7,7 +7,9 @@ shares >= 60% of its content words. It is recalled when extracting that turn yie
 shares >= 50% of those content words (a rough but rule-independent check). Also reports the share of
 voiced sentences that produced any fact at all, and prints a sample of misses for rule writers.
 
-Usage: .venv/bin/python bench/eval_persona.py [--limit 1000] [--misses 15] [--json]
+Usage: .venv/bin/python bench/eval_persona.py [--start 0] [--limit 1000] [--misses 15] [--json]
+
+Splits used for issue 14: develop on rows 0-499 (--limit 500); check on rows 500-999 (--start 500).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def words(text: str) -> set[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=1000)
+    ap.add_argument("--start", type=int, default=0, help="first row to read (rows --start .. --limit-1: a split)")
     ap.add_argument("--misses", type=int, default=15)
     ap.add_argument("--sample", type=int, default=0, help="print N random emitted facts to judge by hand")
     ap.add_argument("--seed", type=int, default=7)
@@ -48,6 +51,8 @@ def main() -> None:
         for i, row in enumerate(csv.DictReader(fh)):
             if i >= args.limit:
                 break
+            if i < args.start:
+                continue
             turns: dict[str, list[str]] = {"1": [], "2": []}
             for line in row["Best Generated Conversation"].splitlines():
                 m = re.match(r"\s*User ([12]):\s*(.*)", line)
