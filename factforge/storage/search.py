@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from .errors import DatabaseError, EmbedderError, ValidationError
+from ..errors import DatabaseError, EmbedderError, ValidationError
 from .store import visible_clause
 
 logger = logging.getLogger("factforge.search")
@@ -531,7 +531,7 @@ def search(
     # The vector half obeys the query's exclusions too (-Jenkins), for every kind.
     vector_where = {kind.name: kind.where + _vector_filter(query, kind.params) for kind in plan}
     if max_distance == "auto":
-        from .settings import LOCAL_EMBED_MODEL
+        from ..settings import LOCAL_EMBED_MODEL
 
         max_distance = LOCAL_MAX_DISTANCE if getattr(embedder, "model", None) == LOCAL_EMBED_MODEL else None
     vector = None
