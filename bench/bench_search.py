@@ -452,7 +452,8 @@ def main() -> int:
     from pgvector.psycopg import register_vector
 
     from factforge.models.embed import LocalEmbedder
-    from factforge.storage.search import _bm25_ranks, _filters, bm25_query, search
+    from factforge.storage.scope import fact_filters
+    from factforge.storage.search import _bm25_ranks, bm25_query, search
     from factforge.settings import LOCAL_EMBED_MODEL
 
     t_total = time.perf_counter()
@@ -625,7 +626,7 @@ def main() -> int:
         with psycopg.connect(conninfo) as conn:
             register_vector(conn)
             for i, ((text, agent, team), vec) in enumerate(zip(queries, qvecs)):
-                where, params = _filters(agent, team, [], False, None, None, None, None)
+                where, params = fact_filters(agent, team)
                 params.update(q=text, n=40)
                 with conn.transaction():
                     conn.execute("SET LOCAL hnsw.ef_search = 100")
@@ -652,7 +653,7 @@ def main() -> int:
         with psycopg.connect(conninfo) as conn:
             register_vector(conn)
             for (text, agent, team), vec, hits in zip(queries, qvecs, fact_hits):
-                where, params = _filters(agent, team, [], False, None, None, None, None)
+                where, params = fact_filters(agent, team)
                 with conn.transaction():
                     conn.execute("SET LOCAL enable_indexscan = off")
                     conn.execute("SET LOCAL enable_bitmapscan = off")
@@ -672,8 +673,7 @@ def main() -> int:
                 rec_dist.append(min(len(exact), sum(1 for h in got if h.vector_distance is not None
                                                     and h.vector_distance <= kth + 1e-6)) / len(exact))
             for agent_i in range(0, N_AGENTS, 10):
-                where, params = _filters(f"agent-{agent_i:02d}", f"team-{agent_i % N_TEAMS}", [], False,
-                                         None, None, None, None)
+                where, params = fact_filters(f"agent-{agent_i:02d}", f"team-{agent_i % N_TEAMS}")
                 visible.append(conn.execute(f"SELECT count(*) FROM facts f WHERE {where}", params).fetchone()[0])
         res["recall_at_10"] = {"by_id": round(statistics.fmean(rec_id), 4),
                                "by_distance": round(statistics.fmean(rec_dist), 4),
@@ -682,7 +682,7 @@ def main() -> int:
 
         if args.explain:
             text, agent, team = queries[0]
-            where, params = _filters(agent, team, [], False, None, None, None, None)
+            where, params = fact_filters(agent, team)
             params.update(q=text, n=40)
             with psycopg.connect(conninfo) as conn:
                 register_vector(conn)

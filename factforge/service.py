@@ -18,7 +18,7 @@ from .errors import (AuthError, DatabaseError, FactforgeError, ForbiddenError, I
 from .jsonout import to_jsonable
 from .storage.keys import KeyStore, Principal
 from .memory import Memory, RememberResult
-from .storage.store import visible_clause
+from .storage.scope import visible
 
 __all__ = ["Service", "remember_json", "error_code"]
 
@@ -108,7 +108,7 @@ class Service:
         except ValueError:
             raise ValidationError(f"not a fact id: {fact_id!r}") from None
         scope = self._scope(who, {})
-        where, params = visible_clause(scope["agent_id"], scope["team_id"])
+        where, params = visible("f", scope["agent_id"], scope["team_id"], scope_index=True)
         from sqlalchemy.exc import SQLAlchemyError
 
         try:

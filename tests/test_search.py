@@ -109,12 +109,13 @@ def test_fact_terms_follow_facts_through_supersession_merge_and_forgetting(corpu
 
 def test_scoped_bm25_steps_are_answered_by_the_scoped_text_index(corpus: Store, db_url: str) -> None:
     """The step SQL must match migration 0006's index expression exactly, or every search scans the table."""
-    from factforge.storage.search import _filters, bm25_query
+    from factforge.storage.scope import fact_filters
+    from factforge.storage.search import bm25_query
 
     corpus.save([_fact("Team runs a zookeeper quorum")], Scope("a1", "t1", "team"), Provenance("zk"))
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
         conn.execute("SET enable_seqscan = off")
-        where, params = _filters("a1", "t1", [], False, None, None, None, None)
+        where, params = fact_filters("a1", "t1")
         query = "zookeeper quorum"  # rare words: the steps use the index (common ones scan the table)
         built = bm25_query(conn, where, {**params, "q": query, "n": 40}, query, "fact_terms")
         assert built is not None

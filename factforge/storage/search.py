@@ -26,7 +26,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from ..errors import DatabaseError, EmbedderError, ValidationError
-from .store import visible_clause
+from .scope import episode_filters, fact_filters, scope_keys
 
 logger = logging.getLogger("factforge.search")
 
@@ -79,63 +79,6 @@ class SearchHit:
     speaker: str | None = None
     related: tuple[UUID, ...] = ()
     evidence: str | None = None
-
-
-def scope_sql(alias: str, agent_id: str | None, team_id: str | None) -> tuple[str, dict[str, Any]]:
-    """SQL: row ``alias`` (a fact or an episode) is visible to the caller; the analyst's view sees all."""
-    if agent_id is None and team_id is None:
-        return f"{alias}.visibility IS NOT NULL", {}
-    # The same rule as store.visible_clause, written so the planner filters the few rows the text or
-    # vector index found instead of OR-ing bitmaps of every global and team fact (40 ms at 1M facts).
-    return (f"(CASE {alias}.visibility WHEN 'global' THEN true WHEN 'team' THEN {alias}.team_id = %(v_team)s "
-            f"WHEN 'private' THEN {alias}.agent_id = %(v_agent)s ELSE false END)",
-            {"v_team": team_id, "v_agent": agent_id})
-
-
-def _episode_filters(agent_id: str | None, team_id: str | None, since: datetime | None,
-                     until: datetime | None, entity: str | None) -> tuple[str, dict[str, Any]]:
-    """Like ``_filters``, for episodes (turns with a visibility and words); ``tsv IS NOT NULL`` lets the
-    planner use the partial text index."""
-    where, params = scope_sql("f", agent_id, team_id)
-    clauses = [where, "f.tsv IS NOT NULL"]
-    if since is not None:
-        clauses.append("coalesce(f.message_ts, f.created_at) >= %(since)s")
-        params["since"] = since
-    if until is not None:
-        clauses.append("coalesce(f.message_ts, f.created_at) <= %(until)s")
-        params["until"] = until
-    if entity:
-        clauses.append("EXISTS (SELECT 1 FROM unnest(f.entities) e WHERE lower(e) = lower(%(entity)s))")
-        params["entity"] = entity
-    return " AND ".join(clauses), params
-
-
-def _filters(agent_id: str | None, team_id: str | None, categories: Sequence[str] | None, include_history: bool,
-             since: datetime | None, until: datetime | None, entity: str | None, method: str | None
-             ) -> tuple[str, dict[str, Any]]:
-    if agent_id is None and team_id is None:
-        where, params = visible_clause(agent_id, team_id)  # the analyst's view: everything
-    else:
-        where, params = scope_sql("f", agent_id, team_id)
-    clauses = [where]
-    if not include_history:
-        clauses.append("f.superseded_at IS NULL")
-    if categories:
-        clauses.append("f.category = ANY(%(cats)s)")
-        params["cats"] = list(categories)
-    if since is not None:
-        clauses.append("f.last_seen_at >= %(since)s")
-        params["since"] = since
-    if until is not None:
-        clauses.append("f.first_seen_at <= %(until)s")
-        params["until"] = until
-    if entity:
-        clauses.append("EXISTS (SELECT 1 FROM unnest(f.entities) e WHERE lower(e) = lower(%(entity)s))")
-        params["entity"] = entity
-    if method:
-        clauses.append("f.extraction_method = %(method)s")
-        params["method"] = method
-    return " AND ".join(clauses), params
 
 
 # Queries with operators ("quotes", -not, or) keep the web-search meaning: every candidate matches this.
@@ -265,18 +208,6 @@ def _bm25_steps(conn: Any, query: str, stats: str = "bm25") -> list[_Step]:
 # filter would then discard after reading each row's page.
 SCOPED_TSV = "factforge_scoped_tsv(f.tsv, f.visibility, f.team_id, f.agent_id)"
 _LONG_LEXEME = 1000  # bytes; a longer lexeme is keyed by its md5 so that key + lexeme fits a tsvector
-
-
-def scope_keys(agent_id: str | None, team_id: str | None) -> list[str] | None:
-    """The scope keys of the facts a caller may see; None = every scope (the analyst's view)."""
-    if agent_id is None and team_id is None:
-        return None
-    keys = ["g"]
-    if team_id is not None:
-        keys.append("t" + hashlib.md5(team_id.encode()).hexdigest())
-    if agent_id is not None:
-        keys.append("p" + hashlib.md5(agent_id.encode()).hexdigest())
-    return keys
 
 
 def _scoped_tsquery_text(lexemes: Sequence[str], op: str, keys: Sequence[str]) -> str:
@@ -463,13 +394,14 @@ def _kinds(kinds: Iterable[str] | None, agent_id: str | None, team_id: str | Non
         raise ValidationError(f"kinds must name at least one of {', '.join(KINDS)}")
     out = []
     if "fact" in wanted:
-        where, params = _filters(agent_id, team_id, cats, include_history, since, until, entity, method)
+        where, params = fact_filters(agent_id, team_id, include_history=include_history, categories=cats,
+                                     since=since, until=until, entity=entity or None, method=method)
         # Scope and history live in the narrow fact_terms too; other filters need the facts table itself.
         terms = "facts" if (cats or since or until or entity or method) else "fact_terms"
         out.append(_Kind("fact", "facts", terms, where, params))
     # Episodes have no category or extraction method: such a filter asks for facts only.
     if "episode" in wanted and not cats and not method:
-        where, params = _episode_filters(agent_id, team_id, since, until, entity)
+        where, params = episode_filters(agent_id, team_id, since=since, until=until, entity=entity or None)
         out.append(_Kind("episode", "turns", "turns", where, params))
     return out
 

@@ -33,6 +33,7 @@ from ..errors import DatabaseError, NotFoundError, ValidationError
 from ..rules.lifecycle import SupersessionRules
 from ..settings import VISIBILITIES, Settings
 from ..types import Entity, Fact, Relationship
+from .scope import CONFLICT_TARGET, fact_filters, rule_sql, same_scope, same_scope_as, visible
 
 logger = logging.getLogger("factforge.store")
 
@@ -210,38 +211,6 @@ def _stored(row: Mapping[str, Any], action: str = "stored", supersedes: Sequence
 def _explanation_json(fact: Fact) -> str:
     data = asdict(fact.explanation)
     return json.dumps(data, ensure_ascii=False, default=str)
-
-
-# The key of "the same fact in the same scope" (migration 0003's partial unique indexes): a private fact is
-# one agent's in one team, a team fact the team's whoever said it, a global fact everybody's.
-_CONFLICT_TARGET = {
-    "private": "(content_hash, agent_id, coalesce(team_id, '')) WHERE superseded_at IS NULL AND visibility = 'private'",
-    "team": "(content_hash, team_id) WHERE superseded_at IS NULL AND visibility = 'team'",
-    "global": "(content_hash) WHERE superseded_at IS NULL AND visibility = 'global'",
-}
-
-
-def same_scope(alias: str, visibility: str, *, vis: str = "visibility", agent: str = "agent",
-               team: str = "team") -> str:
-    """SQL: row ``alias`` is in the scope of the given visibility, agent and team parameters."""
-    if visibility == "private":
-        return (f"{alias}.visibility = 'private' AND {alias}.agent_id = %({agent})s "
-                f"AND {alias}.team_id IS NOT DISTINCT FROM %({team})s")
-    if visibility == "team":
-        return f"{alias}.visibility = 'team' AND {alias}.team_id = %({team})s"
-    return f"{alias}.visibility = %({vis})s"
-
-
-def visible_clause(agent_id: str | None, team_id: str | None, alias: str = "f") -> tuple[str, dict[str, Any]]:
-    """SQL restricting facts to what an agent may see (everything when both are None: the analyst's view)."""
-    if agent_id is None and team_id is None:
-        return "TRUE", {}
-    return (
-        f"({alias}.visibility = 'global'"
-        f" OR ({alias}.visibility = 'team' AND {alias}.team_id = %(v_team)s)"
-        f" OR ({alias}.visibility = 'private' AND {alias}.agent_id = %(v_agent)s))",
-        {"v_team": team_id, "v_agent": agent_id},
-    )
 
 
 class Store:
@@ -553,7 +522,7 @@ class Store:
                     %(subject)s, %(relation)s, %(slots)s::jsonb, %(explanation)s::jsonb, %(session)s,
                     %(user_msg)s, %(assistant_msg)s, %(activity)s, %(agent)s, %(team)s, %(visibility)s,
                     %(embedding)s, %(model)s, %(hash)s, %(seen)s, %(seen)s, %(valid_from)s, %(valid_to)s)
-                ON CONFLICT {_CONFLICT_TARGET[scope.visibility]}
+                ON CONFLICT {CONFLICT_TARGET[scope.visibility]}
                 DO UPDATE SET mention_count = facts.mention_count + 1,
                     last_seen_at = greatest(facts.last_seen_at, excluded.last_seen_at),
                     confidence = greatest(facts.confidence, excluded.confidence),
@@ -734,29 +703,11 @@ class Store:
         ``as_of``: the facts that were current at that moment (superseded ones included if they were
         still current then). ``include_history``: superseded facts too.
         """
-        where, params = visible_clause(agent_id, team_id)
-        clauses = [where]
-        if as_of is not None:
-            # A stated validity ("since March", "until Friday") wins over when we first heard of the fact;
-            # the end is the stated one or the supersession, whichever came first (least() skips NULLs).
-            clauses.append("coalesce(f.valid_from, f.first_seen_at) <= %(as_of)s "
-                           "AND (least(f.valid_to, f.superseded_at) IS NULL OR least(f.valid_to, f.superseded_at) > %(as_of)s)")
-            params["as_of"] = as_of
-        elif not include_history:
-            clauses.append("f.superseded_at IS NULL")
-        cats = list(categories or ())
-        if cats:
-            clauses.append("f.category = ANY(%(cats)s)")
-            params["cats"] = cats
-        if session_id is not None:
-            clauses.append("(f.source_session = %(session)s OR f.source_activity_session = %(session)s)")
-            params["session"] = session_id
-        if entity is not None:
-            clauses.append("EXISTS (SELECT 1 FROM unnest(f.entities) e WHERE lower(e) = lower(%(entity)s))")
-            params["entity"] = entity
+        where, params = fact_filters(agent_id, team_id, include_history=include_history, as_of=as_of,
+                                     categories=categories, session_id=session_id, entity=entity, scope_index=True)
         params["limit"] = max(1, int(limit))
         rows = self._all(
-            f"SELECT {_FACT_COLS} FROM facts f WHERE {' AND '.join(clauses)} "
+            f"SELECT {_FACT_COLS} FROM facts f WHERE {where} "
             "ORDER BY f.last_seen_at DESC, f.created_at DESC LIMIT %(limit)s",
             params,
         )
@@ -786,13 +737,9 @@ class Store:
             fid = UUID(str(fact_id))
         except ValueError:
             raise ValidationError(f"not a fact id: {fact_id!r}") from None
-        if agent_id is None and team_id is None:
-            readable = "TRUE"
-        else:
-            # The turn's own scope: an episode's visibility, a turn that is none stays its agent's own.
-            readable = ("CASE coalesce(t.visibility, 'private') WHEN 'global' THEN true "
-                        "WHEN 'team' THEN t.team_id = %(v_team)s "
-                        "ELSE coalesce(t.agent_id, s.agent_id) = %(v_agent)s END")
+        # The turn's own scope: an episode's visibility, a turn that is none stays its agent's own.
+        readable = "TRUE" if agent_id is None and team_id is None else rule_sql(
+            "coalesce(t.visibility, 'private')", "t.team_id", "coalesce(t.agent_id, s.agent_id)")
         rows = self._all(
             f"""
             SELECT s.source_key, s.session_id, s.activity_session, s.agent_id,
@@ -912,13 +859,11 @@ class Store:
             for fid in replaced:
                 # Current again, unless the same fact was stated afresh meanwhile (that row stays current).
                 conn.exec_driver_sql(
-                    """
+                    f"""
                     UPDATE facts f SET superseded_at = NULL, superseded_by = NULL, valid_to = NULL
                     WHERE f.id = %(id)s AND f.superseded_by IS NULL AND NOT EXISTS (
                         SELECT 1 FROM facts c WHERE c.superseded_at IS NULL AND c.content_hash = f.content_hash
-                          AND c.visibility = f.visibility
-                          AND (f.visibility = 'global' OR c.team_id IS NOT DISTINCT FROM f.team_id)
-                          AND (f.visibility <> 'private' OR c.agent_id = f.agent_id))
+                          AND {same_scope_as("c", "f")})
                     """,
                     {"id": fid},
                 )
@@ -1045,10 +990,7 @@ class Store:
     def known_entities(self, n: int = 20, *, agent_id: str | None = None, team_id: str | None = None) -> list[str]:
         """The most mentioned entities of current facts the caller may see (its private facts, its team's facts,
         global facts). They go into an LLM prompt, so with no scope given only global facts' entities count."""
-        if agent_id is None and team_id is None:
-            where, params = "f.visibility = 'global'", {}
-        else:
-            where, params = visible_clause(agent_id, team_id)
+        where, params = visible("f", agent_id, team_id, analyst="f.visibility = 'global'", scope_index=True)
         return [r["name"] for r in self._all(
             f"SELECT e.name FROM entities e WHERE EXISTS (SELECT 1 FROM fact_entities fe JOIN facts f ON f.id = "
             f"fe.fact_id WHERE fe.entity_id = e.id AND f.superseded_at IS NULL AND {where}) "
