@@ -77,8 +77,8 @@ _LAZY = {
     "Gatekeeper": "rules.gatekeeper",
     "ingest_file": "ingest",
     "IngestSummary": "ingest",
-    "embed_pending": "models.embed",
-    "EmbedReport": "models.embed",
+    "embed_pending": "storage.embeddings",
+    "EmbedReport": "storage.embeddings",
 }
 
 __all__ = [
@@ -102,7 +102,7 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .models.embed import EmbedReport, embed_pending
+    from .storage.embeddings import EmbedReport, embed_pending
     from .rules.extract import Extractor, extract
     from .rules.gatekeeper import Gatekeeper
     from .ingest import IngestSummary, ingest_file

@@ -408,6 +408,7 @@ def cmd_patterns(args: argparse.Namespace) -> int:
 
 def cmd_embed(args: argparse.Namespace) -> int:
     from .models import embed
+    from .storage import embeddings
     from .storage.db import database_url
 
     settings = _settings(args)
@@ -416,8 +417,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
         raise FactforgeError("no embedder configured (FACTFORGE_EMBEDDER=none)")
     url = database_url(settings)
     if args.action == "reset":
-        embed.reset_embeddings(url, embedder)
-    done = embed.backfill_all(url, embedder)
+        embeddings.reset_embeddings(url, embedder)
+    done = embeddings.backfill_all(url, embedder)
     print(f"embedded {done.facts} fact(s) and {done.episodes} episode(s) with {embedder.model}")
     return 0
 

@@ -23,9 +23,10 @@ from uuid import UUID
 
 from .errors import DatabaseError, EmbedderError, InputError, LLMCall, LLMError, LLMUnavailableError, ValidationError
 from .inputs import check_text, check_timestamp, source_key
-from .models.embed import EmbedReport, embed_pending
+from .storage.embeddings import EmbedReport, embed_pending
 from .rules.extract import Extractor
 from .rules.inline import parse_inline
+from .rules.lifecycle import SupersessionRules
 from .rules.names import name_speakers
 from .rules.secrets import SecretScanner, has_placeholder
 from .settings import VISIBILITIES, Settings, get_settings
@@ -94,7 +95,8 @@ class Memory:
         self.settings = settings or get_settings()
         if url is not None:
             self.settings = self.settings.with_(database_url=url)
-        self.store = Store.open(self.settings)
+        self.store = open_store(self.settings)
+        self.supersession = SupersessionRules.from_dir(self.settings.patterns_dir)
         self.extractor = Extractor(self.settings, self.settings.patterns_dir)
         self.secrets = SecretScanner.from_dir(self.settings.patterns_dir)
         self._llm = self._make_llm() if llm == "auto" else llm
@@ -478,7 +480,7 @@ class Memory:
         if not facts and not entities:
             return []
         # Facts the rules imply ("switched from JWT to Clerk" -> "Team uses Clerk"), stored beside them.
-        facts = list(facts) + self.store.rules.implied(facts)
+        facts = list(facts) + self.supersession.implied(facts)
         if user_name or assistant_name:
             # "User went to a pottery class" -> "Maria went to ...": after the rules, so they keep one wording.
             facts = name_speakers(facts, user_subject=self.settings.user_subject, user_name=user_name,
@@ -676,7 +678,7 @@ class Memory:
     # -- the background embedder ---------------------------------------------------------------------
 
     def embed_pending(self, *, batch: int = 64, limit: int | None = None) -> EmbedReport:
-        """Embed facts and episodes still without a vector, in batches (see :func:`factforge.models.embed.embed_pending`).
+        """Embed facts and episodes still without a vector, in batches (see :func:`factforge.storage.embeddings.embed_pending`).
 
         ``remember()`` leaves episode vectors to this, so it never waits for the model: with ``background``
         a thread calls it after each commit; a worker process can call it on a schedule."""
@@ -760,6 +762,24 @@ class Memory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def open_store(settings: Settings, *, check_embedder: bool = True) -> Store:
+    """The store, given what the rules decide for it: what a new fact supersedes (patterns/supersession.yaml)
+    and the gazetteer's spelling of entity names ("postgres" -> "PostgreSQL", patterns/entities.yaml, loaded
+    when the first entity is stored)."""
+    from .rules.ner import EntityRecognizer
+
+    recognizer: list[EntityRecognizer] = []
+
+    def canonical_name(name: str) -> str | None:
+        if not recognizer:
+            recognizer.append(EntityRecognizer.from_dir(settings.patterns_dir))
+        return recognizer[0].canonical(name)
+
+    return Store.open(settings, check_embedder=check_embedder,
+                      supersession=SupersessionRules.from_dir(settings.patterns_dir).decide,
+                      canonical_name=canonical_name)
 
 
 def turn_key(user: str, assistant: str | None, agent_id: str, team_id: str | None, session_id: str | None,

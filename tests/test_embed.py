@@ -8,9 +8,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from factforge.models.embed import LocalEmbedder, OllamaEmbedder, backfill, make_embedder, reset_embeddings
+from factforge.models.embed import LocalEmbedder, OllamaEmbedder, make_embedder
+from factforge.storage.embeddings import backfill, reset_embeddings
 from factforge.errors import EmbedderError, EmbeddingMismatchError
 from factforge.settings import Settings
+from factforge.memory import open_store
 from factforge.storage.store import Provenance, Scope, Store
 from factforge.types import Explanation, Fact
 from tests.fake_ollama import FakeOllama
@@ -47,7 +49,7 @@ def test_ollama_embedder_through_the_client(tmp_path: Path) -> None:
 
 def test_backfill_then_reset_to_another_dimension(db_url: str, tmp_path: Path) -> None:
     settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)})
-    store = Store.open(settings)
+    store = open_store(settings)
     f = Fact("Team uses Redis", "technology", 0.9, "pattern", Explanation("pattern", "r", 0.9, 0.9))
     store.save([f], Scope("a", "t", "team"), Provenance("k"))
     conninfo = db_url.replace("postgresql+psycopg://", "postgresql://")

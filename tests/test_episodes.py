@@ -8,7 +8,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from factforge.models.embed import LocalEmbedder, embed_pending
+from factforge.models.embed import LocalEmbedder
+from factforge.storage.embeddings import embed_pending
 from factforge.errors import InputError, ValidationError
 from factforge.ingest import ingest_lines
 from factforge.memory import Memory

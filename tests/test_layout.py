@@ -33,19 +33,10 @@ ALLOWED = {
     "front": {"core", "rules", "models", "storage", "front"},
 }
 
-# Arrows that break the directions today. TEMPORARY: stage 2 of issue 17 removes each one, and then its entry
-# here (test_allowances_are_still_needed fails once an allowance is no longer used). Do not add to this set.
-ALLOWANCES = {
-    # Store applies the supersession rules itself (it loads SupersessionRules from patterns/supersession.yaml).
-    # Stage 2: the decision moves to rules (rules/supersession), storage only applies a decision it is given.
-    ("factforge.storage.store", "factforge.rules.lifecycle"),
-    # Store._canonical loads the NER gazetteer to spell entity names ("postgres" -> "PostgreSQL").
-    # Stage 2: canonical names are decided before the write (extract/Memory) and passed in.
-    ("factforge.storage.store", "factforge.rules.ner"),
-    # embed_pending / backfill_all / reset_embeddings open a Store: the storage half of embed.py.
-    # Stage 2: those move to storage (an embeddings module over a connection, taking any object with .embed).
-    ("factforge.models.embed", "factforge.storage.store"),
-}
+# Arrows allowed against the directions. Stage 2 of issue 17 removed the last three (storage applies the
+# supersession decisions and canonical spellings the rules give it; the storage half of embed.py moved to
+# storage/embeddings.py). Keep it empty: test_allowances_are_still_needed fails on an unused entry.
+ALLOWANCES: set[tuple[str, str]] = set()
 
 
 def layer(module: str) -> str:

@@ -17,6 +17,7 @@ from factforge.models.embed import make_embedder
 from factforge.errors import ValidationError
 from factforge.memory import Memory
 from factforge.settings import Settings
+from factforge.memory import open_store
 from factforge.storage.store import Provenance, Scope, Store
 from factforge.types import Explanation, Fact
 
@@ -158,7 +159,7 @@ def test_team_fact_from_two_agents_is_one_row_even_concurrently(settings: Settin
     import threading
 
     # Store only: these tests need no extraction rules.
-    with closing(Store.open(settings)) as store:
+    with closing(open_store(settings)) as store:
         texts = [f"Team uses tool number {i}" for i in range(12)]
         barrier = threading.Barrier(2)
         errors: list[BaseException] = []

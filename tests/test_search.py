@@ -13,6 +13,7 @@ import pytest
 from factforge.models.embed import LocalEmbedder
 from factforge.storage.search import BM25_B, BM25_K1, search
 from factforge.settings import Settings
+from factforge.memory import open_store
 from factforge.storage.store import Provenance, Scope, Store
 from factforge.types import Explanation, Fact
 
@@ -30,7 +31,7 @@ def _fact(content: str) -> Fact:
 @pytest.fixture
 def corpus(db_url: str, tmp_path: Path) -> Iterator[Store]:
     rng = random.Random(11)
-    store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
     texts = sorted({"Team uses " + " ".join(rng.sample(WORDS, rng.randint(1, 6))) for _ in range(400)})
     for i in range(0, len(texts), 50):
         store.save([_fact(t) for t in texts[i:i + 50]], Scope("a1", "t1", "team"), Provenance(f"k{i}"))
@@ -127,7 +128,7 @@ def test_scoped_bm25_steps_are_answered_by_the_scoped_text_index(corpus: Store, 
 def test_scope_keys_fit_any_id_and_any_word_length(db_url: str, tmp_path: Path, agent: str, team: str) -> None:
     """Scope keys are md5s and a lexeme over 1,000 bytes is keyed by its md5: quotes, backslashes, long ids
     and a 1,500-letter word are found in their own scope and in no other."""
-    store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
     try:
         long_word = "x" * 1500
         store.save([_fact(f"Team names the build {long_word} quietly")], Scope(agent, team, "private"),
@@ -162,7 +163,7 @@ def test_vector_search_scans_on_past_neighbours_the_caller_may_not_see(db_url: s
 
     rng = np.random.default_rng(5)
     no_seqscan = db_url + ("&" if "?" in db_url else "?") + "options=-c%20enable_seqscan%3Doff%20-c%20enable_sort%3Doff"
-    store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": no_seqscan, "FACTFORGE_HOME": str(tmp_path)}))
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": no_seqscan, "FACTFORGE_HOME": str(tmp_path)}))
     try:
         query = rng.normal(size=384)
         query /= np.linalg.norm(query)
@@ -203,7 +204,7 @@ def test_queries_with_operators_keep_their_websearch_meaning(corpus: Store, quer
 
 @pytest.fixture
 def team_chat(db_url: str, tmp_path: Path) -> Iterator[tuple[Store, LocalEmbedder]]:
-    store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
     store.save([_fact(t) for t in ("Team switched from Jenkins to GitHub Actions", "Team uses GitHub Actions",
                                    "Team uses PostgreSQL for the database", "Team uses Redis for caching",
                                    "User prefers dark mode over light mode", "Team uses Clerk")],

@@ -9,6 +9,7 @@ import pytest
 
 from factforge.errors import ValidationError
 from factforge.settings import Settings
+from factforge.memory import open_store
 from factforge.storage.store import Provenance, Scope, Store, content_hash
 from factforge.types import Entity, Explanation, Fact, Relationship
 
@@ -28,7 +29,7 @@ def prov(key: str, ts: datetime = T0, session: str | None = None) -> Provenance:
 
 @pytest.fixture
 def store(db_url: str, tmp_path) -> Store:
-    s = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    s = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
     yield s
     s.close()
 

@@ -5,6 +5,9 @@
 * ``ollama``: ``Client.embed`` with ``FACTFORGE_EMBED_MODEL`` (default nomic-embed-text, 768 dimensions).
 * ``none``: facts are stored without vectors; search falls back to BM25; ``factforge embed backfill``
   adds the vectors later.
+
+Storing the vectors (the background pass, backfill, switching models) is storage's:
+:mod:`factforge.storage.embeddings`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
 
@@ -139,69 +141,3 @@ def make_embedder(settings: Settings) -> Embedder | None:
         if _local is None:
             _local = LocalEmbedder()
         return _local
-
-
-@dataclass(frozen=True, slots=True)
-class EmbedReport:
-    """What one :func:`embed_pending` pass embedded."""
-
-    facts: int = 0
-    episodes: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.facts + self.episodes
-
-
-def embed_pending(store: Any, embedder: Embedder, *, batch: int = 64, limit: int | None = None) -> EmbedReport:
-    """Embed facts and episodes stored without a vector, ``batch`` texts per model call and transaction.
-
-    This is the background embedder's unit of work (``Memory``'s embedding thread, ``factforge embed
-    backfill``, a worker process): ``remember()`` stores an episode's words at once (BM25 finds it at once)
-    and leaves its vector to this. ``limit`` caps how many rows one call embeds (None: until none is left).
-    An :class:`EmbedderError` propagates; the rows stay without a vector for the next pass.
-    """
-    counts = {"facts": 0, "episodes": 0}
-    fetch = {"facts": store.facts_without_embedding, "episodes": store.episodes_without_embedding}
-    table = {"facts": "facts", "episodes": "turns"}
-    for kind in ("facts", "episodes"):
-        while limit is None or counts["facts"] + counts["episodes"] < limit:
-            left = batch if limit is None else min(batch, limit - counts["facts"] - counts["episodes"])
-            rows = fetch[kind](left)
-            if not rows:
-                break
-            vectors = embedder.embed([text for _, text in rows])
-            store.set_embeddings([(rid, vec) for (rid, _), vec in zip(rows, vectors)], embedder.model,
-                                 table=table[kind])
-            counts[kind] += len(rows)
-    return EmbedReport(**counts)
-
-
-def backfill_all(url: str, embedder: Embedder, *, batch: int = 64) -> EmbedReport:
-    """Embed every fact and episode stored without a vector (e.g. written while the embedder was down)."""
-    from ..settings import get_settings
-    from ..storage.store import Store
-
-    store = Store.open(get_settings().with_(database_url=url), check_embedder=False)
-    try:
-        return embed_pending(store, embedder, batch=batch)
-    finally:
-        store.close()
-
-
-def backfill(url: str, embedder: Embedder, *, batch: int = 64) -> int:
-    """:func:`backfill_all`; returns how many facts it embedded."""
-    return backfill_all(url, embedder, batch=batch).facts
-
-
-def reset_embeddings(url: str, embedder: Embedder) -> int:
-    """Switch the schema to ``embedder``: the vector column takes its dimension (re-created if it differs),
-    vectors made by any other model are dropped, and :func:`backfill` then re-embeds those facts."""
-    from ..settings import get_settings
-    from ..storage.store import Store
-
-    store = Store.open(get_settings().with_(database_url=url), check_embedder=False)
-    try:
-        return store.reset_embedding_column(embedder.dim, embedder.model)
-    finally:
-        store.close()

@@ -30,8 +30,8 @@ import regex
 from ..errors import LLMCall, LLMError, LLMParseError, LLMUnavailableError
 from ..rules.gatekeeper import Gatekeeper
 from ..settings import Settings
-from ..types import CATEGORIES, Entity, Extraction, Fact, Relationship
-from .validate import normalise_content, validate_items
+from ..types import CATEGORIES, Entity, Extraction, Fact, Relationship, normalize_content
+from .validate import validate_items
 
 __all__ = [
     "AsyncOllamaLLM",
@@ -382,10 +382,10 @@ class AsyncOllamaLLM:
 
 def merge(extraction: Extraction, result: LLMResult) -> tuple[Fact, ...]:
     """Pattern facts first, then the LLM facts that do not restate one of them (normalised content)."""
-    seen = {normalise_content(f.content) for f in extraction.facts}
+    seen = {normalize_content(f.content) for f in extraction.facts}
     merged = list(extraction.facts)
     for fact in result.facts:
-        key = normalise_content(fact.content)
+        key = normalize_content(fact.content)
         if key not in seen:
             seen.add(key)
             merged.append(fact)

@@ -31,14 +31,13 @@ from ..errors import PatternError
 from ..rules.gatekeeper import SOCIAL_KINDS, Gatekeeper
 from ..rules.rulefile import safe_search
 from ..settings import Settings
-from ..types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship, Span
+from ..types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship, Span, normalize_content
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
     "MAX_CONTENT_CHARS",
     "MAX_ITEMS",
     "REJECTION_REASONS",
-    "normalise_content",
     "normalise_label",
     "validate_items",
 ]
@@ -80,7 +79,6 @@ _CJK_CHAR = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
 _SUFFIXES = ("ations", "ation", "ings", "ing", "ers", "ied", "ies", "ed", "er", "es", "ly", "s", "e")
 # A sentence or line of the source; the best-matching one becomes a fact's span.
 _SENTENCE = regex.compile(r"[^\n.!?。！？]+[.!?。！？]*")
-_NON_ALNUM = regex.compile(r"[^\p{L}\p{N}]+")
 _LABEL_OK = regex.compile(r"[a-z][a-z0-9_]*")
 
 
@@ -284,11 +282,6 @@ def _category_fits(content: str, category: str, checks: _FactChecks) -> bool:
     return any(safe_search(rx, content, f"fact_checks.{category}") is not None for rx in rxs)
 
 
-def normalise_content(text: str) -> str:
-    """Content reduced for duplicate checks: case-folded, punctuation dropped, whitespace collapsed."""
-    return " ".join(_NON_ALNUM.sub(" ", text.casefold()).split())
-
-
 def normalise_label(label: str) -> str | None:
     """A relationship label in snake_case (``[a-z][a-z0-9_]*``, at most 40 chars), or None if unusable."""
     snake = regex.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", label.strip())  # worksOn -> works_On
@@ -417,7 +410,7 @@ def validate_items(
         fact = _validate_fact(item, source, keeper, settings, subjects, timestamp, rejections)
         if fact is None:
             continue
-        key = normalise_content(fact.content)
+        key = normalize_content(fact.content)
         if key in seen_content:
             rejections["duplicate"] += 1
             continue

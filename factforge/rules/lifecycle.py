@@ -1,7 +1,8 @@
 """Supersession rules (``patterns/supersession.yaml``): when a new fact makes an older one outdated.
 
 A rule applies to a newly stored fact whose category/relation it names, and selects the current facts in
-the same scope that it replaces. Rules are data; this module only turns them into SQL conditions:
+the same scope that it replaces. Rules are data; this module turns them into decisions (:class:`~factforge.types.Supersession`)
+that storage applies:
 
 * ``same``: fields that must be equal in old and new fact: ``subject``, ``relation``, ``category`` or
   ``slot:<name>`` (a value of the fact's structured slots);
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .rulefile import Problems, default_patterns_dir, read_yaml
-from ..types import CATEGORIES, Explanation, Fact
+from ..types import CATEGORIES, Explanation, Fact, Supersession
 
 RULE_KEYS = frozenset({"id", "description", "categories", "relations", "target_relations", "same", "link",
                        "similar_above", "same_suffix", "asserts", "examples"})
@@ -55,53 +56,34 @@ class SupersessionRule:
             return False
         return not self.relations or (relation is not None and relation in self.relations)
 
-    def sql(self, new: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
-        """A WHERE condition on ``facts f`` selecting what ``new`` supersedes, or None if it cannot apply."""
-        clauses: list[str] = []
-        params: dict[str, Any] = {}
-        slots = new.get("slots") or {}
-        relations = list(self.target_relations) or ([new["relation"]] if new.get("relation") else [])
-        if relations:
-            clauses.append("f.relation = ANY(%(r_relations)s)")
-            params["r_relations"] = relations
-        for i, name in enumerate(self.same):
-            key = f"r_same{i}"
-            if name.startswith("slot:"):
-                value = slots.get(name[5:])
-                if value in (None, ""):
-                    return None, {}
-                clauses.append(f"lower(f.slots->>'{name[5:]}') = lower(%({key})s)")
-            else:
-                value = new.get(name)
-                if value in (None, ""):
-                    return None, {}
-                clauses.append(f"f.{name} = %({key})s")
-            params[key] = value
-        for j, (new_slot, old_slots) in enumerate(self.link.items()):
+    def decide(self, fact: Fact, has_vector: bool) -> Supersession | None:
+        """What ``fact`` (a new fact; ``has_vector``: stored with an embedding) supersedes by this rule, or None
+        if the rule cannot apply to it (a value it compares is missing)."""
+        slots = fact.slots or {}
+        relations = tuple(self.target_relations) or ((fact.relation,) if fact.relation else ())
+        equal: list[tuple[str, Any]] = []
+        for name in self.same:
+            value = slots.get(name[5:]) if name.startswith("slot:") else getattr(fact, name)
+            if value in (None, ""):
+                return None
+            equal.append((name, value))
+        link: list[tuple[tuple[str, ...], Any]] = []
+        for new_slot, old_slots in self.link.items():
             value = slots.get(new_slot)
             if value in (None, ""):
-                return None, {}
-            key = f"r_link{j}"
-            params[key] = value
-            clauses.append("(" + " OR ".join(f"lower(f.slots->>'{s}') = lower(%({key})s)" for s in old_slots) + ")")
-        for j, (slot, marker) in enumerate((self.same_suffix or {}).items()):
+                return None
+            link.append((old_slots, value))
+        suffix: list[tuple[str, str, str]] = []
+        for slot, marker in (self.same_suffix or {}).items():
             value = str(slots.get(slot) or "")
             if marker not in value:
-                return None, {}
-            key = f"r_suffix{j}"
-            params[key] = value.split(marker, 1)[1].strip().lower()
-            params[key + "m"] = marker
-            clauses.append(f"strpos(f.slots->>'{slot}', %({key}m)s) > 0 AND lower(btrim(substr(f.slots->>'{slot}', "
-                           f"strpos(f.slots->>'{slot}', %({key}m)s) + length(%({key}m)s)))) = %({key})s")
-        if self.similar_above is not None:
-            if new.get("embedding") is None:
-                return None, {}
-            clauses.append("f.embedding IS NOT NULL AND 1 - (f.embedding <=> %(r_vec)s) >= %(r_sim)s")
-            params["r_vec"] = new["embedding"]
-            params["r_sim"] = self.similar_above
-        if not clauses:
-            return None, {}
-        return " AND ".join(clauses), params
+                return None
+            suffix.append((slot, marker, value.split(marker, 1)[1].strip().lower()))
+        if self.similar_above is not None and not has_vector:
+            return None
+        if not (relations or equal or link or suffix or self.similar_above is not None):
+            return None
+        return Supersession(self.id, relations, tuple(equal), tuple(link), tuple(suffix), self.similar_above)
 
     def implied(self, fact: Fact) -> Fact | None:
         """The fact ``asserts`` derives from ``fact``, or None when a slot it needs is missing."""
@@ -135,6 +117,11 @@ class SupersessionRules:
 
     def for_fact(self, category: str, relation: str | None) -> list[SupersessionRule]:
         return [r for r in self.rules if r.applies(category, relation)]
+
+    def decide(self, fact: Fact, has_vector: bool) -> tuple[Supersession, ...]:
+        """What a new fact supersedes, rule by rule (storage applies these once the fact is stored as new)."""
+        decided = (rule.decide(fact, has_vector) for rule in self.for_fact(fact.category, fact.relation))
+        return tuple(d for d in decided if d is not None)
 
     def implied(self, facts: Sequence[Fact]) -> list[Fact]:
         """Facts the given ones imply (see ``asserts``), not already among them."""
