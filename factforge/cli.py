@@ -140,7 +140,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         llm_ok = True
         if args.wait_llm:  # one drain after the file, with progress and its outcome, rather than per line
             report, waiting = _drain(memory, limit=None, quiet=args.quiet or args.json)
-            out["llm"] = {"report": to_jsonable(report), "queue": memory.store.queue_counts()}
+            out["llm"] = {"report": to_jsonable(report), "queue": memory.queue_counts()}
             llm_ok = _llm_worked(report)
     if args.json:
         _print_json(out)
@@ -329,12 +329,12 @@ def _db_server(action: str, settings: Any) -> int:
 def cmd_llm_drain(args: argparse.Namespace) -> int:
     if args.action == "retry":
         with _memory(args, llm=None, embedder=None, background=False) as memory:
-            n = memory.store.retry_failed()
+            n = memory.retry_failed()
         print(f"{n} failed item(s) back in the queue; run `factforge llm drain` to process them")
         return 0
     with _memory(args, background=False) as memory:
         report, waiting = _drain(memory, limit=args.limit, quiet=args.json)
-        counts = memory.store.queue_counts()
+        counts = memory.queue_counts()
     if args.json:
         _print_json({"report": report, "queue": counts, "waiting": waiting})
     else:
@@ -347,13 +347,13 @@ def _drain(memory: Any, *, limit: int | None, quiet: bool) -> tuple[Any, list[di
     """Run the LLM over the due queue (a progress bar on a terminal); the report and what still waits."""
     from .ingest import Progress
 
-    due = memory.store.queue_counts()["pending"]
+    due = memory.queue_counts()["pending"]
     bar = Progress(min(due, limit or due), force=False if quiet else None, unit="items")
     try:
         report = memory.drain(limit=limit, progress=bar.update)
     finally:
         bar.close()
-    return report, memory.store.queue_waiting()
+    return report, memory.queue_waiting()
 
 
 def _llm_worked(report: Any) -> bool:
@@ -382,7 +382,7 @@ def _print_drain(report: Any, waiting: list[dict[str, Any]], settings: Any) -> N
 def cmd_patterns(args: argparse.Namespace) -> int:
     if args.action == "misses":
         with _memory(args, llm=None, embedder=None, background=False) as memory:
-            misses = memory.store.top_misses(args.n)
+            misses = memory.top_misses(args.n)
         print(_table([(m.count, m.agents, f"{m.last_seen_at:%Y-%m-%d %H:%M}" if m.last_seen_at else "", m.text[:100])
                       for m in misses], ("count", "agents", "last seen", "message")) if misses else "no misses")
         return 0

@@ -4,7 +4,7 @@
 * ``factforge.rules`` imports the core only (pure: no database, no network);
 * ``factforge.models`` imports ``rules`` and the core;
 * ``factforge.storage`` imports the core only;
-* only the front doors (the library, ingest, the CLI, the server, the worker) compose them.
+* only the front doors (the library and its write path, ingest, the CLI, the server, the worker) compose them.
 
 Every import in the package is read with ``ast`` (inside functions and ``TYPE_CHECKING`` blocks too), so a lazy
 import counts like any other. A new top-level module must be placed in one of the layers below.
@@ -21,7 +21,7 @@ CORE = {"factforge.errors", "factforge.types", "factforge.settings", "factforge.
 FRONT_DOORS = {
     "factforge", "factforge.__main__", "factforge.memory", "factforge.ingest", "factforge.cli",
     "factforge.cli_service", "factforge.api", "factforge.service", "factforge.mcp_server", "factforge.worker",
-    "factforge.streams",
+    "factforge.streams", "factforge.writing", "factforge.draining", "factforge.redaction",
 }
 WINGS = ("rules", "models", "storage")
 # layer -> the layers it may import (besides itself)
