@@ -220,7 +220,8 @@ class Writer:
         if embedder is None or not texts:
             return None
         try:
-            return embedder.embed(list(texts))  # type: ignore[no-any-return]
+            vectors: list[list[float]] = embedder.embed(list(texts))
+            return vectors
         except EmbedderError as exc:
             logger.warning("embedding failed (%s); facts stored without vectors, run `factforge embed backfill`", exc)
             return None

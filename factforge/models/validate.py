@@ -201,7 +201,7 @@ def _grounding(spec: Any, problems: list[str]) -> tuple[dict[str, int], Any, Any
     ):
         problems.append("grounding.numbers: must map number words to whole numbers")
         numbers = {}
-    sides = []
+    sides: list[Any] = []
     polarity = spec.get("polarity") or {}
     for side in ("positive", "negative"):
         words = polarity.get(side) if isinstance(polarity, Mapping) else None
@@ -499,8 +499,9 @@ def _validate_fact(
     names = [n for n in names if n and n.casefold() not in subjects]
     original, confidence = _confidence(item.get("confidence"))
 
-    def reject(reason: str) -> None:
+    def reject(reason: str) -> Fact | None:
         rejections[reason] += 1
+        return None
 
     if not content:
         return reject("empty")

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import ahocorasick
 import regex
@@ -65,7 +65,7 @@ class PhraseSet:
     starts: frozenset[str]
     lengths: tuple[int, ...]
     # First word -> lengths of the phrases starting with it, longest first (derived from ``phrases``).
-    by_start: Mapping[str, tuple[int, ...]] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    by_start: Mapping[str, tuple[int, ...]] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         if self.by_start is None:
@@ -621,7 +621,7 @@ def _load_injection(path: Path, problems: Problems) -> tuple[list[InjectionRule]
                 problems.add(at, f"counter-example {text!r} takes too long to match (catastrophic backtracking?)")
             elif found:
                 problems.add(at, f"counter-example {text!r} matches")
-        rules.append(InjectionRule(rule_id, raw["language"], lowered, rx, tuple(examples), tuple(counter),
+        rules.append(InjectionRule(cast(str, rule_id), raw["language"], lowered, rx, tuple(examples), tuple(counter),
                                    str(raw.get("description", ""))))
     return rules, normaliser
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import ahocorasick
 import regex
@@ -194,10 +194,10 @@ class EntityRecognizer:
                 if not any(h.type in self.context_types for h in self._resolve(text)):
                     failures.append(f"code_context {context.id}: counter-example {text!r} yields no "
                                     f"{'/'.join(sorted(self.context_types))}")
-        for ex in self.examples:
-            got = tuple(e.name for e in self.find(ex.text))
-            if got != ex.entities:
-                failures.append(f"example {ex.text!r}: expected {list(ex.entities)}, got {list(got)}")
+        for example in self.examples:
+            found = tuple(e.name for e in self.find(example.text))
+            if found != example.entities:
+                failures.append(f"example {example.text!r}: expected {list(example.entities)}, got {list(found)}")
         return failures
 
     # ---------------------------------------------------------------------------------------- matching
@@ -415,7 +415,7 @@ def _load_kinds(data: Any, where: str, problems: Problems) -> list[RegexKind]:
                 problems.add(at, f"example {ex.text!r} contains none of {needs}, so the rule never runs on it")
         if len(problems.items) > before or rx is None:
             continue
-        kinds.append(RegexKind(rule_id, kind_type, rx, normalize, tuple(needs), after, tuple(examples),
+        kinds.append(RegexKind(cast(str, rule_id), cast(str, kind_type), rx, normalize, tuple(needs), after, tuple(examples),
                                tuple(counter), str(raw.get("description", ""))))
     return kinds
 
@@ -459,7 +459,7 @@ def _load_gazetteer(data: Any, where: str, problems: Problems) -> list[Gazetteer
                 problems.add(at, f"type {entry_type!r} is not one of {', '.join(ENTITY_TYPES)}")
             entry = GazetteerEntry(
                 name=name if isinstance(name, str) else "",
-                type=entry_type,
+                type=cast(str, entry_type),
                 group=str(group_name),
                 aliases=tuple(_strings(raw.get("aliases"), f"{at}.aliases", problems)),
                 case_sensitive=_flag(raw, "case_sensitive", at, problems),
@@ -530,7 +530,7 @@ def _load_contexts(data: Any, where: str, problems: Problems) -> tuple[list[Code
                 problems.add(rat, f"example {text!r} contains none of {needs}, so the rule never runs on it")
         if len(problems.items) > before or rx is None:
             continue
-        out.append(CodeContext(rule_id, rx, scope, tuple(needs), tuple(examples), tuple(counter),
+        out.append(CodeContext(cast(str, rule_id), rx, scope, tuple(needs), tuple(examples), tuple(counter),
                                str(raw.get("description", ""))))
     return out, frozenset(types)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import ahocorasick
 import regex
@@ -766,9 +766,9 @@ def _load_rule(
     if len(problems.items) > before or rx is None or confidence is None or boost is None:
         return None
     return Rule(
-        id=rule_id, category=category, language=language, confidence=confidence, template=template,
+        id=cast(str, rule_id), category=cast(str, category), language=cast(str, language), confidence=confidence, template=template,
         entity_groups=entity_groups, keywords=tuple(keywords), examples=examples, counter_examples=counter,
-        subject=subject, relation=relation, regex=rx, boost_words=boost_words, boost=boost,
+        subject=subject, relation=cast(str, relation), regex=rx, boost_words=boost_words, boost=boost,
         time_group=time_group, time_mode=time_mode, blockers=blockers, allow_questions=allow_questions,
         list_group=list_group, future=tense == "future", source=where, pieces=pieces,
     )

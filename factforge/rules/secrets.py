@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import ahocorasick
 import regex
@@ -198,7 +198,7 @@ def _load(path: Path, problems: Problems) -> list[SecretRule]:
             problems.add(at, f"group {group!r} is not a named group of the regex")
         if len(problems.items) > before or rx is None:
             continue
-        rule = SecretRule(rule_id, kind, keywords, rx, group, examples, counter)
+        rule = SecretRule(cast(str, rule_id), cast(str, kind), keywords, rx, group, examples, counter)
         for text in examples:
             found = bounded_matches(rx, text)
             if not any(k in text.lower() for k in keywords):
@@ -206,7 +206,7 @@ def _load(path: Path, problems: Problems) -> list[SecretRule]:
             elif found is TIMED_OUT:
                 problems.add(at, f"example {text!r} takes too long to match (catastrophic backtracking?)")
             elif not any((m.span(group) if group else m.span())[1] > (m.span(group) if group else m.span())[0]
-                         for m in found):  # type: ignore[union-attr]
+                         for m in found):  # type: ignore[attr-defined]
                 problems.add(at, f"example {text!r} is not matched")
         for text in counter:
             found = bounded_matches(rx, text)

@@ -170,7 +170,7 @@ def ensure_schema(url: str, settings: Settings, *, check_embedder: bool = True) 
     import psycopg
 
     with psycopg.connect(conninfo(url), connect_timeout=10) as conn:
-        meta = dict(conn.execute("SELECT key, value FROM factforge_meta").fetchall())
+        meta: dict[str, str] = dict(conn.execute("SELECT key, value FROM factforge_meta").fetchall())
     if "embed_dim" not in meta:
         raise SchemaError("factforge_meta is empty: the schema was not created by factforge")
     dim, model = int(meta["embed_dim"]), meta.get("embed_model")

@@ -769,7 +769,7 @@ def _configure(url: str, settings: dict[str, str]) -> bool:
             time.sleep(0.1)
     with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
         # What ALTER SYSTEM wrote before, as written ('4096MB', where SHOW would say '4GB').
-        written = dict(conn.execute(
+        written: dict[str, str] = dict(conn.execute(
             "SELECT DISTINCT ON (name) name, setting FROM pg_file_settings "
             "WHERE sourcefile LIKE '%%postgresql.auto.conf' ORDER BY name, seqno DESC").fetchall())
         changed = False
@@ -785,14 +785,22 @@ def _configure(url: str, settings: dict[str, str]) -> bool:
         for name, unit in conn.execute("SELECT name, unit FROM pg_settings WHERE context = 'postmaster' "
                                        "AND name = ANY(%s)", (list(settings),)).fetchall():
             if unit and unit.endswith("B"):  # a size: '4GB' runs when '4096MB' was asked for
-                same = conn.execute("SELECT pg_size_bytes(current_setting(%s)) = pg_size_bytes(%s)",
-                                    (name, settings[name])).fetchone()[0]
+                same = _scalar(conn.execute("SELECT pg_size_bytes(current_setting(%s)) = pg_size_bytes(%s)",
+                                            (name, settings[name])))
             else:
-                same = conn.execute("SELECT current_setting(%s) = %s", (name, settings[name])).fetchone()[0]
+                same = _scalar(conn.execute("SELECT current_setting(%s) = %s", (name, settings[name])))
             pending = pending or not same
     if changed:
         _await_reload(conninfo, settings)
     return pending
+
+
+def _scalar(cursor: Any) -> Any:
+    """The one value of a query that always returns one row."""
+    row = cursor.fetchone()
+    if row is None:
+        raise EmbeddedServerError("the server returned no row for a settings query")
+    return row[0]
 
 
 def _await_reload(conninfo: str, settings: dict[str, str]) -> None:
@@ -802,10 +810,10 @@ def _await_reload(conninfo: str, settings: dict[str, str]) -> None:
 
     for _ in range(40):
         with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
-            stale = conn.execute(
+            stale = _scalar(conn.execute(
                 "SELECT count(*) FROM pg_settings s JOIN unnest(%s::text[], %s::text[]) AS w(name, value) "
                 "USING (name) WHERE s.context <> 'postmaster' AND s.setting <> w.value",
-                (list(settings), list(settings.values()))).fetchone()[0]
+                (list(settings), list(settings.values()))))
         if not stale:
             return
         time.sleep(0.05)

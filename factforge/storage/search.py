@@ -518,8 +518,9 @@ def search(
         r = rows.get(rid)
         if r is None:  # deleted between the two queries
             continue
-        kind = kind_of[rid]
-        v, b = ranks.get((kind, "vector"), {}).get(rid), ranks.get((kind, "bm25"), {}).get(rid)
+        hit_kind = kind_of[rid]
+        v, b = ranks.get((hit_kind, "vector"), {}).get(rid), ranks.get((hit_kind, "bm25"), {}).get(rid)
+        episode = folded.get(rid)
         hits.append(SearchHit(
             id=rid, content=r["content"], category=r["category"], confidence=float(r["confidence"]),
             method=r["method"], visibility=r["visibility"], agent_id=r["agent_id"], team_id=r["team_id"],
@@ -527,11 +528,11 @@ def search(
             fused_score=max(fused[x] for x in (rid, *related.get(rid, ()))),  # the group's place in the ranking
             vector_rank=v[0] if v else None,
             bm25_rank=b[0] if b else None, vector_distance=v[1] if v else None, bm25_score=b[1] if b else None,
-            superseded_at=r["superseded_at"], last_seen_at=r["last_seen_at"], kind=kind,
+            superseded_at=r["superseded_at"], last_seen_at=r["last_seen_at"], kind=hit_kind,
             first_seen_at=r["first_seen_at"], valid_from=r["valid_from"], valid_to=r["valid_to"],
             source_ts=r["source_ts"], session_id=r["session_id"], speaker=r["speaker"],
             related=tuple(related.get(rid, ())),
-            evidence=rows[folded[rid]]["content"] if folded.get(rid) in rows else r.get("evidence"),
+            evidence=rows[episode]["content"] if episode is not None and episode in rows else r.get("evidence"),
         ))
     return hits
 

@@ -190,7 +190,7 @@ class Store:
         elif hook not in hooks:
             hooks.append(hook)
 
-    def _all(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Mapping[str, Any]]:
+    def _all(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         with self._tx() as conn:
             return [dict(r) for r in conn.exec_driver_sql(sql, dict(params or {})).mappings()]
 
