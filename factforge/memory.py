@@ -25,7 +25,7 @@ from .redaction import DROPPED, Redactor
 from .rules.extract import Extractor
 from .rules.inline import parse_inline
 from .rules.lifecycle import SupersessionRules
-from .rules.secrets import SecretScanner
+from .rules.load import RuleSet
 from .settings import Settings, get_settings
 from .storage.embeddings import EmbedReport, embed_pending
 from .storage.store import Miss, Provenance, Store, StoredFact
@@ -85,10 +85,11 @@ class Memory:
         self.settings = settings or get_settings()
         if url is not None:
             self.settings = self.settings.with_(database_url=url)
-        self.store = open_store(self.settings)
-        self.supersession = SupersessionRules.from_dir(self.settings.patterns_dir)
-        self.extractor = Extractor(self.settings, self.settings.patterns_dir)
-        self.secrets = SecretScanner.from_dir(self.settings.patterns_dir)
+        self.rules = RuleSet.from_dir(self.settings.patterns_dir)  # every rule file, loaded once, passed on
+        self.store = open_store(self.settings, rules=self.rules)
+        self.supersession = self.rules.supersession
+        self.extractor = Extractor(self.settings, rules=self.rules)
+        self.secrets = self.rules.secrets
         self._llm = self._make_llm() if llm == "auto" else llm
         self._embedder = self._make_embedder() if embedder == "auto" else embedder
         self._redactor = Redactor(self.settings, self.secrets)
@@ -109,7 +110,7 @@ class Memory:
             return None
         from .models.llm import OllamaLLM
 
-        return OllamaLLM(self.settings)
+        return OllamaLLM(self.settings, gatekeeper=self.rules.gate)
 
     def _make_embedder(self) -> Any:
         from .models.embed import make_embedder
@@ -404,21 +405,22 @@ class Memory:
         self.close()
 
 
-def open_store(settings: Settings, *, check_embedder: bool = True) -> Store:
+def open_store(settings: Settings, *, check_embedder: bool = True, rules: RuleSet | None = None) -> Store:
     """The store, given what the rules decide for it: what a new fact supersedes (patterns/supersession.yaml)
-    and the gazetteer's spelling of entity names ("postgres" -> "PostgreSQL", patterns/entities.yaml, loaded
+    and the gazetteer's spelling of entity names ("postgres" -> "PostgreSQL", patterns/entities.yaml).
+    ``rules``: the rule set to take them from (default: the settings' patterns folder, the gazetteer loaded
     when the first entity is stored)."""
     from .rules.ner import EntityRecognizer
 
-    recognizer: list[EntityRecognizer] = []
+    recognizer: list[EntityRecognizer] = [rules.ner] if rules is not None else []
 
     def canonical_name(name: str) -> str | None:
         if not recognizer:
             recognizer.append(EntityRecognizer.from_dir(settings.patterns_dir))
         return recognizer[0].canonical(name)
 
-    return Store.open(settings, check_embedder=check_embedder,
-                      supersession=SupersessionRules.from_dir(settings.patterns_dir).decide,
+    supersession = rules.supersession if rules is not None else SupersessionRules.from_dir(settings.patterns_dir)
+    return Store.open(settings, check_embedder=check_embedder, supersession=supersession.decide,
                       canonical_name=canonical_name)
 
 

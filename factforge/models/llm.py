@@ -340,10 +340,12 @@ class OllamaLLM:
     an HTTP error, :class:`LLMParseError` when the reply stays unparseable after the retries.
     """
 
-    def __init__(self, settings: Settings, client: ollama.Client | None = None) -> None:
+    def __init__(self, settings: Settings, client: ollama.Client | None = None, *,
+                 gatekeeper: Gatekeeper | None = None) -> None:
+        """``gatekeeper``: the rule set's (replies are validated with it); default: the settings' patterns."""
         self.settings = settings
         self.client = client or ollama.Client(host=settings.ollama_host, timeout=settings.llm_timeout)
-        self._gatekeeper = Gatekeeper.from_dir(settings.patterns_dir)
+        self._gatekeeper = gatekeeper or Gatekeeper.from_dir(settings.patterns_dir)
 
     def extract(self, request: LLMRequest) -> LLMResult:
         """Ask the model for the facts, entities and relationships in ``request`` and validate them."""
@@ -360,10 +362,12 @@ class OllamaLLM:
 class AsyncOllamaLLM:
     """The asyncio twin of :class:`OllamaLLM` (same prompt, parsing, retries and validation)."""
 
-    def __init__(self, settings: Settings, client: ollama.AsyncClient | None = None) -> None:
+    def __init__(self, settings: Settings, client: ollama.AsyncClient | None = None, *,
+                 gatekeeper: Gatekeeper | None = None) -> None:
+        """See :class:`OllamaLLM`."""
         self.settings = settings
         self.client = client or ollama.AsyncClient(host=settings.ollama_host, timeout=settings.llm_timeout)
-        self._gatekeeper = Gatekeeper.from_dir(settings.patterns_dir)
+        self._gatekeeper = gatekeeper or Gatekeeper.from_dir(settings.patterns_dir)
 
     async def extract(self, request: LLMRequest) -> LLMResult:
         """See :meth:`OllamaLLM.extract`."""

@@ -12,19 +12,17 @@ from collections.abc import Mapping
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import regex
 
-from .gatekeeper import Gatekeeper
 from ..inputs import check_text, check_timestamp
-from .ner import EntityRecognizer
-from .patterns import PatternLibrary
 from .rulefile import REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer
-from .secrets import SecretScanner
-from .segment import Segmenter
 from ..settings import Settings, get_settings
 from ..types import Entity, Extraction, Fact, GateDecision, Relationship, Span
+
+if TYPE_CHECKING:
+    from .load import RuleSet
 
 __all__ = ["Extractor", "TurnRules", "extract"]
 
@@ -279,15 +277,20 @@ def _check_speakers(rules: TurnRules, raw: Mapping[str, Any], where: str, proble
 class Extractor:
     """Gate + patterns + entity recognition over one message or one turn. Thread-safe, no I/O."""
 
-    def __init__(self, settings: Settings | None = None, patterns_dir: Path | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, patterns_dir: Path | None = None, *,
+                 rules: RuleSet | None = None) -> None:
+        """``rules``: the rule set to use (see :mod:`factforge.rules.load`); else the rules of ``patterns_dir``
+        (default: the settings' patterns folder)."""
+        from .load import RuleSet
+
         self.settings = settings or get_settings()
-        directory = patterns_dir or self.settings.patterns_dir
-        self.gate = Gatekeeper.from_dir(directory)
-        self.library = PatternLibrary.from_dir(directory)
-        self.ner = EntityRecognizer.from_dir(directory)
-        self.secrets = SecretScanner.from_dir(directory)
-        self.segmenter = Segmenter.from_dir(directory)
-        self.turns = TurnRules.from_dir(directory)
+        rules = rules or RuleSet.from_dir(patterns_dir or self.settings.patterns_dir)
+        self.gate = rules.gate
+        self.library = rules.library
+        self.ner = rules.ner
+        self.secrets = rules.secrets
+        self.segmenter = rules.segmenter
+        self.turns = rules.turns
 
     # -- public --------------------------------------------------------------------------------------
 
