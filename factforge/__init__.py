@@ -56,7 +56,7 @@ _LAZY = {
     "Memory": "memory",
     "AsyncMemory": "memory",
     "RememberResult": "memory",
-    "DrainReport": "memory",
+    "DrainReport": "draining",
     "Extractor": "rules.extract",
     "extract": "rules.extract",
     "Store": "storage.store",
@@ -81,6 +81,11 @@ _LAZY = {
     "EmbedReport": "storage.embeddings",
 }
 
+# Importable from here (``from factforge import Store`` keeps working) but not the public surface: the
+# storage layer, the LLM's request/response plumbing and the rule engines sit behind Memory and extract().
+_NOT_PUBLIC = frozenset({"Store", "Scope", "Provenance", "LLMRequest", "LLMResult", "LLMCall", "PatternLibrary",
+                         "Gatekeeper", "embed_pending"})
+
 __all__ = [
     "__version__",
     "ConfigError", "DatabaseError", "EmbeddedServerError", "EmbedderError", "EmbeddingMismatchError",
@@ -88,7 +93,7 @@ __all__ = [
     "PatternError", "SchemaError", "ValidationError",
     "Settings", "get_settings",
     "Entity", "Explanation", "Extraction", "Fact", "GateDecision", "Relationship", "Span",
-    *_LAZY,
+    *(name for name in _LAZY if name not in _NOT_PUBLIC),
 ]
 
 
