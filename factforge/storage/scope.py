@@ -77,15 +77,8 @@ def fact_filters(agent_id: str | None, team_id: str | None, *, include_history: 
     if session_id is not None:
         clauses.append(f"({a}.source_session = %(session)s OR {a}.source_activity_session = %(session)s)")
         params["session"] = session_id
-    if since is not None:
-        clauses.append(f"{a}.last_seen_at >= %(since)s")
-        params["since"] = since
-    if until is not None:
-        clauses.append(f"{a}.first_seen_at <= %(until)s")
-        params["until"] = until
-    if entity is not None:
-        clauses.append(_ENTITY.format(a=a))
-        params["entity"] = entity
+    _period_and_entity(clauses, params, since, until, entity, a, since_col=f"{a}.last_seen_at",
+                       until_col=f"{a}.first_seen_at")
     if method:
         clauses.append(f"{a}.extraction_method = %(method)s")
         params["method"] = method
@@ -100,16 +93,23 @@ def episode_filters(agent_id: str | None, team_id: str | None, *, since: datetim
     a = alias
     where, params = visible(a, agent_id, team_id, analyst=f"{a}.visibility IS NOT NULL")
     clauses = [where, f"{a}.tsv IS NOT NULL"]
+    when = f"coalesce({a}.message_ts, {a}.created_at)"
+    _period_and_entity(clauses, params, since, until, entity, a, since_col=when, until_col=when)
+    return " AND ".join(clauses), params
+
+
+def _period_and_entity(clauses: list[str], params: dict[str, Any], since: datetime | None, until: datetime | None,
+                       entity: str | None, alias: str, *, since_col: str, until_col: str) -> None:
+    """The time and entity filters, the same for facts and episodes but for the columns that date them."""
     if since is not None:
-        clauses.append(f"coalesce({a}.message_ts, {a}.created_at) >= %(since)s")
+        clauses.append(f"{since_col} >= %(since)s")
         params["since"] = since
     if until is not None:
-        clauses.append(f"coalesce({a}.message_ts, {a}.created_at) <= %(until)s")
+        clauses.append(f"{until_col} <= %(until)s")
         params["until"] = until
     if entity is not None:
-        clauses.append(_ENTITY.format(a=a))
+        clauses.append(_ENTITY.format(a=alias))
         params["entity"] = entity
-    return " AND ".join(clauses), params
 
 
 # The key of "the same fact in the same scope" (migration 0003's partial unique indexes): a private fact is
