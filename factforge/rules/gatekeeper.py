@@ -24,7 +24,8 @@ import ahocorasick
 import regex
 
 from .normalise import Normaliser
-from .rulefile import TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, guard_budget, read_yaml
+from .rulefile import (TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, guard_budget,
+                       read_yaml, rule_header)
 from .segment import parse_segment_config
 from ..types import GateDecision
 
@@ -581,17 +582,8 @@ def _load_injection(path: Path, problems: Problems) -> tuple[list[InjectionRule]
         if not isinstance(raw, dict):
             problems.add(f"{where}: rule #{n + 1}", "must be a mapping")
             continue
-        rule_id = raw.get("id")
-        at = f"{where}: rule {rule_id if isinstance(rule_id, str) else '#' + str(n + 1)}"
         before = len(problems.items)
-        for key in sorted(set(raw) - INJECTION_KEYS):
-            problems.add(at, f"unknown key {key!r}")
-        if not isinstance(rule_id, str) or not rule_id:
-            problems.add(at, "missing id")
-        elif rule_id in seen:
-            problems.add(at, "duplicate id")
-        else:
-            seen.add(rule_id)
+        rule_id, at = rule_header(raw, f"{where}:", n + 1, INJECTION_KEYS, seen, problems)
         if not isinstance(raw.get("language"), str):
             problems.add(at, "missing language")
         keywords = _string_list(raw.get("keywords"), f"{at}.keywords", problems)

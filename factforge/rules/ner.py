@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, cast
 import ahocorasick
 import regex
 
-from .rulefile import Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer
+from .rulefile import Problems, compile_regex, default_patterns_dir, read_yaml, rule_header, safe_finditer
 from ..types import ENTITY_TYPES, Entity, Span
 
 __all__ = ["CodeContext", "EntityRecognizer", "GazetteerEntry", "RegexExample", "RegexKind", "TextExample"]
@@ -383,17 +383,8 @@ def _load_kinds(data: Any, where: str, problems: Problems) -> list[RegexKind]:
         if not isinstance(raw, dict):
             problems.add(f"{where}: regex #{n + 1}", "must be a mapping")
             continue
-        rule_id = raw.get("id")
-        at = f"{where}: rule {rule_id if isinstance(rule_id, str) and rule_id else '#' + str(n + 1)}"
         before = len(problems.items)
-        for key in sorted(set(raw) - REGEX_KEYS):
-            problems.add(at, f"unknown key {key!r}")
-        if not isinstance(rule_id, str) or not rule_id:
-            problems.add(at, "missing id")
-        elif rule_id in seen:
-            problems.add(at, "duplicate id")
-        else:
-            seen.add(rule_id)
+        rule_id, at = rule_header(raw, f"{where}:", n + 1, REGEX_KEYS, seen, problems)
         kind_type = raw.get("type")
         if kind_type not in ENTITY_TYPES:
             problems.add(at, f"type {kind_type!r} is not one of {', '.join(ENTITY_TYPES)}")
@@ -503,17 +494,8 @@ def _load_contexts(data: Any, where: str, problems: Problems) -> tuple[list[Code
         if not isinstance(raw, dict):
             problems.add(f"{at} rule #{n + 1}", "must be a mapping")
             continue
-        rule_id = raw.get("id")
-        rat = f"{at} rule {rule_id if isinstance(rule_id, str) and rule_id else '#' + str(n + 1)}"
         before = len(problems.items)
-        for key in sorted(set(raw) - CONTEXT_RULE_KEYS):
-            problems.add(rat, f"unknown key {key!r}")
-        if not isinstance(rule_id, str) or not rule_id:
-            problems.add(rat, "missing id")
-        elif rule_id in seen:
-            problems.add(rat, "duplicate id")
-        else:
-            seen.add(rule_id)
+        rule_id, rat = rule_header(raw, at, n + 1, CONTEXT_RULE_KEYS, seen, problems)
         scope = raw.get("scope", "line")
         if scope not in SCOPES:
             problems.add(rat, f"scope: must be one of {', '.join(SCOPES)}")

@@ -26,7 +26,8 @@ from typing import Any, cast
 import ahocorasick
 import regex
 
-from .rulefile import REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer, yaml_files
+from .rulefile import (REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, read_yaml, rule_header,
+                       safe_finditer, yaml_files)
 from ..settings import Settings
 from .temporal import Anchor, find_anchor, resolve
 from ..types import CATEGORIES, Explanation, Fact, Span
@@ -682,17 +683,8 @@ def _load_rule(
     if not isinstance(raw, dict):
         problems.add(f"{where}: rule #{n}", "must be a mapping")
         return None
-    rule_id = raw.get("id")
-    at = f"{where}: rule {rule_id if isinstance(rule_id, str) and rule_id else '#' + str(n)}"
     before = len(problems.items)
-    for key in sorted(set(raw) - RULE_KEYS):
-        problems.add(at, f"unknown key {key!r}")
-    if not isinstance(rule_id, str) or not rule_id:
-        problems.add(at, "missing id")
-    elif rule_id in seen:
-        problems.add(at, f"duplicate id (also in {seen[rule_id]})")
-    else:
-        seen[rule_id] = where
+    rule_id, at = rule_header(raw, f"{where}:", n, RULE_KEYS, seen, problems)
     category = raw.get("category")
     if category not in CATEGORIES:
         problems.add(at, f"unknown category {category!r} (one of {', '.join(CATEGORIES)})")

@@ -18,7 +18,7 @@ import ahocorasick
 import regex
 
 from .rulefile import (TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, guard_budget,
-                       read_yaml)
+                       read_yaml, rule_header)
 
 __all__ = ["UNSCANNED", "Redaction", "has_placeholder", "SecretRule", "SecretScanner", "placeholder"]
 
@@ -169,17 +169,8 @@ def _load(path: Path, problems: Problems) -> list[SecretRule]:
         if not isinstance(raw, dict):
             problems.add(f"{where}: rule #{n + 1}", "must be a mapping")
             continue
-        rule_id = raw.get("id")
-        at = f"{where}: rule {rule_id if isinstance(rule_id, str) and rule_id else '#' + str(n + 1)}"
         before = len(problems.items)
-        for key in sorted(set(raw) - RULE_KEYS):
-            problems.add(at, f"unknown key {key!r}")
-        if not isinstance(rule_id, str) or not rule_id:
-            problems.add(at, "missing id")
-        elif rule_id in seen:
-            problems.add(at, "duplicate id")
-        else:
-            seen.add(rule_id)
+        rule_id, at = rule_header(raw, f"{where}:", n + 1, RULE_KEYS, seen, problems)
         kind = raw.get("kind")
         if not isinstance(kind, str) or not _KIND_RX.fullmatch(kind):
             problems.add(at, "kind must be a lowercase identifier (it appears in [REDACTED:<kind>])")
