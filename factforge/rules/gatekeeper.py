@@ -20,12 +20,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, cast
 
-import ahocorasick
 import regex
 
 from .normalise import Normaliser
 from .rulefile import (TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, guard_budget,
-                       read_yaml, rule_header)
+                       keyword_automaton, read_yaml, rule_header)
 from .segment import parse_segment_config
 from ..types import GateDecision
 
@@ -638,15 +637,7 @@ def _build(patterns_dir: Path) -> Gatekeeper:
                 else:
                     words[key][phrase] = key
     shapes = _build_shapes(tokenizer, gate["shapes"], str(patterns_dir / "gate.yaml"), problems)
-    automaton = ahocorasick.Automaton()
-    by_keyword: dict[str, list[int]] = {}
-    for index, rule in enumerate(rules):
-        for keyword in rule.keywords:
-            by_keyword.setdefault(keyword, []).append(index)
-    for keyword, indices in by_keyword.items():
-        automaton.add_word(keyword, tuple(indices))
-    if by_keyword:
-        automaton.make_automaton()
+    automaton = keyword_automaton(rule.keywords for rule in rules)
     thresholds = gate["thresholds"]
     keeper = Gatekeeper(
         tokenizer=tokenizer,

@@ -23,11 +23,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, cast
 
-import ahocorasick
 import regex
 
-from .rulefile import (REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, read_yaml, rule_header,
-                       safe_finditer, yaml_files)
+from .rulefile import (REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, keyword_automaton, read_yaml,
+                       rule_header, safe_finditer, yaml_files)
 from ..settings import Settings
 from .temporal import Anchor, find_anchor, resolve
 from ..types import CATEGORIES, Explanation, Fact, Span
@@ -829,16 +828,7 @@ def _load_rules(
 
 
 def _build_automaton(rules: Sequence[Rule]) -> Any:
-    automaton = ahocorasick.Automaton()
-    by_keyword: dict[str, list[int]] = {}
-    for index, rule in enumerate(rules):
-        for keyword in rule.keywords:
-            by_keyword.setdefault(keyword, []).append(index)
-    for keyword, indices in by_keyword.items():
-        automaton.add_word(keyword, tuple(sorted(set(indices))))
-    if by_keyword:
-        automaton.make_automaton()
-    return automaton
+    return keyword_automaton(rule.keywords for rule in rules)
 
 
 def _build(patterns_dir: Path) -> PatternLibrary:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import ahocorasick
 import regex
 import yaml
 
@@ -68,6 +69,21 @@ def rule_header(raw: Mapping[str, Any], label: str, number: int, keys: frozenset
     else:
         seen.add(rule_id)
     return rule_id, at
+
+
+def keyword_automaton(keywords_per_rule: Iterable[Iterable[str]]) -> Any:
+    """An Aho-Corasick automaton from each keyword to the indices of the rules that list it (in order): one
+    pass over a text finds every rule worth running on it."""
+    automaton = ahocorasick.Automaton()
+    by_keyword: dict[str, list[int]] = {}
+    for index, keywords in enumerate(keywords_per_rule):
+        for keyword in keywords:
+            by_keyword.setdefault(keyword, []).append(index)
+    for keyword, indices in by_keyword.items():
+        automaton.add_word(keyword, tuple(sorted(set(indices))))
+    if by_keyword:
+        automaton.make_automaton()
+    return automaton
 
 
 def read_yaml(path: Path, problems: Problems) -> Any:

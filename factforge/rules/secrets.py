@@ -14,11 +14,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, cast
 
-import ahocorasick
 import regex
 
 from .rulefile import (TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, guard_budget,
-                       read_yaml, rule_header)
+                       keyword_automaton, read_yaml, rule_header)
 
 __all__ = ["UNSCANNED", "Redaction", "has_placeholder", "SecretRule", "SecretScanner", "placeholder"]
 
@@ -214,15 +213,7 @@ def _cached_scanner(patterns_dir: str) -> SecretScanner:
     problems = Problems()
     rules = _load(Path(patterns_dir) / "secrets.yaml", problems)
     problems.raise_if_any()
-    automaton = ahocorasick.Automaton()
-    by_keyword: dict[str, list[int]] = {}
-    for index, rule in enumerate(rules):
-        for keyword in rule.keywords:
-            by_keyword.setdefault(keyword, []).append(index)
-    for keyword, indices in by_keyword.items():
-        automaton.add_word(keyword, tuple(indices))
-    if by_keyword:
-        automaton.make_automaton()
+    automaton = keyword_automaton(rule.keywords for rule in rules)
     scanner = SecretScanner(tuple(rules), automaton)
     # A redacted example must not be matched again: otherwise redaction would not be idempotent.
     for rule in rules:
