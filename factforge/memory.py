@@ -303,7 +303,8 @@ class Memory:
     # -- the background embedder ---------------------------------------------------------------------
 
     def embed_pending(self, *, batch: int = 64, limit: int | None = None) -> EmbedReport:
-        """Embed facts and episodes still without a vector, in batches (see :func:`factforge.storage.embeddings.embed_pending`).
+        """Embed facts and episodes still without a vector, in batches
+        (see :func:`factforge.storage.embeddings.embed_pending`).
 
         ``remember()`` leaves episode vectors to this, so it never waits for the model: with ``background``
         a thread calls it after each commit; a worker process can call it on a schedule."""

@@ -38,8 +38,8 @@ def run_worker(memory: Memory, stop: threading.Event, *, idle_poll_s: float = 1.
     """Work until ``stop`` is set (or ``max_items`` queue items are done); returns what was done.
 
     One queue item per :meth:`Memory.drain` call, so a stop request waits for one item at most. When the
-    queue has nothing due, facts without a vector are embedded (:func:`factforge.storage.embeddings.embed_pending`), then the
-    worker sleeps ``idle_poll_s``.
+    queue has nothing due, facts without a vector are embedded
+    (:func:`factforge.storage.embeddings.embed_pending`), then the worker sleeps ``idle_poll_s``.
     """
     report = WorkerReport()
     embedder = memory._embedder if embed else None

@@ -21,15 +21,36 @@ import calendar
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from functools import lru_cache
+from importlib import resources
+from typing import Any
 
 import parsedatetime
 import regex
+import yaml
 
+from ..errors import PatternError
 from ..types import Span
 
 __all__ = ["Anchor", "find_anchor", "find_expressions", "resolve"]
 
 Period = tuple[datetime | None, datetime | None]
+
+
+def _time_words() -> dict[str, Any]:
+    """data/time_words.yaml: the words of the time expressions (the grammar below combines them)."""
+    path = resources.files("factforge").joinpath("data/time_words.yaml")
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    shapes = {"number_words": dict, "weekdays": list, "seasons": list, "relative": list, "zh": dict}
+    given = data if isinstance(data, dict) else {}
+    wrong = [key for key, kind in shapes.items() if not isinstance(given.get(key), kind)]
+    if not wrong and not all(isinstance(data["zh"].get(k), dict) for k in ("fixed", "digits", "units")):
+        wrong = ["zh (needs fixed, digits and units)"]
+    if wrong:
+        raise PatternError(f"{path}: missing or malformed: {', '.join(wrong)}")
+    return data
+
+
+_WORDS_DATA = _time_words()
 
 MONTHS: dict[str, int] = {}
 for _n, (_full, _abbr) in enumerate(zip(calendar.month_name[1:], calendar.month_abbr[1:], strict=True), 1):
@@ -38,13 +59,15 @@ for _n, (_full, _abbr) in enumerate(zip(calendar.month_name[1:], calendar.month_
 MONTHS["sept"] = 9
 _MONTH_RX = "|".join(sorted(MONTHS, key=len, reverse=True))
 _UNIT_RX = r"(?:day|week|month|year|fortnight)s?"
-_NUMBER_RX = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a\s+few|a\s+couple\s+of)"
-_WEEKDAY_RX = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_NUMBER_WORDS: dict[str, int] = _WORDS_DATA["number_words"]
+_NUMBER_RX = r"(?:\d+|" + "|".join(w.replace(" ", r"\s+") for w in _NUMBER_WORDS) + ")"
+_WEEKDAY_RX = "(?:" + "|".join(_WORDS_DATA["weekdays"]) + ")"
+_SEASON_RX = "|".join(_WORDS_DATA["seasons"])
 
 # The expressions :func:`resolve` understands, for finding them in running text.
 _CORE = (
     rf"(?:yesterday|today|tonight|tomorrow|the\s+day\s+before\s+yesterday"
-    rf"|(?:last|this|next|past)\s+(?:{_WEEKDAY_RX}|week|month|year|weekend|summer|winter|spring|fall|autumn)"
+    rf"|(?:last|this|next|past)\s+(?:{_WEEKDAY_RX}|week|month|year|weekend|{_SEASON_RX})"
     rf"|(?:on\s+)?{_WEEKDAY_RX}"
     rf"|{_NUMBER_RX}\s+{_UNIT_RX}\s+ago"
     rf"|(?:in\s+|early\s+|late\s+)?(?:{_MONTH_RX})(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?(?:,?\s+(?:19|20)\d\d)?\b"
@@ -57,8 +80,6 @@ EXPRESSION = regex.compile(
     regex.IGNORECASE,
 )
 
-_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-                 "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a few": 3, "a couple of": 2}
 _YEAR = regex.compile(r"(?:in\s+)?((?:19|20)\d\d)")
 _MONTH = regex.compile(rf"(?:in\s+|early\s+|late\s+)?({_MONTH_RX})(?:,?\s+((?:19|20)\d\d))?")
 _ISO = regex.compile(r"(?:on\s+)?(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?))?")
@@ -72,25 +93,17 @@ _RANGE = regex.compile(rf"(?:from|between)\s+({_CORE})\s+(?:to|until|till|throug
 _AMBIGUOUS = regex.compile(rf"(?:(?:early|late)\s+)?(?:{_MONTH_RX})|{_WEEKDAY_RX}|(?:19|20)\d\d")
 # Every expression find_anchor accepts holds one of these words or a year-like number: a cheap test that
 # spares the full expression scan on the many sentences that hold no time at all.
-_TRIGGERS = frozenset({"yesterday", "today", "tonight", "tomorrow", "ago", "week", "month", "year", "weekend",
-                       "summer", "winter", "spring", "fall", "autumn", "monday", "tuesday", "wednesday", "thursday",
-                       "friday", "saturday", "sunday"}) | frozenset(MONTHS)
+_TRIGGERS = frozenset(_WORDS_DATA["relative"]) | frozenset(_WORDS_DATA["seasons"]) | \
+    frozenset(_WORDS_DATA["weekdays"]) | frozenset(MONTHS)
 _WORDS = regex.compile(r"[a-z]+")
 _YEARISH = regex.compile(r"(?:19|20)\d\d|[\u4e00-\u9fff]")
 # Expressions whose meaning does not depend on when they were said: they name a year or an ISO date.
 _ABSOLUTE = regex.compile(r"(?:19|20)\d\d")
 
 # Chinese: fixed words and "N <unit> 前" ("三周前" = three weeks ago), with Chinese or Arabic numerals.
-_ZH_FIXED = {
-    "今天": "today", "今晚": "tonight", "昨天": "yesterday", "昨日": "yesterday", "前天": "the day before yesterday",
-    "明天": "tomorrow", "上个月": "last month", "上月": "last month", "这个月": "this month", "本月": "this month",
-    "下个月": "next month", "上周": "last week", "上个星期": "last week", "上星期": "last week", "上个礼拜": "last week",
-    "这周": "this week", "本周": "this week", "下周": "next week", "去年": "last year", "今年": "this year",
-    "明年": "next year", "前年": "2 years ago",
-}
-_ZH_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-_ZH_UNITS = {"天": "day", "日": "day", "周": "week", "星期": "week", "个星期": "week", "礼拜": "week", "个礼拜": "week",
-             "月": "month", "个月": "month", "年": "year"}
+_ZH_FIXED: dict[str, str] = _WORDS_DATA["zh"]["fixed"]
+_ZH_DIGITS: dict[str, int] = _WORDS_DATA["zh"]["digits"]
+_ZH_UNITS: dict[str, str] = _WORDS_DATA["zh"]["units"]
 _ZH_NUMBER = r"(?:\d+|[零一二两三四五六七八九十]{1,3}|几)"
 _ZH_AGO = regex.compile(rf"({_ZH_NUMBER})\s*({'|'.join(sorted(_ZH_UNITS, key=len, reverse=True))})(?:以)?前")
 ZH_EXPRESSION = regex.compile(
