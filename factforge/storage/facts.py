@@ -80,12 +80,11 @@ def save(store: Store, facts: Sequence[Fact],
     raise AssertionError("unreachable")
 
 
-def _save_one(store: Store, conn: Any, fact: Fact, scope: Scope, prov: Provenance, vector: Sequence[float] | None,
-              embedding_model: str | None) -> StoredFact:
+def _fact_params(conn: Any, fact: Fact, scope: Scope, prov: Provenance, vector: Sequence[float] | None,
+                 embedding_model: str | None) -> dict[str, Any]:
+    """The parameters of a fact's row (its source session only if that session is registered)."""
     from pgvector import Vector
 
-    h = content_hash(fact.content)
-    seen = prov.message_ts or datetime.now(timezone.utc)
     params: dict[str, Any] = {
         "content": fact.content.strip(), "category": fact.category, "confidence": float(fact.confidence),
         "method": fact.method, "rule_id": fact.rule_id, "entities": list(fact.entities),
@@ -94,13 +93,20 @@ def _save_one(store: Store, conn: Any, fact: Fact, scope: Scope, prov: Provenanc
         "user_msg": prov.user_message, "assistant_msg": prov.assistant_message,
         "activity": prov.activity_session, "agent": scope.agent_id, "team": scope.team_id,
         "visibility": scope.visibility, "embedding": Vector(list(vector)) if vector is not None else None,
-        "model": embedding_model if vector is not None else None, "hash": h, "seen": seen,
-        "valid_from": fact.valid_from, "valid_to": fact.valid_to,
+        "model": embedding_model if vector is not None else None, "hash": content_hash(fact.content),
+        "seen": prov.message_ts or datetime.now(timezone.utc), "valid_from": fact.valid_from, "valid_to": fact.valid_to,
     }
     if params["session"] is not None:
         exists = conn.exec_driver_sql("SELECT 1 FROM sessions WHERE id = %(s)s", {"s": params["session"]}).first()
         if not exists:
             params["session"] = None
+    return params
+
+
+def _save_one(store: Store, conn: Any, fact: Fact, scope: Scope, prov: Provenance, vector: Sequence[float] | None,
+              embedding_model: str | None) -> StoredFact:
+    params = _fact_params(conn, fact, scope, prov, vector, embedding_model)
+    seen = params["seen"]
     row = None
     action = "new"
     if vector is not None:
@@ -150,7 +156,9 @@ def _save_one(store: Store, conn: Any, fact: Fact, scope: Scope, prov: Provenanc
     return stored(row, action, superseded)
 
 
-def _paraphrase_of(store: Store, conn: Any, fact: Fact, scope: Scope, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _paraphrase_of(store: Store, conn: Any, fact: Fact, scope: Scope,
+                   params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The stored fact this one paraphrases (its mention counted), or None."""
     threshold = store.settings.dedup_similarity
     cand = conn.exec_driver_sql(
         f"""
