@@ -25,8 +25,8 @@ from typing import Any, cast
 
 import regex
 
-from .rulefile import (REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, keyword_automaton, read_yaml,
-                       rule_header, safe_finditer, yaml_files)
+from .rulefile import (REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, grammar_words, keyword_automaton,
+                       read_yaml, rule_header, safe_finditer, yaml_files)
 from ..settings import Settings
 from .temporal import Anchor, find_anchor, resolve
 from ..types import CATEGORIES, Explanation, Fact, Span
@@ -68,18 +68,17 @@ _QUESTION_MARKS = frozenset("?？")
 _TRIM_CHARS = " \t\n.,;:!?。，！？；：、…\"'“”‘’()（）"
 _TITLE_QUOTES = "\"'"
 _TRIM_NO_QUOTES = _TRIM_CHARS.replace('"', "").replace("'", "")
-_ARTICLE = regex.compile(r"^(?:the|a|an)\s+", regex.IGNORECASE)
+_GRAMMAR = grammar_words()
+_ARTICLE = regex.compile(rf"^(?:{_GRAMMAR['articles']})\s+", regex.IGNORECASE)
 _SPACES = regex.compile(r"\s+")
 _CJK_GAP = regex.compile(r"(?<=[\p{Han}])\s+(?=[\p{Han}])")
 _FIRST_WORD = regex.compile(r"^([\p{L}]+)(.*)$", regex.DOTALL)
 # A list item that takes no carried-over "to" ("I like to read, the guitar, and ..."): it starts a noun phrase.
 # A gerund item takes none either ("I like to go hiking, camping, and fishing": "User likes fishing").
-_NO_CARRY = regex.compile(r"^(?:(?:to|the|a|an|my|your|his|her|their|our|its|some|any|all|this|that|these|those)\s"
-                          r"|\p{L}{2,}ing(?:\s|$))", regex.IGNORECASE)
+_NO_CARRY = regex.compile(rf"^(?:(?:{_GRAMMAR['no_carry']})\s|\p{{L}}{{2,}}ing(?:\s|$))", regex.IGNORECASE)
 _TO = regex.compile(r"^to\s", regex.IGNORECASE)
 # A preposition left dangling where a time expression was cut out of a slot ("moved to Berlin back in").
-_DANGLING = regex.compile(r"(?:\s+(?:back|on|in|at|by|during|since|from|until|till|as\s+of))+\s*$",
-                          regex.IGNORECASE)
+_DANGLING = regex.compile(rf"(?:\s+(?:{_GRAMMAR['dangling']}))+\s*$", regex.IGNORECASE)
 # The name of the define that holds the regex for one more list item (see ``list_group`` in preference.yaml).
 LIST_DEFINE = "list_next"
 # Defines with a library-wide meaning (see preference.yaml): where a new clause starts, so a blocker word
@@ -493,8 +492,8 @@ def _third_person_verb(word: str) -> str:
     return word + "s"
 
 
-# Grammar, not vocabulary: the only verbs whose third person the spelling rules get wrong.
-_IRREGULAR_THIRD = {"have": "has", "be": "is", "am": "is"}
+# The only verbs whose third person the spelling rules get wrong (data/grammar_words.yaml).
+_IRREGULAR_THIRD: dict[str, str] = _GRAMMAR["irregular_third"]
 _E_ENDINGS = regex.compile(r"(?:iz|is|ys|yz|v|c|dg|ud|u|ir|ur|[^aeiou]om|[^aeiou]at|[^aeiou][aiou]d)$")
 _ONE_SYLLABLE_CVC = regex.compile(r"^[^aeiou]*[aeiou][^aeiouwxy]$")
 
@@ -757,7 +756,8 @@ def _load_rule(
     if len(problems.items) > before or rx is None or confidence is None or boost is None:
         return None
     return Rule(
-        id=cast(str, rule_id), category=cast(str, category), language=cast(str, language), confidence=confidence, template=template,
+        id=cast(str, rule_id), category=cast(str, category), language=cast(str, language), confidence=confidence,
+        template=template,
         entity_groups=entity_groups, keywords=tuple(keywords), examples=examples, counter_examples=counter,
         subject=subject, relation=cast(str, relation), regex=rx, boost_words=boost_words, boost=boost,
         time_group=time_group, time_mode=time_mode, blockers=blockers, allow_questions=allow_questions,
