@@ -258,22 +258,15 @@ class Store:
 
     @classmethod
     def open(cls, settings: Settings, *, check_embedder: bool = True) -> Store:
-        from sqlalchemy import create_engine, event
         from sqlalchemy.exc import SQLAlchemyError
 
         from . import db
+        from .pooling import create_pooled_engine
 
         url = db.database_url(settings)
         db.ensure_schema(url, settings, check_embedder=check_embedder)
         try:
-            engine = create_engine(url, pool_size=settings.db_pool_size, max_overflow=4, pool_pre_ping=True)
-
-            @event.listens_for(engine, "connect")
-            def _register(dbapi_conn: Any, _record: Any) -> None:
-                from pgvector.psycopg import register_vector
-
-                register_vector(dbapi_conn)
-
+            engine = create_pooled_engine(url, pool_size=settings.db_pool_size)
             with engine.connect():
                 pass
         except SQLAlchemyError as exc:
