@@ -116,10 +116,12 @@ class Memory:
         return OllamaLLM(self.settings)
 
     def _make_embedder(self) -> Any:
-        from .models.embed import make_embedder
+        from .models.embed import CachedEmbedder, make_embedder
 
         try:
-            return make_embedder(self.settings)
+            inner = make_embedder(self.settings)
+            # Queries asked again and facts said again are not embedded again (see CachedEmbedder).
+            return CachedEmbedder(inner) if inner is not None else None
         except EmbedderError as exc:
             logger.warning("no embedder (%s); facts are stored without vectors, backfill later", exc)
             return None
