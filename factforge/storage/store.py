@@ -306,25 +306,27 @@ class Store:
         return getattr(self._local, "conn", None)
 
     @contextmanager
-    def unit_of_work(self) -> Iterator[None]:
+    def unit_of_work(self, *, savepoints: bool = True) -> Iterator[None]:
         """Run every write of this thread in one transaction until the block ends (a batch of turns).
 
         It commits when the block ends and rolls back if it raises, so either all of it is stored or none.
         Inside it a conflicting write (deadlock, serialisation failure) is not retried: the transaction is
         aborted by then, the :class:`DatabaseError` ends the unit and the caller redoes the work without it.
         Work registered with :meth:`after_commit` runs once the commit is done. A nested call joins the
-        outer unit.
+        outer unit. ``savepoints=False``: the unit holds one call, so a failing call ends the unit anyway and
+        the savepoint around it (two round trips) is left out.
         """
         if self._bound() is not None:
             yield
             return
         hooks: list[Callable[[], object]] = []
         with self._tx() as conn:
-            self._local.conn, self._local.hooks = conn, hooks
+            self._local.conn, self._local.hooks, self._local.savepoints = conn, hooks, savepoints
             try:
                 yield
             finally:
                 self._local.conn = self._local.hooks = None
+                self._local.savepoints = True
         for hook in hooks:
             hook()
 
@@ -334,7 +336,7 @@ class Store:
         from sqlalchemy.exc import SQLAlchemyError
 
         conn = self._bound()
-        if conn is None:
+        if conn is None or not self._local.savepoints:
             yield
             return
         # Plain SQL rather than Connection.begin_nested(): one round trip each way, a sixth of the cost per turn.
@@ -430,23 +432,22 @@ class Store:
         if episode is not None and episode not in VISIBILITIES:
             raise ValidationError(f"visibility {episode!r} must be one of {', '.join(VISIBILITIES)}")
         with self._tx() as conn:
+            # One round trip: the session counts the turn only if its key was free.
             inserted = conn.exec_driver_sql(
-                "INSERT INTO turns (key, session_id, activity_session, agent_id, team_id, user_message, "
+                "WITH t AS (INSERT INTO turns (key, session_id, activity_session, agent_id, team_id, user_message, "
                 "assistant_message, message_ts, gate_reason, fact_count, visibility, user_name, assistant_name, "
                 "entities, valid_from, valid_to) VALUES (%(key)s, %(session)s, %(activity)s, %(agent)s, %(team)s, "
                 "%(user)s, %(assistant)s, %(ts)s, %(reason)s, %(n)s, %(vis)s, %(user_name)s, %(assistant_name)s, "
-                "%(entities)s, %(valid_from)s, %(valid_to)s) ON CONFLICT (key) DO NOTHING RETURNING key",
+                "%(entities)s, %(valid_from)s, %(valid_to)s) ON CONFLICT (key) DO NOTHING RETURNING key), "
+                "s AS (UPDATE sessions SET turn_count = turn_count + 1, last_seen_at = now() "
+                "WHERE id = %(session)s AND EXISTS (SELECT FROM t)) "
+                "SELECT key FROM t",
                 {"key": key, "session": session_id, "activity": activity_session, "agent": agent_id,
                  "team": team_id, "user": user_message, "assistant": assistant_message, "ts": message_ts,
                  "reason": gate_reason, "n": fact_count, "vis": episode, "user_name": user_name,
                  "assistant_name": assistant_name, "entities": list(dict.fromkeys(entities)),
                  "valid_from": valid_from, "valid_to": valid_to},
             ).first()
-            if inserted and session_id is not None:
-                conn.exec_driver_sql(
-                    "UPDATE sessions SET turn_count = turn_count + 1, last_seen_at = now() WHERE id = %(id)s",
-                    {"id": session_id},
-                )
         return inserted is not None
 
     def set_turn_fact_count(self, key: str, n: int) -> None:
