@@ -41,6 +41,8 @@ logger = logging.getLogger("factforge.memory")
 DROPPED = "[DROPPED: message contained a secret]"
 
 _PRIVATE_FIRST = VISIBILITIES  # ("private", "team", "global")
+# How long the background embedder gathers episodes before a pass: how much later they become vector-findable.
+EMBED_GATHER_S = 0.1
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -697,6 +699,9 @@ class Memory:
     def _embed_loop(self) -> None:
         try:
             while self._embed_again.is_set() and not self._closed:
+                # Under load turns come faster than the model embeds them one by one: a moment's wait lets
+                # one call take many (the local model: 3.9 ms CPU per text alone, 1.9 ms in a batch of 64).
+                time.sleep(EMBED_GATHER_S)
                 self._embed_again.clear()
                 self.embed_pending()
         except Exception:  # the rows keep waiting without a vector: the next pass (or a backfill) embeds them
