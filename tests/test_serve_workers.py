@@ -65,3 +65,20 @@ def test_two_worker_processes_serve_one_database(db_url: str, tmp_path: Path) ->
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     assert not psutil.pid_exists(workers[0].pid) or workers[0].status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_workers_listening_socket_is_tcp_so_asyncio_turns_nagle_off() -> None:
+    from factforge.cli_service import listen_socket
+
+    sock = listen_socket("127.0.0.1", 0)
+    try:
+        # asyncio sets TCP_NODELAY only on connections whose socket says IPPROTO_TCP (uvicorn's own shared
+        # socket says 0, and each of its responses then waited for the client's delayed ACK, ~40 ms)
+        assert sock.proto == socket.IPPROTO_TCP and sock.get_inheritable()
+        sock.listen()
+        client = socket.create_connection(sock.getsockname())
+        accepted, _ = sock.accept()
+        with client, accepted:
+            assert accepted.proto == socket.IPPROTO_TCP
+    finally:
+        sock.close()
