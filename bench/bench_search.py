@@ -381,6 +381,61 @@ def load_episodes(conninfo: str, facts: list[dict[str, Any]], vectors: Any, n: i
     return time.perf_counter() - t0
 
 
+def keyword_overlap(conninfo: str, source: Any, queries: list[tuple[str, str, str]], k: int = 10
+                    ) -> dict[str, Any]:
+    """Top-k overlap of ``search(mode="bm25", kinds=["fact"])`` with an exact BM25 computed here in Python
+    over the same tokens (the stored tsvectors, the stored document frequencies), for the same caller: by id,
+    and tie-aware (a hit scoring at least the exact k-th score counts)."""
+    import math
+
+    import psycopg
+
+    from factforge.search import BM25_B, BM25_K1, search
+
+    postings: dict[str, list[tuple[int, int]]] = {}
+    docs: list[tuple[Any, str, str | None, str | None, int]] = []
+    with psycopg.connect(conninfo) as conn:
+        n_docs, total = conn.execute("SELECT n_docs, total_len FROM bm25_corpus WHERE id = 1").fetchone()
+        df = dict(conn.execute("SELECT lexeme, df FROM bm25_terms").fetchall())
+        cur = conn.execute("SELECT f.id, f.visibility, f.agent_id, f.team_id, length(f.tsv), "
+                           "array(SELECT u.lexeme FROM unnest(f.tsv) u), "
+                           "array(SELECT coalesce(array_length(u.positions, 1), 1) FROM unnest(f.tsv) u) "
+                           "FROM facts f WHERE f.superseded_at IS NULL")
+        for fid, vis, agent, team, dl, lexemes, tfs in cur:
+            for lexeme, tf in zip(lexemes, tfs):
+                postings.setdefault(lexeme, []).append((len(docs), tf))
+            docs.append((fid, vis, agent, team, dl))
+        qterms = [[r[0] for r in conn.execute("SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %s))",
+                                                 (text,))] for text, _, _ in queries]
+    n = max(n_docs, 1)
+    avgdl = max(total / n, 1)
+    by_id, tie_aware, matching, secs = [], [], [], []
+    for (text, agent, team), terms in zip(queries, qterms):
+        scores: dict[int, float] = {}
+        for lexeme in terms:
+            d = df.get(lexeme, 0)
+            idf = math.log(1 + (n - d + 0.5) / (d + 0.5))
+            for i, tf in postings.get(lexeme, ()):
+                _, vis, a, t, dl = docs[i]
+                if vis == "global" or (vis == "team" and t == team) or (vis == "private" and a == agent):
+                    scores[i] = scores.get(i, 0.0) + idf * tf * (BM25_K1 + 1) / (
+                        tf + BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl))
+        exact = sorted(scores.items(), key=lambda kv: (-kv[1], str(docs[kv[0]][0])))[:k]  # ties by id, as SQL
+        if not exact:
+            continue
+        matching.append(len(scores))
+        t0 = time.perf_counter()
+        hits = search(source, text, agent_id=agent, team_id=team, k=k, mode="bm25", kinds=["fact"])
+        secs.append((time.perf_counter() - t0) * 1000)
+        want = {docs[i][0] for i, _ in exact}
+        by_id.append(len(want & {h.id for h in hits}) / len(want))
+        kth = exact[-1][1]
+        tie_aware.append(min(len(exact), sum(1 for h in hits if (h.bm25_score or 0) >= kth - 1e-6)) / len(exact))
+    return {"by_id": round(statistics.fmean(by_id), 4), "tie_aware": round(statistics.fmean(tie_aware), 4),
+            "queries": len(by_id), "median_visible_matching_facts": statistics.median(matching),
+            "facts_only_bm25_p50_ms": round(pct(secs, 50), 2)}
+
+
 def pct(values: list[float], p: float) -> float:
     s = sorted(values)
     if not s:
@@ -490,7 +545,7 @@ def main() -> int:
         if not reuse:
             if external:
                 command.downgrade(cfg, "base")
-            command.upgrade(cfg, "head")
+        command.upgrade(cfg, "head")  # a kept database gets this checkout's migrations too
 
         embedder = LocalEmbedder()
         embedder.embed(["warm up"])
@@ -643,6 +698,10 @@ def main() -> int:
         res["sql_only_ms"] = {k: {"p50": round(pct(v, 50), 2), "p95": round(pct(v, 95), 2), "p99": round(pct(v, 99), 2),
                                   "mean": round(statistics.fmean(v), 2)} for k, v in sql_ms.items() if v}
 
+        # ------------------------------------------------------------------------------ keyword exactness
+        res["keyword_overlap"] = keyword_overlap(conninfo, source, queries)
+        print(f"keyword overlap: {res['keyword_overlap']}", file=sys.stderr)
+
         # ------------------------------------------------------------------------------ recall@10
         rec_id, rec_dist, exact_ms, visible = [], [], [], []
         fact_hits = results["vector"]
@@ -752,6 +811,11 @@ def report(res: dict[str, Any]) -> None:
               f"one long-lived connection)")
     qe = res["query_embed_ms"]
     print(f"  {'embed':8s} {qe['p50']:8.2f} {qe['p95']:8.2f} {qe['p99']:8.2f}   (LocalEmbedder, one query)")
+    if "keyword_overlap" in res:
+        o = res["keyword_overlap"]
+        print(f"\nkeyword top-10 overlap with exact BM25 (Python, same tokens and statistics): {o['by_id']:.4f} by id, "
+              f"{o['tie_aware']:.4f} tie-aware ({o['queries']} queries; median {o['median_visible_matching_facts']} "
+              f"visible facts hold a query word)")
     r = res["recall_at_10"]
     print(f"\nrecall@10, search(mode='vector') vs exact scan under the same scope: {r['by_id']:.4f} by id, "
           f"{r['by_distance']:.4f} by distance ({r['queries']} queries; an agent sees ~"

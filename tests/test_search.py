@@ -236,3 +236,30 @@ def test_the_vector_half_leaves_out_far_neighbours(team_chat: tuple[Store, Local
     # a fact BM25 found too stays, however far its vector is
     both = search(store, "caching", agent_id="a1", team_id="t1", embedder=embedder)
     assert [h.content for h in both] == ["Team uses Redis for caching"]
+
+
+# --- issue 19: the top k is the exact BM25 top k, however many facts hold the query's words ----------------
+
+
+def test_bm25_is_exact_when_many_facts_hold_every_query_word(db_url: str, tmp_path: Path) -> None:
+    """1,200 visible facts hold both query words (the old candidate caps scored an arbitrary 500 of them);
+    the best ones are short or repeat a word, and sit anywhere in insertion order. Hidden facts that would
+    win sit in other scopes."""
+    rng = random.Random(19)
+    store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    try:
+        texts = sorted({"Team uses kafka for billing " + " ".join(rng.sample(WORDS[2:], rng.randint(0, 12)))
+                        + (" kafka" * rng.choice([0] * 20 + [1, 2])) for _ in range(2000)})
+        rng.shuffle(texts)
+        for i in range(0, len(texts), 200):
+            store.save([_fact(t) for t in texts[i:i + 200]], Scope("a1", "t1", "team"), Provenance(f"m{i}"))
+        store.save([_fact("Team uses kafka kafka billing")], Scope("other", "t2", "team"), Provenance("hid"))
+        store.save([_fact("Team uses kafka billing kafka")], Scope("a2", "t1", "private"), Provenance("hid2"))
+        for query in ("kafka billing", "kafka", "billing cache nightly", "kafka billing redis terraform"):
+            for n in (10, 40):
+                hits = search(store, query, agent_id="a1", team_id="t1", mode="bm25", k=n)
+                expected = _oracle(db_url, query, n)
+                assert [round(h.bm25_score or 0, 6) for h in hits] == [round(s, 6) for _, s in expected], query
+                assert all(h.team_id == "t1" and h.visibility == "team" for h in hits)
+    finally:
+        store.close()
