@@ -164,7 +164,8 @@ def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table:
             params[f"bm25_t{i}"] = _scoped_tsquery_text(terms[i].lexeme, keys)
             return f"{SCOPED_TSV} @@ %(bm25_t{i})s::tsquery"
         params[f"bm25_t{i}"] = _quote(terms[i].lexeme)
-        return f"f.tsv @@ %(bm25_t{i})s::tsquery"
+        # the analyst's view: the scoped index holds every lexeme unprefixed too
+        return f"{SCOPED_TSV if table in _SCOPED_TABLES else 'f.tsv'} @@ %(bm25_t{i})s::tsquery"
 
     def theta(found: Sequence[str]) -> str:
         """SQL: the n-th best score of the distinct documents scored so far (0 while fewer)."""

@@ -263,3 +263,27 @@ def test_bm25_is_exact_when_many_facts_hold_every_query_word(db_url: str, tmp_pa
                 assert all(h.team_id == "t1" and h.visibility == "team" for h in hits)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("table", ["fact_terms", "turns"])
+def test_the_analysts_bm25_reads_the_scoped_index_too(corpus: Store, db_url: str, table: str) -> None:
+    """Without scope keys every step asks the scoped index for the plain lexeme (it holds both forms)."""
+    from factforge.search import _episode_filters, _filters, bm25_query
+
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+        conn.execute("INSERT INTO turns (key, agent_id, user_message, visibility) "
+                     "VALUES ('t-zk', 'a1', 'we run a zookeeper quorum', 'private')")
+        conn.execute("SET enable_seqscan = off")
+        if table == "turns":
+            where, params = _episode_filters(None, None, None, None, None)
+        else:
+            where, params = _filters(None, None, [], False, None, None, None, None)
+        built = bm25_query(conn, where, {**params, "q": "zookeeper kafka", "n": 40}, "zookeeper kafka", table)
+        assert built is not None
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + built[0], built[1]).fetchall())
+        assert ("fact_terms_scoped_gin" if table == "fact_terms" else "turns_scoped_tsv_gin") in plan
+        assert "Seq Scan" not in plan
+        conn.rollback()
+    hits = search(corpus, "kafka billing", agent_id=None, team_id=None, mode="bm25", k=10)
+    assert [round(h.bm25_score or 0, 6) for h in hits] == sorted((round(h.bm25_score or 0, 6) for h in hits),
+                                                                  reverse=True) and hits
