@@ -125,7 +125,7 @@ def cpu(pid: int) -> float:
 
 
 def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
-    from factforge.keys import KeyStore
+    from factforge.storage.keys import KeyStore
     from factforge.memory import Memory
     from factforge.settings import Settings
 
@@ -201,7 +201,7 @@ def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
 def bench_workers(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     import psycopg
 
-    from factforge.db import conninfo
+    from factforge.storage.db import conninfo
     from factforge.memory import Memory
     from factforge.settings import Settings
     from tests.fake_ollama import Delay, FakeOllama, Reply

@@ -1,4 +1,4 @@
-"""Search at scale: bulk load N synthetic facts, then time factforge.search.search() per mode and HNSW recall.
+"""Search at scale: bulk load N synthetic facts, then time factforge.storage.search.search() per mode and HNSW recall.
 
 What it does, in order:
 
@@ -15,7 +15,7 @@ What it does, in order:
 4. loads the facts with batched binary COPY (vectors precomputed) and reports facts/s, with the migration's
    HNSW index in place and/or with drop-index / COPY / CREATE INDEX (``--index-mode``);
 5. runs Q queries (paraphrases from the same vocabulary, embedded with LocalEmbedder up front; that time is
-   reported separately) through ``factforge.search.search`` in modes vector, bm25 and hybrid, k=10, and
+   reported separately) through ``factforge.storage.search.search`` in modes vector, bm25 and hybrid, k=10, and
    reports p50/p95/p99 latency. ``search`` opens one connection per call, so the latency includes a
    connect; the median connect time is reported too;
 6. recall@10 of ``search(mode="vector")`` (HNSW, iterative scan) against exact search (sequential scan,
@@ -165,7 +165,7 @@ def _entities(template: str, s: dict[str, str]) -> list[str]:
 
 def generate_facts(n: int, rng: random.Random) -> list[dict[str, Any]]:
     """N facts with a unique (content, scope) among current rows (the schema's partial unique index)."""
-    from factforge.store import content_hash
+    from factforge.storage.store import content_hash
 
     agent_team = {f"agent-{i:02d}": f"team-{i % N_TEAMS}" for i in range(N_AGENTS)}
     agents = list(agent_team)
@@ -390,7 +390,7 @@ def keyword_overlap(conninfo: str, source: Any, queries: list[tuple[str, str, st
 
     import psycopg
 
-    from factforge.search import BM25_B, BM25_K1, search
+    from factforge.storage.search import BM25_B, BM25_K1, search
 
     postings: dict[str, list[tuple[int, int]]] = {}
     docs: list[tuple[Any, str, str | None, str | None, int]] = []
@@ -506,8 +506,8 @@ def main() -> int:
     from alembic.config import Config
     from pgvector.psycopg import register_vector
 
-    from factforge.embed import LocalEmbedder
-    from factforge.search import _bm25_ranks, _filters, bm25_query, search
+    from factforge.models.embed import LocalEmbedder
+    from factforge.storage.search import _bm25_ranks, _filters, bm25_query, search
     from factforge.settings import LOCAL_EMBED_MODEL
 
     t_total = time.perf_counter()
@@ -522,7 +522,7 @@ def main() -> int:
         url = "postgresql+psycopg://" + external.split("://", 1)[1]
     else:
         # factforge's own embedded server, with the settings it gives itself (shared_buffers by memory).
-        from factforge.embedded import ensure_server
+        from factforge.storage.embedded import ensure_server
 
         home = Path(args.keep_db) if args.keep_db else Path(tempfile.mkdtemp(prefix="ffbench", dir="/tmp"))
         tmp = None if args.keep_db else home
@@ -649,7 +649,7 @@ def main() -> int:
 
         # As the library searches: through a Store's connection pool (no connection set-up per query).
         from factforge.settings import Settings
-        from factforge.store import Store
+        from factforge.storage.store import Store
 
         source = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": tempfile.gettempdir()}))
         lat: dict[str, dict[str, float]] = {}

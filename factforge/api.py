@@ -37,7 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import DatabaseError, FactforgeError
-from .keys import Principal
+from .storage.keys import Principal
 from .service import Service, error_code
 
 __all__ = ["create_app", "DEFAULT_MAX_BODY"]
@@ -182,7 +182,7 @@ def create_app(service: Service, *, max_body: int = DEFAULT_MAX_BODY, mcp: bool 
     @app.get("/readyz", tags=["ops"])
     def readyz() -> JSONResponse:
         """The database (and the read replica, if any) answers, its schema at this version's migration head."""
-        from . import db
+        from .storage import db
 
         head = db._script_head()
         urls = {"database": service.memory.store.url}

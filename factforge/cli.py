@@ -95,14 +95,14 @@ def _memory(args: argparse.Namespace, **kw: Any) -> Any:
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    from .extract import Extractor
+    from .rules.extract import Extractor
     from .settings import get_settings
 
     settings = get_settings()
     extractor = Extractor(settings, settings.patterns_dir)
     llm = None
     if not args.no_llm and settings.llm_enabled:
-        from .llm import OllamaLLM
+        from .models.llm import OllamaLLM
 
         llm = OllamaLLM(settings)
     if args.json:
@@ -253,7 +253,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    from . import db
+    from .storage import db
 
     settings = _settings(args)
     if args.action in ("status", "stop"):
@@ -277,7 +277,7 @@ def cmd_db(args: argparse.Namespace) -> int:
               "database creates the schema again, empty" if args.revision == "base" else
               f"database schema downgraded to {args.revision}")
     elif args.action == "psql":
-        from .embedded import psql_path
+        from .storage.embedded import psql_path
 
         psql = psql_path()
         if psql is None:
@@ -297,10 +297,10 @@ def _confirm(question: str) -> bool:
 
 
 def _db_server(action: str, settings: Any) -> int:
-    from . import embedded
+    from .storage import embedded
 
     if settings.database_url is not None:
-        from .db import safe_url
+        from .storage.db import safe_url
 
         print(f"database: {safe_url(settings.database_url)} (FACTFORGE_DATABASE_URL), a server factforge "
               "neither starts nor stops")
@@ -386,15 +386,15 @@ def cmd_patterns(args: argparse.Namespace) -> int:
         print(_table([(m.count, m.agents, f"{m.last_seen_at:%Y-%m-%d %H:%M}" if m.last_seen_at else "", m.text[:100])
                       for m in misses], ("count", "agents", "last seen", "message")) if misses else "no misses")
         return 0
-    from .patterns import PatternLibrary
-    from .rulefile import full_speed_checks
+    from .rules.patterns import PatternLibrary
+    from .rules.rulefile import full_speed_checks
     from .settings import get_settings
 
     if args.action == "check":
         full_speed_checks()  # time every regex against the adversarial strings, trusting no shipped verdict
     library = PatternLibrary.from_dir(get_settings().patterns_dir)  # loading validates every rule
     if args.action == "check":
-        from .extract import Extractor
+        from .rules.extract import Extractor
 
         Extractor(get_settings())  # and every other rule file: gate, injection, secrets, entities, turns
         print(f"{len(library.rules)} rules load and pass their examples")
@@ -407,8 +407,8 @@ def cmd_patterns(args: argparse.Namespace) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    from . import embed
-    from .db import database_url
+    from .models import embed
+    from .storage.db import database_url
 
     settings = _settings(args)
     embedder = embed.make_embedder(settings)
@@ -423,7 +423,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
-    from .inline import inline_prompt
+    from .rules.inline import inline_prompt
 
     print(inline_prompt())
     return 0

@@ -43,8 +43,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from .keys import KeyStore
-    from .store import Store
+    from .storage.keys import KeyStore
+    from .storage.store import Store
 
     store = Store.open(_settings(args), check_embedder=False)
     try:
@@ -80,7 +80,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     from .errors import ConfigError
-    from .keys import Principal
+    from .storage.keys import Principal
     from .mcp_server import run_stdio
     from .service import Service
 

@@ -23,17 +23,17 @@ from uuid import UUID
 
 from .errors import DatabaseError, EmbedderError, InputError, LLMCall, LLMError, LLMUnavailableError, ValidationError
 from .inputs import check_text, check_timestamp, source_key
-from .embed import EmbedReport, embed_pending
-from .extract import Extractor
-from .inline import parse_inline
-from .names import name_speakers
-from .secrets import SecretScanner, has_placeholder
+from .models.embed import EmbedReport, embed_pending
+from .rules.extract import Extractor
+from .rules.inline import parse_inline
+from .rules.names import name_speakers
+from .rules.secrets import SecretScanner, has_placeholder
 from .settings import VISIBILITIES, Settings, get_settings
-from .store import MAX_TX_ATTEMPTS, Provenance, Scope, Store, StoredFact
+from .storage.store import MAX_TX_ATTEMPTS, Provenance, Scope, Store, StoredFact
 from .types import Entity, Extraction, Fact, GateDecision, Relationship
 
 if TYPE_CHECKING:
-    from .search import SearchHit
+    from .storage.search import SearchHit
 
 logger = logging.getLogger("factforge.memory")
 
@@ -111,12 +111,12 @@ class Memory:
     def _make_llm(self) -> Any:
         if not self.settings.llm_enabled:
             return None
-        from .llm import OllamaLLM
+        from .models.llm import OllamaLLM
 
         return OllamaLLM(self.settings)
 
     def _make_embedder(self) -> Any:
-        from .embed import make_embedder
+        from .models.embed import make_embedder
 
         try:
             return make_embedder(self.settings)
@@ -525,7 +525,7 @@ class Memory:
         """
         if self._llm is None:
             return DrainReport()
-        from .llm import LLMRequest, is_transient, merge
+        from .models.llm import LLMRequest, is_transient, merge
 
         processed = stored_n = failed = retried = 0
         answered = False  # whether the LLM answered any item in this pass
@@ -676,7 +676,7 @@ class Memory:
     # -- the background embedder ---------------------------------------------------------------------
 
     def embed_pending(self, *, batch: int = 64, limit: int | None = None) -> EmbedReport:
-        """Embed facts and episodes still without a vector, in batches (see :func:`factforge.embed.embed_pending`).
+        """Embed facts and episodes still without a vector, in batches (see :func:`factforge.models.embed.embed_pending`).
 
         ``remember()`` leaves episode vectors to this, so it never waits for the model: with ``background``
         a thread calls it after each commit; a worker process can call it on a schedule."""
@@ -716,10 +716,10 @@ class Memory:
         """Hybrid (vector + BM25) search over the facts and episodes this agent may see.
 
         ``mode``: "hybrid", "vector" or "bm25". ``kinds``: "fact", "episode" or both (default). Other
-        filters: see :func:`factforge.search.search`. Every hit is dated (validity, first/last seen, the
+        filters: see :func:`factforge.storage.search.search`. Every hit is dated (validity, first/last seen, the
         source's timestamp and session) and says which ``kind`` it is.
         """
-        from .search import search
+        from .storage.search import search
 
         query = check_text("query", query, required=True) or ""
         return search(self.store, query, agent_id=agent_id, team_id=team_id, k=k, embedder=self._embedder,
@@ -805,7 +805,7 @@ def _activity_text(dialogue: Sequence[Mapping[str, str] | str] | str | None,
 
 def _spoken_of(text: str | None, ts: datetime | None) -> dict[str, datetime | None]:
     """The time an episode speaks of ("yesterday" said on 8 May: 7 May), resolved like a fact's validity."""
-    from .temporal import find_anchor
+    from .rules.temporal import find_anchor
 
     anchor = find_anchor(text, ts) if text and ts is not None else None
     if anchor is None:

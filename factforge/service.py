@@ -16,9 +16,9 @@ from uuid import UUID
 from .errors import (AuthError, DatabaseError, FactforgeError, ForbiddenError, InputError, NotFoundError,
                      ValidationError)
 from .jsonout import to_jsonable
-from .keys import KeyStore, Principal
+from .storage.keys import KeyStore, Principal
 from .memory import Memory, RememberResult
-from .store import visible_clause
+from .storage.store import visible_clause
 
 __all__ = ["Service", "remember_json", "error_code"]
 
@@ -191,6 +191,6 @@ class Service:
 
     @staticmethod
     def prompt() -> dict[str, str]:
-        from .inline import inline_prompt
+        from .rules.inline import inline_prompt
 
         return {"prompt": inline_prompt()}

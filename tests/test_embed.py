@@ -8,10 +8,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from factforge.embed import LocalEmbedder, OllamaEmbedder, backfill, make_embedder, reset_embeddings
+from factforge.models.embed import LocalEmbedder, OllamaEmbedder, backfill, make_embedder, reset_embeddings
 from factforge.errors import EmbedderError, EmbeddingMismatchError
 from factforge.settings import Settings
-from factforge.store import Provenance, Scope, Store
+from factforge.storage.store import Provenance, Scope, Store
 from factforge.types import Explanation, Fact
 from tests.fake_ollama import FakeOllama
 

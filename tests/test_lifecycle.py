@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from factforge.embed import make_embedder
+from factforge.models.embed import make_embedder
 from factforge.errors import ValidationError
 from factforge.memory import Memory
 from factforge.settings import Settings
-from factforge.store import Provenance, Scope, Store
+from factforge.storage.store import Provenance, Scope, Store
 from factforge.types import Explanation, Fact
 
 ROOT = Path(__file__).resolve().parent.parent

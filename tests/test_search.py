@@ -10,10 +10,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from factforge.embed import LocalEmbedder
-from factforge.search import BM25_B, BM25_K1, search
+from factforge.models.embed import LocalEmbedder
+from factforge.storage.search import BM25_B, BM25_K1, search
 from factforge.settings import Settings
-from factforge.store import Provenance, Scope, Store
+from factforge.storage.store import Provenance, Scope, Store
 from factforge.types import Explanation, Fact
 
 WORDS = ["kafka", "redis", "postgres", "billing", "deploy", "queue", "cache", "metrics", "search", "mobile",
@@ -109,7 +109,7 @@ def test_fact_terms_follow_facts_through_supersession_merge_and_forgetting(corpu
 
 def test_scoped_bm25_steps_are_answered_by_the_scoped_text_index(corpus: Store, db_url: str) -> None:
     """The step SQL must match migration 0006's index expression exactly, or every search scans the table."""
-    from factforge.search import _filters, bm25_query
+    from factforge.storage.search import _filters, bm25_query
 
     corpus.save([_fact("Team runs a zookeeper quorum")], Scope("a1", "t1", "team"), Provenance("zk"))
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
@@ -268,7 +268,7 @@ def test_bm25_is_exact_when_many_facts_hold_every_query_word(db_url: str, tmp_pa
 @pytest.mark.parametrize("table", ["fact_terms", "turns"])
 def test_the_analysts_bm25_reads_the_scoped_index_too(corpus: Store, db_url: str, table: str) -> None:
     """Without scope keys every step asks the scoped index for the plain lexeme (it holds both forms)."""
-    from factforge.search import _episode_filters, _filters, bm25_query
+    from factforge.storage.search import _episode_filters, _filters, bm25_query
 
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
         conn.execute("INSERT INTO turns (key, agent_id, user_message, visibility) "

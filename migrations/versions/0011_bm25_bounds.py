@@ -6,7 +6,7 @@ Revises: 0010
 BM25 used to score a capped subset of the facts holding a query term (at most 300-500 per step); once more
 visible facts held a term, the top 10 was drawn from an arbitrary subset (overlap 0.56 with exact BM25 in the
 issue 19 measurement). Search now scores every candidate that could still enter the top k and skips the
-rest by a bound that is provably safe (``factforge.search``, MaxScore-style). The bound needs, per lexeme,
+rest by a bound that is provably safe (``factforge.storage.bm25``, MaxScore-style). The bound needs, per lexeme,
 the largest term frequency of any document holding it (``max_tf``) and the shortest such document
 (``min_dl``, in lexemes); the statistics triggers keep both for facts and episodes. On delete they are left
 as they are: a bound that is too loose stays a bound (the next rebuild tightens it).

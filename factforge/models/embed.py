@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
 
-from .errors import EmbedderError, EmbeddingMismatchError
-from .settings import LOCAL_EMBED_DIM, LOCAL_EMBED_MODEL, Settings
+from ..errors import EmbedderError, EmbeddingMismatchError
+from ..settings import LOCAL_EMBED_DIM, LOCAL_EMBED_MODEL, Settings
 
 logger = logging.getLogger("factforge.embed")
 
@@ -179,8 +179,8 @@ def embed_pending(store: Any, embedder: Embedder, *, batch: int = 64, limit: int
 
 def backfill_all(url: str, embedder: Embedder, *, batch: int = 64) -> EmbedReport:
     """Embed every fact and episode stored without a vector (e.g. written while the embedder was down)."""
-    from .settings import get_settings
-    from .store import Store
+    from ..settings import get_settings
+    from ..storage.store import Store
 
     store = Store.open(get_settings().with_(database_url=url), check_embedder=False)
     try:
@@ -197,8 +197,8 @@ def backfill(url: str, embedder: Embedder, *, batch: int = 64) -> int:
 def reset_embeddings(url: str, embedder: Embedder) -> int:
     """Switch the schema to ``embedder``: the vector column takes its dimension (re-created if it differs),
     vectors made by any other model are dropped, and :func:`backfill` then re-embeds those facts."""
-    from .settings import get_settings
-    from .store import Store
+    from ..settings import get_settings
+    from ..storage.store import Store
 
     store = Store.open(get_settings().with_(database_url=url), check_embedder=False)
     try:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .rulefile import Problems, default_patterns_dir, read_yaml
-from .types import CATEGORIES, Explanation, Fact
+from ..types import CATEGORIES, Explanation, Fact
 
 RULE_KEYS = frozenset({"id", "description", "categories", "relations", "target_relations", "same", "link",
                        "similar_above", "same_suffix", "asserts", "examples"})

@@ -17,14 +17,14 @@ from typing import Any
 import regex
 
 from .gatekeeper import Gatekeeper
-from .inputs import check_text, check_timestamp
+from ..inputs import check_text, check_timestamp
 from .ner import EntityRecognizer
 from .patterns import PatternLibrary
 from .rulefile import REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer
 from .secrets import SecretScanner
 from .segment import Segmenter
-from .settings import Settings, get_settings
-from .types import Entity, Extraction, Fact, GateDecision, Relationship, Span
+from ..settings import Settings, get_settings
+from ..types import Entity, Extraction, Fact, GateDecision, Relationship, Span
 
 __all__ = ["Extractor", "TurnRules", "extract"]
 

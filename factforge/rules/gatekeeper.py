@@ -26,7 +26,7 @@ import regex
 from .normalise import Normaliser
 from .rulefile import TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, guard_budget, read_yaml
 from .segment import parse_segment_config
-from .types import GateDecision
+from ..types import GateDecision
 
 __all__ = ["Gatekeeper", "InjectionRule", "PhraseSet", "REASONS", "SOCIAL_KINDS", "Shape"]
 

@@ -27,9 +27,9 @@ import ahocorasick
 import regex
 
 from .rulefile import REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer, yaml_files
-from .settings import Settings
+from ..settings import Settings
 from .temporal import Anchor, find_anchor, resolve
-from .types import CATEGORIES, Explanation, Fact, Span
+from ..types import CATEGORIES, Explanation, Fact, Span
 
 __all__ = ["Example", "PatternLibrary", "Rule", "EXAMPLE_REFERENCE"]
 

@@ -9,8 +9,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .errors import DatabaseError, EmbeddingMismatchError, SchemaError
-from .settings import Settings, bundled_dir
+from ..errors import DatabaseError, EmbeddingMismatchError, SchemaError
+from ..settings import Settings, bundled_dir
 
 logger = logging.getLogger("factforge.db")
 
@@ -85,7 +85,7 @@ def alembic_config(url: str | None = None, settings: Settings | None = None) -> 
 
 
 def _schema_embed_model(settings: Settings) -> str:
-    from .settings import LOCAL_EMBED_MODEL
+    from ..settings import LOCAL_EMBED_MODEL
 
     return LOCAL_EMBED_MODEL if settings.embedder == "local" else settings.embed_model
 

@@ -5,7 +5,7 @@ around one object are tolerated), a broken reply is sent back to the model with 
 :data:`MAX_RETRIES` times, and every item is validated against the source text (:mod:`factforge.validate`)
 before it becomes a fact. Failures are errors, never an empty result: the caller keeps the work queued.
 
-Prompts live in ``factforge/prompts/*.txt`` (``string.Template`` placeholders, ``$name``).
+Prompts live in ``factforge/models/prompts/*.txt`` (``string.Template`` placeholders, ``$name``).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import ollama
 import pydantic
 import regex
 
-from .errors import LLMCall, LLMError, LLMParseError, LLMUnavailableError
-from .gatekeeper import Gatekeeper
-from .settings import Settings
-from .types import CATEGORIES, Entity, Extraction, Fact, Relationship
+from ..errors import LLMCall, LLMError, LLMParseError, LLMUnavailableError
+from ..rules.gatekeeper import Gatekeeper
+from ..settings import Settings
+from ..types import CATEGORIES, Entity, Extraction, Fact, Relationship
 from .validate import normalise_content, validate_items
 
 __all__ = [
@@ -140,7 +140,7 @@ class LLMResult:
 
 @lru_cache(maxsize=8)
 def _template(name: str) -> Template:
-    return Template(resources.files("factforge").joinpath(f"prompts/{name}").read_text(encoding="utf-8"))
+    return Template(resources.files("factforge.models").joinpath(f"prompts/{name}").read_text(encoding="utf-8"))
 
 
 def source_text(request: LLMRequest) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import regex
 
-from .types import Fact
+from ..types import Fact
 
 __all__ = ["name_speakers"]
 

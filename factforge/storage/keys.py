@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .errors import AuthError, NotFoundError, ValidationError
-from .inputs import check_text
+from ..errors import AuthError, NotFoundError, ValidationError
+from ..inputs import check_text
 
 __all__ = ["ROLES", "Principal", "KeyInfo", "KeyStore", "hash_key"]
 
@@ -75,7 +75,7 @@ class KeyStore:
     def _rows(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         from sqlalchemy.exc import SQLAlchemyError
 
-        from .errors import DatabaseError
+        from ..errors import DatabaseError
 
         try:
             # One statement, autocommit: one round trip instead of BEGIN, statement, COMMIT (every request

@@ -24,7 +24,7 @@ import ahocorasick
 import regex
 
 from .rulefile import Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer
-from .types import ENTITY_TYPES, Entity, Span
+from ..types import ENTITY_TYPES, Entity, Span
 
 __all__ = ["CodeContext", "EntityRecognizer", "GazetteerEntry", "RegexExample", "RegexKind", "TextExample"]
 

@@ -27,11 +27,11 @@ from typing import Any
 import regex
 import yaml
 
-from .errors import PatternError
-from .gatekeeper import SOCIAL_KINDS, Gatekeeper
-from .rulefile import safe_search
-from .settings import Settings
-from .types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship, Span
+from ..errors import PatternError
+from ..rules.gatekeeper import SOCIAL_KINDS, Gatekeeper
+from ..rules.rulefile import safe_search
+from ..settings import Settings
+from ..types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship, Span
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -92,14 +92,14 @@ def _trivial_rx() -> Any:
     """Facts about the conversation rather than the world ("User asked about the weather"), from a data file."""
     import regex
 
-    lines = resources.files("factforge").joinpath("prompts/trivial_facts.txt").read_text(encoding="utf-8")
+    lines = resources.files("factforge.models").joinpath("prompts/trivial_facts.txt").read_text(encoding="utf-8")
     parts = [ln.strip() for ln in lines.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     return regex.compile("|".join(f"(?:{p})" for p in parts) or "(?!)", regex.IGNORECASE)
 
 
 @lru_cache(maxsize=1)
 def _base_stopwords() -> frozenset[str]:
-    text = resources.files("factforge").joinpath("prompts/grounding_stopwords.txt").read_text(encoding="utf-8")
+    text = resources.files("factforge.models").joinpath("prompts/grounding_stopwords.txt").read_text(encoding="utf-8")
     return frozenset(
         line.strip().lower() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
     )

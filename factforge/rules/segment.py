@@ -16,7 +16,7 @@ from typing import Any
 import regex
 
 from .rulefile import Problems, default_patterns_dir, read_yaml
-from .types import Span
+from ..types import Span
 
 __all__ = ["Segmenter", "segments", "parse_segment_config"]
 

@@ -13,7 +13,7 @@ from typing import Any
 import regex
 import yaml
 
-from .errors import PatternError
+from ..errors import PatternError
 
 logger = logging.getLogger("factforge")
 
@@ -31,7 +31,7 @@ def guard_budget(n_chars: int) -> float:
 
 def default_patterns_dir() -> Path:
     """The bundled ``patterns/`` folder (the checkout's, or the installed wheel's copy)."""
-    from .settings import bundled_dir
+    from ..settings import bundled_dir
 
     return bundled_dir("patterns")
 
@@ -115,9 +115,9 @@ ADVERSARIAL_BUDGET = 0.05
 # digests of the bundled rules' regexes, shipped with the package. tests/test_rulefile_speed.py runs the full
 # check on the bundled rules (trust off) and fails unless that file lists exactly their digests, so CI re-proves
 # every shipped verdict; an edited rule changes its digest and is checked at load until the file is regenerated
-# with `python -m factforge.rulefile`. A failure is never remembered, so a slow rule is refused on every load.
+# with `python -m factforge.rules.rulefile`. A failure is never remembered, so a slow rule is refused on every load.
 # `factforge patterns check` trusts nothing and times every regex.
-LINEAR_REGEXES = Path(__file__).resolve().parent / "data" / "linear_regexes.txt"
+LINEAR_REGEXES = Path(__file__).resolve().parents[1] / "data" / "linear_regexes.txt"
 _PASSED: set[str] = set()
 _SEEN: set[str] = set()  # every digest checked or trusted since the last reset (what the test compares)
 _trust_shipped = True
@@ -194,8 +194,8 @@ def check_bundled() -> list[str]:
             full_speed_checks(False)
 
 
-if __name__ == "__main__":  # regenerate LINEAR_REGEXES after editing a bundled rule: python -m factforge.rulefile
-    from factforge import rulefile  # the loaders use the package's module, not this __main__ copy
+if __name__ == "__main__":  # regenerate LINEAR_REGEXES after editing a bundled rule: python -m factforge.rules.rulefile
+    from factforge.rules import rulefile  # the loaders use the package's module, not this __main__ copy
 
     digests = rulefile.check_bundled()
     LINEAR_REGEXES.write_text("".join(d + "\n" for d in digests), encoding="ascii")

@@ -49,7 +49,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .errors import EmbeddedServerError
+from ..errors import EmbeddedServerError
 
 __all__ = [
     "SERVER_SETTINGS", "ServerStatus", "disk_full_error", "ensure_server", "home_lock", "remove_stale_pidfile",
@@ -685,7 +685,7 @@ def _start_idle_watch(home: Path, seconds: float) -> None:
     """Start the watcher that stops the server of ``home`` after ``seconds`` idle, unless one runs."""
     if _watcher_pid(home) is not None:
         return
-    code = "import sys; from factforge.embedded import watch_idle; watch_idle(sys.argv[1], float(sys.argv[2]))"
+    code = "import sys; from factforge.storage.embedded import watch_idle; watch_idle(sys.argv[1], float(sys.argv[2]))"
     # Detached: its own session, no inherited pipes (a caller reading our output must not wait for it).
     proc = subprocess.Popen([sys.executable, "-c", code, str(home), str(seconds)], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,

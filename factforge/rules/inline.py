@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from .types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship
+from ..types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship
 
 __all__ = ["InlineResult", "inline_prompt", "parse_inline"]
 
@@ -37,7 +37,7 @@ class InlineResult:
 
 def inline_prompt() -> str:
     """The system-prompt snippet that teaches an agent's LLM to emit the tags."""
-    return (resources.files("factforge") / "prompts" / "inline_snippet.txt").read_text(encoding="utf-8")
+    return (resources.files("factforge.models") / "prompts" / "inline_snippet.txt").read_text(encoding="utf-8")
 
 
 def _attrs(raw: str) -> dict[str, str]:

@@ -29,10 +29,10 @@ from datetime import datetime, timezone
 from typing import Any
 from uuid import UUID
 
-from .errors import DatabaseError, NotFoundError, ValidationError
-from .lifecycle import SupersessionRules
-from .settings import VISIBILITIES, Settings
-from .types import Entity, Fact, Relationship
+from ..errors import DatabaseError, NotFoundError, ValidationError
+from ..rules.lifecycle import SupersessionRules
+from ..settings import VISIBILITIES, Settings
+from ..types import Entity, Fact, Relationship
 
 logger = logging.getLogger("factforge.store")
 
@@ -81,7 +81,7 @@ def check_text(name: str, value: str | None) -> None:
 
 def check_fact(fact: Fact) -> None:
     """Reject values the database would refuse, with a clear error, before any SQL runs."""
-    from .types import CATEGORIES, METHODS
+    from ..types import CATEGORIES, METHODS
 
     if not isinstance(fact.content, str) or not fact.content.strip():
         raise ValidationError("a fact needs non-empty content")
@@ -645,7 +645,7 @@ class Store:
     def _canonical(self, name: str) -> str:
         """The gazetteer's spelling of a name ("postgres" -> "PostgreSQL"), else the name as given."""
         if self._recognizer is None:
-            from .ner import EntityRecognizer
+            from ..rules.ner import EntityRecognizer
 
             self._recognizer = EntityRecognizer.from_dir(self.settings.patterns_dir)
         return self._recognizer.canonical(name) or name.strip()

@@ -25,7 +25,7 @@ from functools import lru_cache
 import parsedatetime
 import regex
 
-from .types import Span
+from ..types import Span
 
 __all__ = ["Anchor", "find_anchor", "find_expressions", "resolve"]
 

@@ -23,8 +23,8 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
+from ..errors import DatabaseError, EmbedderError, ValidationError
 from .bm25 import BM25_B, BM25_K1, SCOPED_TSV, bm25_query, bm25_ranks, scope_keys  # noqa: F401 (re-exported)
-from .errors import DatabaseError, EmbedderError, ValidationError
 from .store import visible_clause
 
 logger = logging.getLogger("factforge.search")
@@ -240,7 +240,7 @@ def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], v
 
 def _bm25_ranks(conn: Any, where: str, params: dict[str, Any], query: str, n: int,
                 table: str = "facts") -> dict[UUID, tuple[int, float]]:
-    """The exact BM25 top ``n`` (see ``factforge.bm25``)."""
+    """The exact BM25 top ``n`` (see ``factforge.storage.bm25``)."""
     return bm25_ranks(conn, where, params, query, n, table)
 
 
@@ -334,7 +334,7 @@ def search(
     # The vector half obeys the query's exclusions too (-Jenkins), for every kind.
     vector_where = {kind.name: kind.where + _vector_filter(query, kind.params) for kind in plan}
     if max_distance == "auto":
-        from .settings import LOCAL_EMBED_MODEL
+        from ..settings import LOCAL_EMBED_MODEL
 
         max_distance = LOCAL_MAX_DISTANCE if getattr(embedder, "model", None) == LOCAL_EMBED_MODEL else None
     vector = None
