@@ -51,7 +51,19 @@ DIM = 384
 N_AGENTS = 50
 N_TEAMS = 10
 MODES = ("vector", "bm25", "hybrid")
-HNSW_DDL = "CREATE INDEX facts_embedding_hnsw ON facts USING hnsw (embedding vector_cosine_ops)"
+# The schema's vector indexes (migration 0012): one HNSW graph per visibility.
+HNSW_GRAPHS = (("shared", "<>"), ("private", "="))
+
+
+def drop_hnsw(conn: Any, table: str) -> None:
+    for graph, _ in HNSW_GRAPHS:
+        conn.execute(f"DROP INDEX {table}_embedding_{graph}_hnsw")
+
+
+def create_hnsw(conn: Any, table: str) -> None:
+    for graph, vis in HNSW_GRAPHS:
+        conn.execute(f"CREATE INDEX {table}_embedding_{graph}_hnsw ON {table} USING hnsw "
+                     f"(embedding vector_cosine_ops) WHERE visibility {vis} 'private'")
 
 # ---------------------------------------------------------------------------------------------- vocabulary
 
@@ -507,7 +519,7 @@ def main() -> int:
     from pgvector.psycopg import register_vector
 
     from factforge.models.embed import LocalEmbedder
-    from factforge.storage.search import _bm25_ranks, _filters, bm25_query, search
+    from factforge.storage.search import _bm25_ranks, _filters, bm25_query, search, vector_sql
     from factforge.settings import LOCAL_EMBED_MODEL
 
     t_total = time.perf_counter()
@@ -567,7 +579,7 @@ def main() -> int:
             load_res: dict[str, Any] = {"batch_rows": args.batch}
             if args.index_mode in ("build-after", "both"):
                 with psycopg.connect(conninfo, autocommit=True) as conn:
-                    conn.execute("DROP INDEX facts_embedding_hnsw")
+                    drop_hnsw(conn, "facts")
                 secs = load(conninfo, facts, vectors, args.batch)
                 load_res["copy_without_hnsw_s"] = round(secs, 2)
                 load_res["copy_without_hnsw_facts_per_s"] = round(len(facts) / secs, 1)
@@ -579,7 +591,7 @@ def main() -> int:
                     conn.execute(f"SET max_parallel_maintenance_workers = {int(args.hnsw_workers)}")
                     workers = conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0]
                     t0 = time.perf_counter()
-                    conn.execute(HNSW_DDL)
+                    create_hnsw(conn, "facts")
                     load_res["create_hnsw_s"] = round(time.perf_counter() - t0, 2)
                     load_res["create_hnsw_maintenance_work_mem"] = args.maintenance_work_mem
                     load_res["create_hnsw_max_parallel_workers"] = int(workers)
@@ -598,14 +610,14 @@ def main() -> int:
                 print(f"COPY with HNSW in place: {len(facts) / secs:.0f} facts/s", file=sys.stderr)
             if args.episodes:
                 with psycopg.connect(conninfo, autocommit=True) as conn:
-                    conn.execute("DROP INDEX turns_embedding_hnsw")
+                    drop_hnsw(conn, "turns")
                 secs = load_episodes(conninfo, facts, vectors, args.episodes, rng, args.batch)
                 load_res["episodes_copy_s"] = round(secs, 2)
                 with psycopg.connect(conninfo, autocommit=True) as conn:
                     conn.execute(f"SET maintenance_work_mem = '{args.maintenance_work_mem}'")
                     conn.execute(f"SET max_parallel_maintenance_workers = {int(args.hnsw_workers)}")
                     t0 = time.perf_counter()
-                    conn.execute("CREATE INDEX turns_embedding_hnsw ON turns USING hnsw (embedding vector_cosine_ops)")
+                    create_hnsw(conn, "turns")
                     load_res["episodes_create_hnsw_s"] = round(time.perf_counter() - t0, 2)
                     conn.execute("VACUUM ANALYZE turns")
                 print(f"episodes: COPY {load_res['episodes_copy_s']} s, HNSW {load_res['episodes_create_hnsw_s']} s",
@@ -625,7 +637,8 @@ def main() -> int:
                 "bm25_terms": conn.execute("SELECT count(*) FROM bm25_terms").fetchone()[0],
                 "episodes": conn.execute("SELECT count(*) FROM turns WHERE visibility IS NOT NULL").fetchone()[0],
                 "hnsw_index_mb": round(conn.execute(
-                    "SELECT pg_relation_size('facts_embedding_hnsw')").fetchone()[0] / 2**20, 1),
+                    "SELECT pg_relation_size('facts_embedding_shared_hnsw') + pg_relation_size('facts_embedding_private_hnsw')"
+                    ).fetchone()[0] / 2**20, 1),
                 "table_mb": round(conn.execute("SELECT pg_table_size('facts')").fetchone()[0] / 2**20, 1),
             }
 
@@ -686,9 +699,7 @@ def main() -> int:
                     conn.execute("SET LOCAL hnsw.ef_search = 100")
                     conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                     t0 = time.perf_counter()
-                    conn.execute(f"SELECT f.id, f.embedding <=> %(v)s AS d FROM facts f WHERE f.embedding IS NOT NULL "
-                                 f"AND {where} ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",
-                                 {**params, "v": vec}).fetchall()
+                    conn.execute(vector_sql("facts", where, params), {**params, "v": vec}).fetchall()
                     t1 = time.perf_counter()
                     _bm25_ranks(conn, where, params, text, 40, "fact_terms")
                     t2 = time.perf_counter()
@@ -748,8 +759,7 @@ def main() -> int:
                 conn.execute("SET LOCAL hnsw.ef_search = 100")
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                 plan = conn.execute(
-                    f"EXPLAIN (ANALYZE, BUFFERS) SELECT f.id, f.embedding <=> %(v)s AS d FROM facts f WHERE "
-                    f"f.embedding IS NOT NULL AND {where} ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",
+                    "EXPLAIN (ANALYZE, BUFFERS) " + vector_sql("facts", where, params),
                     {**params, "v": qvecs[0]}).fetchall()
                 print(f"\n-- vector, query {text!r}\n" + "\n".join(r[0] for r in plan))
                 built = bm25_query(conn, where, params, text, "fact_terms")  # all candidate steps, one statement

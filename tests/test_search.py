@@ -287,3 +287,41 @@ def test_the_analysts_bm25_reads_the_scoped_index_too(corpus: Store, db_url: str
     hits = search(corpus, "kafka billing", agent_id=None, team_id=None, mode="bm25", k=10)
     assert [round(h.bm25_score or 0, 6) for h in hits] == sorted((round(h.bm25_score or 0, 6) for h in hits),
                                                                   reverse=True) and hits
+
+
+def test_vector_search_is_exact_over_the_callers_private_rows_and_walks_the_shared_graph(db_url: str,
+                                                                                       tmp_path: Path) -> None:
+    """Private rows: the agent's btree and an exact sort (never the private graph); shared rows: their own graph
+    (migration 0012). The merged top k equals a brute-force ranking of everything the caller may see."""
+    import numpy as np
+
+    rng = np.random.default_rng(12)
+    store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    try:
+        for i, scope in enumerate([Scope("a1", "t1", "private"), Scope("a2", "t1", "private"), Scope("a1", "t1", "team"),
+                                   Scope("a3", "t2", "team"), Scope("a3", "t2", "global")]):
+            store.save([_fact(f"Team uses service {i}-{j}") for j in range(40)], scope, Provenance(f"v{i}"))
+        rows = store.facts_without_embedding(1000)
+        vecs = rng.normal(size=(len(rows), 384))
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        store.set_embeddings([(fid, v.tolist()) for (fid, _), v in zip(rows, vecs)], "fixed")
+        query = rng.normal(size=384)
+        query /= np.linalg.norm(query)
+        hits = search(store, "services", agent_id="a1", team_id="t1", mode="vector", k=20, embedder=_Fixed(query.tolist()))
+        with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+            exact = [r[0] for r in conn.execute(
+                "SELECT content FROM facts WHERE visibility = 'global' OR (visibility = 'team' AND team_id = 't1') "
+                "OR (visibility = 'private' AND agent_id = 'a1') ORDER BY embedding <=> %s::vector LIMIT 20",
+                (str(query.tolist()),)).fetchall()]
+            from factforge.storage.search import _filters, vector_sql
+
+            where, params = _filters("a1", "t1", [], False, None, None, None, None)
+            conn.execute("SET enable_seqscan = off")  # a table this small would be scanned and sorted
+            conn.execute("SET enable_sort = off")
+            plan = "\n".join(r[0] for r in conn.execute(
+                "EXPLAIN " + vector_sql("facts", where, params), {**params, "v": str(query.tolist()), "n": 20}))
+        assert [h.content for h in hits] == exact
+        assert "facts_embedding_shared_hnsw" in plan
+        assert "facts_embedding_private_hnsw" not in plan  # even when sorting costs the earth
+    finally:
+        store.close()

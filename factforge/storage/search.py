@@ -201,6 +201,25 @@ def _connection(source: Any, *, need_vector: bool) -> Iterator[Any]:
         raw.close()
 
 
+def vector_sql(table: str, where: str, params: dict[str, Any]) -> str:
+    """The ``%(n)s`` nearest rows of ``table`` to ``%(v)s`` under ``where``: the caller's private rows,
+    exactly (read by the agent's btree and sorted: in the private graph the caller's rows are one agent's
+    share, and the planner, which cannot see that, would walk it for 50 ms and stop short), and the shared
+    ones by the shared graph (migration 0012), where the caller's team and global rows are a large share;
+    merged. The analyst's view walks both graphs."""
+    agent = params.get("v_agent") is not None
+    scoped = "v_agent" in params or "v_team" in params
+    # "+ 0" keeps the private branch off the graph: an exact scan
+    branches = [("f.visibility <> 'private'", "")]
+    if agent:
+        branches.insert(0, ("f.visibility = 'private' AND f.agent_id = %(v_agent)s", " + 0"))
+    elif not scoped:  # a team-only caller has no private rows
+        branches.insert(0, ("f.visibility = 'private'", ""))
+    parts = [f"(SELECT f.id, f.embedding <=> %(v)s AS d FROM {table} f WHERE {vis} AND f.embedding IS NOT NULL "
+             f"AND {where} ORDER BY (f.embedding <=> %(v)s){exact} LIMIT %(n)s)" for vis, exact in branches]
+    return f"SELECT id, d FROM ({' UNION ALL '.join(parts)}) x ORDER BY d LIMIT %(n)s"
+
+
 def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], vector: Sequence[float], n: int,
                   ef_search: int, table: str = "facts") -> dict[UUID, tuple[int, float]]:
     import numpy as np
@@ -211,11 +230,8 @@ def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], ve
                      "'relaxed_order', true)", (str(int(max(ef_search, n))),))
     else:
         conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(int(max(ef_search, n))),))
-    rows = conn.execute(
-        f"SELECT f.id, f.embedding <=> %(v)s AS d FROM {table} f WHERE f.embedding IS NOT NULL AND {where} "
-        "ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",
-        {**params, "v": np.array(vector, dtype=np.float32)},
-    ).fetchall()
+    rows = conn.execute(vector_sql(table, where, params), {**params, "v": np.array(vector, dtype=np.float32)}
+                        ).fetchall()
     # relaxed_order may return neighbours slightly out of order: rank by the exact distance.
     return {fid: (rank, float(d)) for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1]), 1)}
 
