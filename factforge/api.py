@@ -40,7 +40,7 @@ from .errors import DatabaseError, FactforgeError
 from .storage.keys import Principal
 from .service import Service, error_code
 
-__all__ = ["create_app", "DEFAULT_MAX_BODY"]
+__all__ = ["create_app", "app_from_env", "DEFAULT_MAX_BODY"]
 
 logger = logging.getLogger("factforge.api")
 
@@ -318,6 +318,19 @@ class _BodyLimit:
 
 class _TooLarge(Exception):
     pass
+
+
+def app_from_env() -> ASGIApp:
+    """The app of one ``factforge serve --workers N`` process (uvicorn imports it by name in each worker): its
+    settings from the environment, which the parent filled in from its arguments before starting them."""
+    from .service import Service
+    from .settings import get_settings
+
+    service = Service.open(get_settings())
+    return create_app(service, max_body=max_body_from_env(), host=os.environ.get(SERVE_HOST_ENV, "127.0.0.1"))
+
+
+SERVE_HOST_ENV = "FACTFORGE_SERVE_HOST"
 
 
 def max_body_from_env() -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     from .storage.search import SearchHit
 
 logger = logging.getLogger("factforge.memory")
+
+# How long the background embedder gathers episodes before a pass: how much later they become vector-findable.
+EMBED_GATHER_S = 0.1
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -113,10 +117,12 @@ class Memory:
         return OllamaLLM(self.settings, gatekeeper=self.rules.gate)
 
     def _make_embedder(self) -> Any:
-        from .models.embed import make_embedder
+        from .models.embed import CachedEmbedder, make_embedder
 
         try:
-            return make_embedder(self.settings)
+            inner = make_embedder(self.settings)
+            # Queries asked again and facts said again are not embedded again (see CachedEmbedder).
+            return CachedEmbedder(inner) if inner is not None else None
         except EmbedderError as exc:
             logger.warning("no embedder (%s); facts are stored without vectors, backfill later", exc)
             return None
@@ -323,6 +329,9 @@ class Memory:
     def _embed_loop(self) -> None:
         try:
             while self._embed_again.is_set() and not self._closed:
+                # Under load turns come faster than the model embeds them one by one: a moment's wait lets
+                # one call take many (the local model: 3.9 ms CPU per text alone, 1.9 ms in a batch of 64).
+                time.sleep(EMBED_GATHER_S)
                 self._embed_again.clear()
                 self.embed_pending()
         except Exception:  # the rows keep waiting without a vector: the next pass (or a backfill) embeds them

@@ -135,8 +135,9 @@ class Service:
         self._writer(who)
         kwargs = {k: v for k, v in args.items() if k not in ("agent_id", "team_id") and v is not None}
         scope = self._scope(who, args)
-        # One transaction, so one commit (one WAL flush) per request instead of one per statement group.
-        with self.memory.batch():
+        # One transaction, so one commit (one WAL flush) per request instead of one per statement group; one
+        # call in it, so no savepoint around the call.
+        with self.memory.store.unit_of_work(savepoints=False):
             result = method(**kwargs, **scope)
         return remember_json(result)
 

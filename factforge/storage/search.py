@@ -12,9 +12,7 @@ frequency per lexeme, corpus size and total length), so IDF and length normalisa
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import math
 import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -26,19 +24,17 @@ from typing import Any, Literal
 from uuid import UUID
 
 from ..errors import DatabaseError, EmbedderError, ValidationError
-from .scope import episode_filters, fact_filters, scope_keys
+from .bm25 import BM25_B, BM25_K1, SCOPED_TSV, bm25_query, bm25_ranks  # noqa: F401 (re-exported)
+from .scope import episode_filters, fact_filters, scope_keys  # noqa: F401 (scope_keys re-exported)
 
 logger = logging.getLogger("factforge.search")
 
 __all__ = ["SearchHit", "search", "KINDS", "RRF_K", "BM25_K1", "BM25_B"]
 
 RRF_K = 60
-BM25_K1 = 1.2
-BM25_B = 0.75
 MODES = ("hybrid", "vector", "bm25")
 KINDS = ("fact", "episode")
 FUSIONS = ("calibrated", "per-kind", "joint")
-_OPERATORS = re.compile(r'(^|\s)-\S|"|\bor\b', re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +77,6 @@ class SearchHit:
     evidence: str | None = None
 
 
-# Queries with operators ("quotes", -not, or) keep the web-search meaning: every candidate matches this.
-_WEBSEARCH = "websearch_to_tsquery('english', %(q)s)"
-
 # Cosine distance beyond which a vector neighbour that BM25 did not also find is left out, for the default
 # local embedder (MiniLM int8). Measured with bench/vector_cutoff.py on LoCoMo (questions against the facts
 # the rules store from each conversation): at 0.80 the vector half finds a fact of an evidence turn among its
@@ -110,158 +103,6 @@ def _agreeing(ranks_v: dict[UUID, tuple[int, float]], ranks_b: dict[UUID, tuple[
     if max_distance is None:
         return ranks_v
     return {fid: rd for fid, rd in ranks_v.items() if fid in ranks_b or rd[1] <= max_distance}
-
-
-# BM25 candidates, widest last; each step runs only while fewer than ``n`` facts were found, and the facts
-# every step found are ranked together by their exact BM25 score (scores of all steps are comparable).
-# A query term is *rare* when it is in at most 10% of the facts and at most 20,000 of them, else *common*:
-#   1. facts with every query term (the GIN index intersects the posting lists; usually few, and the best),
-#      at most ALL_TERMS_CANDIDATES: which of many equally good matches is arbitrary anyway (at 1M facts,
-#      500 instead of 1,000 left the top-10 scores of 188 of 200 benchmark queries unchanged);
-#   2. facts with every rare term;
-#   3. facts with any rare term, at most RARE_CANDIDATES of them (they only fill the ranks below the
-#      facts of steps 1-2, and RRF weighs those ranks little);
-#   4. facts with any term, at most FALLBACK_CANDIDATES - only for queries with common terms.
-# A query of common terms only runs steps 1 and 4. A step reads the text index, or scans the table and stops
-# at its cap when the index would walk too many postings: in every scope (the analyst's view, or the wide
-# facts table) a step with a common term scans; a caller's scoped step scans when it is dense (DENSE_SHARE).
-# A query with operators ("quotes", -not, or) must also match its websearch_to_tsquery in every step (a
-# filter on the rows found). All steps are one statement (``bm25_sql``): a step whose turn does not come is
-# never executed.
-RARE_TERM_SHARE = 0.1
-RARE_TERM_MAX_DF = 20_000
-ALL_TERMS_CANDIDATES = 500
-RARE_CANDIDATES = 300
-FALLBACK_CANDIDATES = 300
-_QUERY_TERMS = """
-    SELECT u.lexeme, coalesce(b.df, 0), (SELECT greatest(n_docs, 1) FROM {stats}_corpus WHERE id = 1)
-    FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(q)s))) u
-    LEFT JOIN {stats}_terms b ON b.lexeme = u.lexeme ORDER BY 2, 1"""
-# The term statistics of each searched table: facts (and their narrow copy) and episodes.
-_STATS = {"facts": "bm25", "fact_terms": "bm25", "turns": "episode_bm25"}
-# Tables whose text index is the scoped one (factforge_scoped_tsv); the facts table's is plain.
-_SCOPED_TABLES = ("fact_terms", "turns")
-
-
-# A caller's step scans the table instead of the scoped index when about this share of all facts match it:
-# the index would walk every visible posting of the dense term (40k of 'user' at 1M facts, 5-6 ms), while a
-# scan finds its few hundred rows in the first few thousand (1-2 ms). A sparser 'common' term ('use' in 5%)
-# would make the scan read 70k rows for 300 matches (25 ms): that one stays on the index (1 ms).
-DENSE_SHARE = 0.25
-
-
-@dataclass(frozen=True, slots=True)
-class _Step:
-    lexemes: tuple[str, ...]
-    op: str  # "&" every lexeme, "|" any
-    cap: int
-    has_common: bool  # a common term: plain scan where the index has no scope (see bm25_query)
-    share: float  # the estimated share of all facts that match (terms taken as independent)
-
-
-def _quote(lexeme: str) -> str:
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def _tsquery_text(lexemes: Sequence[str], op: str) -> str:
-    """A tsquery literal joining ``lexemes`` (already normalised by to_tsvector) with ``&`` or ``|``."""
-    return f" {op} ".join(_quote(x) for x in lexemes)
-
-
-def _bm25_steps(conn: Any, query: str, stats: str = "bm25") -> list[_Step]:
-    """The candidate steps for ``query`` (see above), by the term statistics ``{stats}_terms``."""
-    # A word no fact contains cannot match: it would only empty the conjunctive steps.
-    terms = [t for t in conn.execute(_QUERY_TERMS.format(stats=stats), {"q": query}).fetchall() if t[1] > 0]
-    if not terms:
-        return []
-    n_docs = terms[0][2] or 1
-    limit = min(RARE_TERM_MAX_DF, RARE_TERM_SHARE * n_docs)
-    share = {t: min(1.0, df / n_docs) for t, df, _ in terms}
-    rare = tuple(t for t, df, _ in terms if df <= limit)
-    common = tuple(t for t, df, _ in terms if df > limit)
-    everything = rare + common
-
-    def step(lexemes: tuple[str, ...], op: str, cap: int) -> _Step:
-        if op == "&":
-            est = math.prod(share[t] for t in lexemes)
-        else:
-            est = min(1.0, sum(share[t] for t in lexemes))
-        return _Step(lexemes, op, cap, any(t in common for t in lexemes), est)
-
-    if not rare:  # only common words ("user likes")
-        steps = [step(everything, "&", FALLBACK_CANDIDATES), step(everything, "|", FALLBACK_CANDIDATES)]
-    else:
-        steps = [step(everything, "&", ALL_TERMS_CANDIDATES), step(rare, "&", ALL_TERMS_CANDIDATES),
-                 step(rare, "|", RARE_CANDIDATES)]
-        if common:
-            steps.append(step(everything, "|", FALLBACK_CANDIDATES))
-    unique: dict[tuple[tuple[str, ...], str], _Step] = {}
-    for st in steps:  # one rare term and no common ones: steps 1-3 are the same query
-        unique.setdefault((st.lexemes, st.op if len(st.lexemes) > 1 else "&"), st)
-    return list(unique.values())
-
-
-# fact_terms' text index (migration 0006) holds each fact's lexemes twice: as they are, and prefixed with the
-# fact's *scope key* - "g" (global), "t" + md5(team) or "p" + md5(agent) - and a space, which no parsed
-# lexeme contains. A caller's query term becomes (g term | t<team> term | p<agent> term), so the index
-# intersects posting lists of facts the caller may see only, instead of handing out the ~90% that the scope
-# filter would then discard after reading each row's page.
-SCOPED_TSV = "factforge_scoped_tsv(f.tsv, f.visibility, f.team_id, f.agent_id)"
-_LONG_LEXEME = 1000  # bytes; a longer lexeme is keyed by its md5 so that key + lexeme fits a tsvector
-
-
-def _scoped_tsquery_text(lexemes: Sequence[str], op: str, keys: Sequence[str]) -> str:
-    """Like ``_tsquery_text``, each lexeme in any of the ``keys``' scopes."""
-    def scoped(lexeme: str) -> str:
-        raw = lexeme.encode()
-        key_lexeme = hashlib.md5(raw).hexdigest() if len(raw) > _LONG_LEXEME else lexeme
-        return "(" + " | ".join(_quote(f"{k} {key_lexeme}") for k in keys) + ")"
-    return f" {op} ".join(scoped(x) for x in lexemes)
-
-
-def bm25_sql(where: str, steps: Sequence[tuple[str, int, bool]], *, table: str = "facts",
-             limit_param: str = "n", extra: str = "") -> str:
-    """One statement: the candidate ``steps`` (tsquery SQL, cap, plain scan) run in order, each only while the
-    earlier ones found fewer than ``%(n)s`` facts, and BM25 over all the candidates found.
-
-    ``table`` is ``facts`` or its narrow copy ``fact_terms`` (the text and scope columns only), used when no
-    filter needs another column of ``facts``; on ``fact_terms`` an indexed step's tsquery is matched against
-    the scoped index (``SCOPED_TSV``). A plain-scan step calls ``ts_match_vq`` (no index serves a function
-    call), so the scan stops at its cap. ``extra`` is one more condition for every step. ``turns`` (episodes)
-    has a scoped index too, and its own term statistics."""
-    stats = _STATS.get(table, "bm25")
-    ctes = []
-    for i, (tsq, cap, plain) in enumerate(steps):
-        if plain:
-            match = f"ts_match_vq(f.tsv, {tsq})"
-        else:
-            match = f"{SCOPED_TSV if table in _SCOPED_TABLES else 'f.tsv'} @@ {tsq}"
-        gate = ""
-        if i:
-            found = " UNION ".join(f"SELECT id FROM c{j}" for j in range(i))
-            gate = f"(SELECT count(*) FROM ({found}) x) < %(n)s AND "
-        ctes.append(f"c{i} AS MATERIALIZED (SELECT f.id, f.tsv FROM {table} f WHERE {gate}{match} AND {where}"
-                    f"{extra} LIMIT {int(cap)})")
-    union = " UNION ALL ".join(f"SELECT id, tsv FROM c{i}" for i in range(len(steps)))
-    return f"""
-        WITH corpus AS MATERIALIZED (
-                SELECT greatest(n_docs, 1)::float8 AS n, greatest(total_len::float8 / greatest(n_docs, 1), 1) AS avgdl
-                FROM {stats}_corpus WHERE id = 1
-                UNION ALL SELECT 1, 1 WHERE NOT EXISTS (SELECT 1 FROM {stats}_corpus WHERE id = 1)),
-        idf AS MATERIALIZED (
-                SELECT t.lexeme, ln(1 + (c.n - coalesce(b.df, 0) + 0.5) / (coalesce(b.df, 0) + 0.5)) AS idf
-                FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(q)s))) t
-                CROSS JOIN corpus c LEFT JOIN {stats}_terms b ON b.lexeme = t.lexeme),
-        {", ".join(ctes)},
-        cand AS (SELECT DISTINCT ON (id) id, tsv FROM ({union}) s)
-        SELECT cand.id, sum(i.idf * u.tf * ({BM25_K1} + 1)
-                            / (u.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length(cand.tsv) / c.avgdl))) AS score
-        FROM cand CROSS JOIN corpus c
-        CROSS JOIN LATERAL (SELECT x.lexeme, coalesce(array_length(x.positions, 1), 1)::float8 AS tf
-                            FROM unnest(cand.tsv) x) u
-        JOIN idf i ON i.lexeme = u.lexeme
-        GROUP BY cand.id ORDER BY score DESC, cand.id LIMIT %({limit_param})s
-    """
 
 
 _ITERATIVE: dict[str, bool] = {}
@@ -303,6 +144,25 @@ def _connection(source: Any, *, need_vector: bool) -> Iterator[Any]:
         raw.close()
 
 
+def vector_sql(table: str, where: str, params: dict[str, Any]) -> str:
+    """The ``%(n)s`` nearest rows of ``table`` to ``%(v)s`` under ``where``: the caller's private rows,
+    exactly (read by the agent's btree and sorted: in the private graph the caller's rows are one agent's
+    share, and the planner, which cannot see that, would walk it for 50 ms and stop short), and the shared
+    ones by the shared graph (migration 0012), where the caller's team and global rows are a large share;
+    merged. The analyst's view walks both graphs."""
+    agent = params.get("v_agent") is not None
+    scoped = "v_agent" in params or "v_team" in params
+    # "+ 0" keeps the private branch off the graph: an exact scan
+    branches = [("f.visibility <> 'private'", "")]
+    if agent:
+        branches.insert(0, ("f.visibility = 'private' AND f.agent_id = %(v_agent)s", " + 0"))
+    elif not scoped:  # a team-only caller has no private rows
+        branches.insert(0, ("f.visibility = 'private'", ""))
+    parts = [f"(SELECT f.id, f.embedding <=> %(v)s AS d FROM {table} f WHERE {vis} AND f.embedding IS NOT NULL "
+             f"AND {where} ORDER BY (f.embedding <=> %(v)s){exact} LIMIT %(n)s)" for vis, exact in branches]
+    return f"SELECT id, d FROM ({' UNION ALL '.join(parts)}) x ORDER BY d LIMIT %(n)s"
+
+
 def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], vector: Sequence[float], n: int,
                   ef_search: int, table: str = "facts") -> dict[UUID, tuple[int, float]]:
     import numpy as np
@@ -313,11 +173,8 @@ def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], ve
                      "'relaxed_order', true)", (str(int(max(ef_search, n))),))
     else:
         conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(int(max(ef_search, n))),))
-    rows = conn.execute(
-        f"SELECT f.id, f.embedding <=> %(v)s AS d FROM {table} f WHERE f.embedding IS NOT NULL AND {where} "
-        "ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",
-        {**params, "v": np.array(vector, dtype=np.float32)},
-    ).fetchall()
+    rows = conn.execute(vector_sql(table, where, params), {**params, "v": np.array(vector, dtype=np.float32)}
+                        ).fetchall()
     # relaxed_order may return neighbours slightly out of order: rank by the exact distance.
     return {fid: (rank, float(d)) for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1]), 1)}
 
@@ -340,36 +197,10 @@ def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], v
         return _vector_ranks(conn, source, where, params, vector, n, ef_search, table)
 
 
-def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table: str = "facts"
-               ) -> tuple[str, dict[str, Any]] | None:
-    """The BM25 statement for ``query`` and its parameters (None: no query word is in any fact)."""
-    found = _bm25_steps(conn, query, _STATS.get(table, "bm25"))
-    if not found:
-        return None
-    keys = scope_keys(params.get("v_agent"), params.get("v_team")) if table in _SCOPED_TABLES else None
-    params = dict(params)
-    steps = []
-    for i, step in enumerate(found):
-        # Without scope keys (analyst's view, or the wide facts table) the index walks a common term's postings
-        # in every scope: scan instead. In the scoped index they are the caller's only: scan when dense.
-        plain = step.has_common if keys is None else step.share >= DENSE_SHARE
-        if keys is not None and not plain:
-            params[f"t{i}"] = _scoped_tsquery_text(step.lexemes, step.op, keys)
-        else:
-            params[f"t{i}"] = _tsquery_text(step.lexemes, step.op)
-        steps.append((f"%(t{i})s::tsquery", step.cap, plain))
-    extra = f" AND ts_match_vq(f.tsv, {_WEBSEARCH})" if _OPERATORS.search(query) else ""
-    return bm25_sql(where, steps, table=table, extra=extra), params
-
-
 def _bm25_ranks(conn: Any, where: str, params: dict[str, Any], query: str, n: int,
                 table: str = "facts") -> dict[UUID, tuple[int, float]]:
-    """Exact BM25 scores of the candidates of the first steps (see ``_bm25_steps``) that find ``n`` facts."""
-    built = bm25_query(conn, where, {**params, "n": n}, query, table)
-    if built is None:
-        return {}
-    rows = conn.execute(*built).fetchall()
-    return {fid: (rank, float(score)) for rank, (fid, score) in enumerate(rows, 1)}
+    """The exact BM25 top ``n`` (see ``factforge.storage.bm25``)."""
+    return bm25_ranks(conn, where, params, query, n, table)
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,23 +70,22 @@ def record_turn(store: Store, key: str, *, session_id: str | None = None, activi
     if episode is not None and episode not in VISIBILITIES:
         raise ValidationError(f"visibility {episode!r} must be one of {', '.join(VISIBILITIES)}")
     with store._tx() as conn:
+        # One round trip: the session counts the turn only if its key was free.
         inserted = conn.exec_driver_sql(
-            "INSERT INTO turns (key, session_id, activity_session, agent_id, team_id, user_message, "
+            "WITH t AS (INSERT INTO turns (key, session_id, activity_session, agent_id, team_id, user_message, "
             "assistant_message, message_ts, gate_reason, fact_count, visibility, user_name, assistant_name, "
             "entities, valid_from, valid_to) VALUES (%(key)s, %(session)s, %(activity)s, %(agent)s, %(team)s, "
             "%(user)s, %(assistant)s, %(ts)s, %(reason)s, %(n)s, %(vis)s, %(user_name)s, %(assistant_name)s, "
-            "%(entities)s, %(valid_from)s, %(valid_to)s) ON CONFLICT (key) DO NOTHING RETURNING key",
+            "%(entities)s, %(valid_from)s, %(valid_to)s) ON CONFLICT (key) DO NOTHING RETURNING key), "
+            "s AS (UPDATE sessions SET turn_count = turn_count + 1, last_seen_at = now() "
+            "WHERE id = %(session)s AND EXISTS (SELECT FROM t)) "
+            "SELECT key FROM t",
             {"key": key, "session": session_id, "activity": activity_session, "agent": agent_id,
              "team": team_id, "user": user_message, "assistant": assistant_message, "ts": message_ts,
              "reason": gate_reason, "n": fact_count, "vis": episode, "user_name": user_name,
              "assistant_name": assistant_name, "entities": list(dict.fromkeys(entities)),
              "valid_from": valid_from, "valid_to": valid_to},
         ).first()
-        if inserted and session_id is not None:
-            conn.exec_driver_sql(
-                "UPDATE sessions SET turn_count = turn_count + 1, last_seen_at = now() WHERE id = %(id)s",
-                {"id": session_id},
-            )
     return inserted is not None
 
 

@@ -66,22 +66,15 @@ class Store:
     @classmethod
     def open(cls, settings: Settings, *, check_embedder: bool = True, supersession: Supersede | None = None,
              canonical_name: Canonical | None = None) -> Store:
-        from sqlalchemy import create_engine, event
         from sqlalchemy.exc import SQLAlchemyError
 
         from . import db
+        from .pooling import create_pooled_engine
 
         url = db.database_url(settings)
         db.ensure_schema(url, settings, check_embedder=check_embedder)
         try:
-            engine = create_engine(url, pool_size=settings.db_pool_size, max_overflow=4, pool_pre_ping=True)
-
-            @event.listens_for(engine, "connect")
-            def _register(dbapi_conn: Any, _record: Any) -> None:
-                from pgvector.psycopg import register_vector
-
-                register_vector(dbapi_conn)
-
+            engine = create_pooled_engine(url, pool_size=settings.db_pool_size)
             with engine.connect():
                 pass
         except SQLAlchemyError as exc:
@@ -121,25 +114,27 @@ class Store:
         return getattr(self._local, "conn", None)
 
     @contextmanager
-    def unit_of_work(self) -> Iterator[None]:
+    def unit_of_work(self, *, savepoints: bool = True) -> Iterator[None]:
         """Run every write of this thread in one transaction until the block ends (a batch of turns).
 
         It commits when the block ends and rolls back if it raises, so either all of it is stored or none.
         Inside it a conflicting write (deadlock, serialisation failure) is not retried: the transaction is
         aborted by then, the :class:`DatabaseError` ends the unit and the caller redoes the work without it.
         Work registered with :meth:`after_commit` runs once the commit is done. A nested call joins the
-        outer unit.
+        outer unit. ``savepoints=False``: the unit holds one call, so a failing call ends the unit anyway and
+        the savepoint around it (two round trips) is left out.
         """
         if self._bound() is not None:
             yield
             return
         hooks: list[Callable[[], object]] = []
         with self._tx() as conn:
-            self._local.conn, self._local.hooks = conn, hooks
+            self._local.conn, self._local.hooks, self._local.savepoints = conn, hooks, savepoints
             try:
                 yield
             finally:
                 self._local.conn = self._local.hooks = None
+                self._local.savepoints = True
         for hook in hooks:
             hook()
 
@@ -149,7 +144,7 @@ class Store:
         from sqlalchemy.exc import SQLAlchemyError
 
         conn = self._bound()
-        if conn is None:
+        if conn is None or not self._local.savepoints:
             yield
             return
         # Plain SQL rather than Connection.begin_nested(): one round trip each way, a sixth of the cost per turn.
