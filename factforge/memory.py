@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from functools import wraps
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
 
+from .background import Background
 from .draining import Drainer, DrainReport
 from .errors import EmbedderError, InputError
 from .inputs import check_text, check_timestamp, source_key
@@ -37,9 +36,6 @@ if TYPE_CHECKING:
     from .storage.search import SearchHit
 
 logger = logging.getLogger("factforge.memory")
-
-# How long the background embedder gathers episodes before a pass: how much later they become vector-findable.
-EMBED_GATHER_S = 0.1
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -101,11 +97,8 @@ class Memory:
         self._drainer = Drainer(self.store, self.settings, self.extractor, self._redactor, self._writer,
                                 lambda: self._llm)
         self._background = background
-        self._worker: threading.Thread | None = None
-        self._worker_lock = threading.Lock()
-        self._embed_thread: threading.Thread | None = None
-        self._embed_again = threading.Event()
         self._closed = False
+        self._threads = Background(lambda: self.drain(), lambda: self.embed_pending(), lambda: self._closed)
 
     # -- construction helpers ------------------------------------------------------------------------
 
@@ -268,14 +261,14 @@ class Memory:
         if result.duplicate:
             return WriteResult(duplicate=True)
         if result.episode is not None and self._background and self._embedder is not None:
-            self.store.after_commit(self._kick_embedder)
+            self.store.after_commit(self._threads.kick_embedder)
         if result.queued:
             # After the commit: the worker (another connection) must see the queue row, and a drain must not
             # hold the batch's transaction open through LLM calls.
             if wait_for_llm:
                 self.store.after_commit(self.drain)
             elif self._background and self._llm is not None:
-                self.store.after_commit(self._kick_worker)
+                self.store.after_commit(self._threads.kick_worker)
         return result
 
     # -- the LLM queue -------------------------------------------------------------------------------
@@ -287,24 +280,9 @@ class Memory:
         """
         return self._drainer.drain(limit=limit, progress=progress)
 
-    def _kick_worker(self) -> None:
-        with self._worker_lock:
-            if self._worker is not None and self._worker.is_alive():
-                return
-            self._worker = threading.Thread(target=self._work, name="factforge-llm", daemon=True)
-            self._worker.start()
-
-    def _work(self) -> None:
-        try:
-            self.drain()
-        except Exception:  # a background thread must not die silently: the queue keeps the work
-            logger.exception("background LLM drain failed; the work stays queued")
-
     def wait(self, timeout: float | None = None) -> None:
         """Block until the background LLM worker and embedder (if any) are idle."""
-        for worker in (self._worker, self._embed_thread):
-            if worker is not None:
-                worker.join(timeout)
+        self._threads.wait(timeout)
 
     # -- the background embedder ---------------------------------------------------------------------
 
@@ -317,25 +295,6 @@ class Memory:
         if self._embedder is None:
             return EmbedReport()
         return embed_pending(self.store, self._embedder, batch=batch, limit=limit)
-
-    def _kick_embedder(self) -> None:
-        with self._worker_lock:
-            self._embed_again.set()  # a running pass looks again before it stops
-            if self._embed_thread is not None and self._embed_thread.is_alive():
-                return
-            self._embed_thread = threading.Thread(target=self._embed_loop, name="factforge-embed", daemon=True)
-            self._embed_thread.start()
-
-    def _embed_loop(self) -> None:
-        try:
-            while self._embed_again.is_set() and not self._closed:
-                # Under load turns come faster than the model embeds them one by one: a moment's wait lets
-                # one call take many (the local model: 3.9 ms CPU per text alone, 1.9 ms in a batch of 64).
-                time.sleep(EMBED_GATHER_S)
-                self._embed_again.clear()
-                self.embed_pending()
-        except Exception:  # the rows keep waiting without a vector: the next pass (or a backfill) embeds them
-            logger.exception("background embedding failed; episodes stay BM25-only until the next pass")
 
     # -- reading -------------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ FRONT_DOORS = {
     "factforge", "factforge.__main__", "factforge.memory", "factforge.ingest", "factforge.cli",
     "factforge.cli_service", "factforge.api", "factforge.service", "factforge.mcp_server", "factforge.worker",
     "factforge.streams", "factforge.writing", "factforge.draining", "factforge.redaction",
+    "factforge.background",
 }
 WINGS = ("rules", "models", "storage")
 # layer -> the layers it may import (besides itself)
