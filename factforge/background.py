@@ -31,10 +31,7 @@ class Background:
 
     def kick_worker(self) -> None:
         with self._lock:
-            if self._worker is not None and self._worker.is_alive():
-                return
-            self._worker = threading.Thread(target=self._work, name="factforge-llm", daemon=True)
-            self._worker.start()
+            self._worker = _running(self._worker, self._work, "factforge-llm")
 
     def _work(self) -> None:
         try:
@@ -45,10 +42,7 @@ class Background:
     def kick_embedder(self) -> None:
         with self._lock:
             self._embed_again.set()  # a running pass looks again before it stops
-            if self._embed_thread is not None and self._embed_thread.is_alive():
-                return
-            self._embed_thread = threading.Thread(target=self._embed_loop, name="factforge-embed", daemon=True)
-            self._embed_thread.start()
+            self._embed_thread = _running(self._embed_thread, self._embed_loop, "factforge-embed")
 
     def _embed_loop(self) -> None:
         try:
@@ -66,3 +60,12 @@ class Background:
         for worker in (self._worker, self._embed_thread):
             if worker is not None:
                 worker.join(timeout)
+
+
+def _running(thread: threading.Thread | None, target: Callable[[], None], name: str) -> threading.Thread:
+    """``thread`` if it is still running, else a new daemon thread running ``target``, started."""
+    if thread is not None and thread.is_alive():
+        return thread
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    return thread
