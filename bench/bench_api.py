@@ -1,16 +1,20 @@
 """`factforge serve` under load, and the worker fleet's throughput, on loopback against a fresh embedded PostgreSQL.
 
 API: 1, 8 and 32 concurrent clients (asyncio + httpx keep-alive connections, in this process; the server is a
-`factforge serve` subprocess, one uvicorn process as deployed) send `POST /v1/remember` then `POST /v1/search`,
-each phase bounded by --seconds and --requests. Prints requests/s and p50/p95/p99 latency per phase, plus two
-baselines that say where the time goes: `GET /healthz` (the HTTP stack alone, no database) and the same calls
-made in-process on `Memory` (the library alone, no HTTP).
+`factforge serve` subprocess with its default one worker process per core, or --serve-workers N) send
+`POST /v1/remember` (each client its own session), then `POST /v1/search` with twelve recurring queries (their
+vectors cached after the first) and with queries never asked before, each phase bounded by --seconds and
+--requests. Prints requests/s, p50/p95/p99 latency, CPU per request of the API processes and of PostgreSQL
+(the figure that does not depend on what else runs on the machine) and the load average during the phase, plus
+two baselines that say where the time goes: `GET /healthz` (the HTTP stack alone, no database) and the same
+calls made in-process on `Memory` (the library alone, no HTTP: its CPU per call and SQL statements per call;
+--statements lists them).
 
 Workers: --items queued turns, drained by 1, 2 and 4 `factforge worker` processes against the fake Ollama server
 answering each call after --llm-ms; prints items/s and checks every item was done exactly once.
 
     .venv/bin/python bench/bench_api.py [--clients 1,8,32] [--seconds 10] [--requests 3000] [--embedder local|none]
-                                        [--workers 1,2,4] [--items 200] [--llm-ms 50] [--skip-api|--skip-workers]
+                                        [--serve-workers N] [--statements] [--workers 1,2,4] [--items 200] [--llm-ms 50] [--skip-api|--skip-workers]
 """
 
 from __future__ import annotations
@@ -48,8 +52,10 @@ def pct(values: list[float]) -> dict[str, float]:
 def turns() -> list[str]:
     out = [json.loads(line)["user"] for line in (ROOT / "examples" / "team_chat.jsonl").read_text().splitlines()
            if "user" in json.loads(line)]
-    spc = ROOT.parent / "shared" / "data" / "dev" / "spc_valid.csv"
-    if spc.exists():
+    # ../shared from the main checkout, ../../shared from a worktree under /work/wt
+    spc = next((d / "shared" / "data" / "dev" / "spc_valid.csv" for d in (ROOT.parent, ROOT.parent.parent)
+                if (d / "shared" / "data" / "dev" / "spc_valid.csv").exists()), None)
+    if spc is not None:
         import csv
 
         with spc.open() as fh:
@@ -80,8 +86,8 @@ def fresh_database(tmp: Path, embedder: str) -> tuple[Any, str]:
 
 
 async def load(url: str, key: str, clients: int, seconds: float, requests: int, make: Any) -> dict[str, Any]:
-    """``clients`` concurrent keep-alive clients sending ``make(i)`` -> (method, path, body) until the time or
-    request budget is spent."""
+    """``clients`` concurrent keep-alive clients, client ``c`` sending ``make(i, c)`` -> (method, path, body) until
+    the time or request budget is spent."""
     import httpx
 
     latencies: list[float] = []
@@ -95,7 +101,7 @@ async def load(url: str, key: str, clients: int, seconds: float, requests: int, 
             while sent < requests and time.perf_counter() < deadline:
                 i = sent
                 sent += 1
-                method, path, body = make(i)
+                method, path, body = make(i, c)
                 t0 = time.perf_counter()
                 r = await http.request(method, path, json=body)
                 latencies.append((time.perf_counter() - t0) * 1000)
@@ -125,7 +131,7 @@ def cpu(pid: int) -> float:
 
 
 def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
-    from factforge.keys import KeyStore
+    from factforge.storage.keys import KeyStore
     from factforge.memory import Memory
     from factforge.settings import Settings
 
@@ -137,27 +143,41 @@ def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     with Memory(settings=settings, llm=None, background=False) as memory:
         key = KeyStore(memory.store.engine).create(agent_id="bench-agent", team_id="bench-team")[1]
-        # the library alone, one thread: the floor under the HTTP figures
+        statements = count_statements(memory.store.engine)
+        # the library alone, one thread, one transaction per call as the API does: the floor under the HTTP figures
         lat = []
-        for i in range(min(args.requests, 500)):
+        cpu0 = time.process_time()
+        n = min(args.requests, 500)
+        for i in range(n):
             t0 = time.perf_counter()
-            memory.remember(user=texts[i % len(texts)] + f" #{i}", agent_id="lib-agent", team_id="bench-team")
+            with memory.batch():
+                memory.remember(user=texts[i % len(texts)] + f" #{i}", agent_id="lib-agent", team_id="bench-team",
+                                session_id=f"lib{i // 20}")
             lat.append((time.perf_counter() - t0) * 1000)
         results.append({"phase": "library remember", "clients": 1, "req_per_s": round(1000 / statistics.mean(lat), 1),
-                        **pct(lat)})
+                        **pct(lat), "cpu_ms": round((time.process_time() - cpu0) * 1000 / n, 2),
+                        "statements": round(sum(statements.values()) / n, 2)})
+        print(json.dumps(results[-1]), file=sys.stderr)
+        if args.statements:
+            for sql, count in statements.most_common():
+                print(f"{count / n:6.2f}  {sql}", file=sys.stderr)
         lat = []
-        for i in range(min(args.requests, 500)):
+        cpu0 = time.process_time()
+        for i in range(n):
             t0 = time.perf_counter()
             memory.search(QUERIES[i % len(QUERIES)], agent_id="lib-agent", team_id="bench-team", k=10)
             lat.append((time.perf_counter() - t0) * 1000)
+        # (no statement count: search runs on the pool's psycopg connections directly, below SQLAlchemy's events)
         results.append({"phase": "library search", "clients": 1, "req_per_s": round(1000 / statistics.mean(lat), 1),
-                        **pct(lat)})
+                        **pct(lat), "cpu_ms": round((time.process_time() - cpu0) * 1000 / n, 2)})
+        print(json.dumps(results[-1]), file=sys.stderr)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
     proc = subprocess.Popen([sys.executable, "-m", "factforge", "serve", "--host", "127.0.0.1", "--port", str(port),
-                             "--no-llm", "--log-level", "warning"], cwd=ROOT, env=env)
+                             "--no-llm", "--log-level", "warning",
+                             *(["--workers", str(args.serve_workers)] if args.serve_workers else [])], cwd=ROOT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         import httpx
@@ -173,14 +193,30 @@ def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
                 raise SystemExit("factforge serve did not become ready")
             time.sleep(0.2)
         counter = iter(range(10**9))
+        def turn(j: int) -> str:  # each request a turn never sent before (else it is a cheap "seen before")
+            return texts[j % len(texts)] + f" #{j}"
+
+        words = sorted({w.strip(".,!?").lower() for t in texts for w in t.split() if len(w) > 4})
+        rng = random.Random(7)
+        # Warm-up, not measured: every worker process loads its rules, the embedding model and its connections
+        # on its first requests (8 connections, so each process gets some).
+        warm = [("POST", "/v1/remember", {"user": turn(next(counter)), "session_id": "warm"}),
+                ("POST", "/v1/search", {"query": "warm up the search", "k": 10})]
+        asyncio.run(load(url, key, 8, 60, 80, lambda i, c: warm[i % 2]))
         for clients in args.clients:
             for phase, make in (
-                ("healthz", lambda i: ("GET", "/healthz", None)),
-                ("remember", lambda i: ("POST", "/v1/remember",
-                                        {"user": texts[i % len(texts)] + f" #{next(counter)}",
-                                         "session_id": f"s{i // 20}"})),
-                ("search", lambda i: ("POST", "/v1/search", {"query": random.choice(QUERIES), "k": 10})),
+                ("healthz", lambda i, c: ("GET", "/healthz", None)),
+                # each client its own conversation (a session is one agent's, one turn after another)
+                ("remember", lambda i, c: ("POST", "/v1/remember",
+                                           {"user": turn(next(counter)),
+                                            "session_id": f"c{clients}-{c}-{i // 20}"})),
+                # twelve queries asked again and again: after the first of each, the query's vector is cached
+                ("search", lambda i, c: ("POST", "/v1/search", {"query": random.choice(QUERIES), "k": 10})),
+                # a query never asked before: its vector is computed (the model's CPU is in the figure)
+                ("search new", lambda i, c: ("POST", "/v1/search",
+                                             {"query": " ".join(rng.sample(words, 3)), "k": 10})),
             ):
+                load_before = os.getloadavg()[0]
                 before = cpu(proc.pid), cpu(server.get_pid())
                 row = asyncio.run(load(url, key, clients, args.seconds, args.requests, make))
                 after = cpu(proc.pid), cpu(server.get_pid())
@@ -189,6 +225,7 @@ def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
                 # runs on the machine; 2 cores / (their sum) bounds the requests/s of a quiet 2-core machine.
                 row["api_cpu_ms"] = round((after[0] - before[0]) * 1000 / n, 2)
                 row["db_cpu_ms"] = round((after[1] - before[1]) * 1000 / n, 2)
+                row["load"] = round((load_before + os.getloadavg()[0]) / 2, 1)
                 results.append({"phase": phase, **row})
                 print(json.dumps(results[-1]), file=sys.stderr)
     finally:
@@ -198,10 +235,27 @@ def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     return results
 
 
+def count_statements(engine: Any) -> Any:
+    """A Counter of the SQL statements (and BEGIN/COMMIT/SAVEPOINT) ``engine`` sends from now on."""
+    from collections import Counter
+
+    from sqlalchemy import event
+
+    seen: Counter[str] = Counter()
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _statement(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        seen[" ".join(statement.split())[:100]] += 1
+
+    for name in ("begin", "commit", "rollback"):
+        event.listen(engine, name, lambda _conn, _n=name.upper(): seen.update([_n]))
+    return seen
+
+
 def bench_workers(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     import psycopg
 
-    from factforge.db import conninfo
+    from factforge.storage.db import conninfo
     from factforge.memory import Memory
     from factforge.settings import Settings
     from tests.fake_ollama import Delay, FakeOllama, Reply
@@ -257,6 +311,8 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="at most this long per phase")
     p.add_argument("--requests", type=int, default=3000, help="at most this many requests per phase")
     p.add_argument("--embedder", choices=("local", "none"), default="local")
+    p.add_argument("--serve-workers", type=int, help="factforge serve --workers N (default: serve's, one per core)")
+    p.add_argument("--statements", action="store_true", help="list the statements of one library remember")
     p.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
     p.add_argument("--items", type=int, default=200)
     p.add_argument("--llm-ms", type=float, default=50.0, help="the fake Ollama's latency per call")
@@ -276,7 +332,11 @@ def main() -> None:
             print(f"{r['phase']:<17} clients={r['clients']:<3} {r['req_per_s']:8.1f} req/s  p50={r['p50']:7.2f} ms  "
                   f"p95={r['p95']:7.2f} ms  p99={r['p99']:7.2f} ms"
                   + (f"  cpu/request: api {r['api_cpu_ms']:.2f} ms + postgres {r['db_cpu_ms']:.2f} ms"
-                     if "api_cpu_ms" in r else "") + (f"  errors={r['errors']}" if r.get("errors") else ""))
+                     if "api_cpu_ms" in r else "")
+                  + (f"  cpu {r['cpu_ms']:.2f} ms" if "cpu_ms" in r else "")
+                  + (f", {r['statements']:.1f} statements" if "statements" in r else "")
+                  + (f"  load {r['load']}" if "load" in r else "")
+                  + (f"  errors={r['errors']}" if r.get("errors") else ""))
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (other processes share the cores)")
 
 

@@ -17,7 +17,7 @@ import statistics
 import time
 from pathlib import Path
 
-from factforge.extract import Extractor
+from factforge.rules.extract import Extractor
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "dev"

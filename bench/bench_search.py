@@ -1,4 +1,4 @@
-"""Search at scale: bulk load N synthetic facts, then time factforge.search.search() per mode and HNSW recall.
+"""Search at scale: bulk load N synthetic facts, then time factforge.storage.search.search() per mode and HNSW recall.
 
 What it does, in order:
 
@@ -15,7 +15,7 @@ What it does, in order:
 4. loads the facts with batched binary COPY (vectors precomputed) and reports facts/s, with the migration's
    HNSW index in place and/or with drop-index / COPY / CREATE INDEX (``--index-mode``);
 5. runs Q queries (paraphrases from the same vocabulary, embedded with LocalEmbedder up front; that time is
-   reported separately) through ``factforge.search.search`` in modes vector, bm25 and hybrid, k=10, and
+   reported separately) through ``factforge.storage.search.search`` in modes vector, bm25 and hybrid, k=10, and
    reports p50/p95/p99 latency. ``search`` opens one connection per call, so the latency includes a
    connect; the median connect time is reported too;
 6. recall@10 of ``search(mode="vector")`` (HNSW, iterative scan) against exact search (sequential scan,
@@ -51,7 +51,19 @@ DIM = 384
 N_AGENTS = 50
 N_TEAMS = 10
 MODES = ("vector", "bm25", "hybrid")
-HNSW_DDL = "CREATE INDEX facts_embedding_hnsw ON facts USING hnsw (embedding vector_cosine_ops)"
+# The schema's vector indexes (migration 0012): one HNSW graph per visibility.
+HNSW_GRAPHS = (("shared", "<>"), ("private", "="))
+
+
+def drop_hnsw(conn: Any, table: str) -> None:
+    for graph, _ in HNSW_GRAPHS:
+        conn.execute(f"DROP INDEX {table}_embedding_{graph}_hnsw")
+
+
+def create_hnsw(conn: Any, table: str) -> None:
+    for graph, vis in HNSW_GRAPHS:
+        conn.execute(f"CREATE INDEX {table}_embedding_{graph}_hnsw ON {table} USING hnsw "
+                     f"(embedding vector_cosine_ops) WHERE visibility {vis} 'private'")
 
 # ---------------------------------------------------------------------------------------------- vocabulary
 
@@ -165,7 +177,7 @@ def _entities(template: str, s: dict[str, str]) -> list[str]:
 
 def generate_facts(n: int, rng: random.Random) -> list[dict[str, Any]]:
     """N facts with a unique (content, scope) among current rows (the schema's partial unique index)."""
-    from factforge.store import content_hash
+    from factforge.storage.store import content_hash
 
     agent_team = {f"agent-{i:02d}": f"team-{i % N_TEAMS}" for i in range(N_AGENTS)}
     agents = list(agent_team)
@@ -381,6 +393,61 @@ def load_episodes(conninfo: str, facts: list[dict[str, Any]], vectors: Any, n: i
     return time.perf_counter() - t0
 
 
+def keyword_overlap(conninfo: str, source: Any, queries: list[tuple[str, str, str]], k: int = 10
+                    ) -> dict[str, Any]:
+    """Top-k overlap of ``search(mode="bm25", kinds=["fact"])`` with an exact BM25 computed here in Python
+    over the same tokens (the stored tsvectors, the stored document frequencies), for the same caller: by id,
+    and tie-aware (a hit scoring at least the exact k-th score counts)."""
+    import math
+
+    import psycopg
+
+    from factforge.storage.search import BM25_B, BM25_K1, search
+
+    postings: dict[str, list[tuple[int, int]]] = {}
+    docs: list[tuple[Any, str, str | None, str | None, int]] = []
+    with psycopg.connect(conninfo) as conn:
+        n_docs, total = conn.execute("SELECT n_docs, total_len FROM bm25_corpus WHERE id = 1").fetchone()
+        df = dict(conn.execute("SELECT lexeme, df FROM bm25_terms").fetchall())
+        cur = conn.execute("SELECT f.id, f.visibility, f.agent_id, f.team_id, length(f.tsv), "
+                           "array(SELECT u.lexeme FROM unnest(f.tsv) u), "
+                           "array(SELECT coalesce(array_length(u.positions, 1), 1) FROM unnest(f.tsv) u) "
+                           "FROM facts f WHERE f.superseded_at IS NULL")
+        for fid, vis, agent, team, dl, lexemes, tfs in cur:
+            for lexeme, tf in zip(lexemes, tfs):
+                postings.setdefault(lexeme, []).append((len(docs), tf))
+            docs.append((fid, vis, agent, team, dl))
+        qterms = [[r[0] for r in conn.execute("SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %s))",
+                                                 (text,))] for text, _, _ in queries]
+    n = max(n_docs, 1)
+    avgdl = max(total / n, 1)
+    by_id, tie_aware, matching, secs = [], [], [], []
+    for (text, agent, team), terms in zip(queries, qterms):
+        scores: dict[int, float] = {}
+        for lexeme in terms:
+            d = df.get(lexeme, 0)
+            idf = math.log(1 + (n - d + 0.5) / (d + 0.5))
+            for i, tf in postings.get(lexeme, ()):
+                _, vis, a, t, dl = docs[i]
+                if vis == "global" or (vis == "team" and t == team) or (vis == "private" and a == agent):
+                    scores[i] = scores.get(i, 0.0) + idf * tf * (BM25_K1 + 1) / (
+                        tf + BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl))
+        exact = sorted(scores.items(), key=lambda kv: (-kv[1], str(docs[kv[0]][0])))[:k]  # ties by id, as SQL
+        if not exact:
+            continue
+        matching.append(len(scores))
+        t0 = time.perf_counter()
+        hits = search(source, text, agent_id=agent, team_id=team, k=k, mode="bm25", kinds=["fact"])
+        secs.append((time.perf_counter() - t0) * 1000)
+        want = {docs[i][0] for i, _ in exact}
+        by_id.append(len(want & {h.id for h in hits}) / len(want))
+        kth = exact[-1][1]
+        tie_aware.append(min(len(exact), sum(1 for h in hits if (h.bm25_score or 0) >= kth - 1e-6)) / len(exact))
+    return {"by_id": round(statistics.fmean(by_id), 4), "tie_aware": round(statistics.fmean(tie_aware), 4),
+            "queries": len(by_id), "median_visible_matching_facts": statistics.median(matching),
+            "facts_only_bm25_p50_ms": round(pct(secs, 50), 2)}
+
+
 def pct(values: list[float], p: float) -> float:
     s = sorted(values)
     if not s:
@@ -451,8 +518,9 @@ def main() -> int:
     from alembic.config import Config
     from pgvector.psycopg import register_vector
 
-    from factforge.embed import LocalEmbedder
-    from factforge.search import _bm25_ranks, _filters, bm25_query, search
+    from factforge.models.embed import LocalEmbedder
+    from factforge.storage.scope import fact_filters
+    from factforge.storage.search import _bm25_ranks, bm25_query, search, vector_sql
     from factforge.settings import LOCAL_EMBED_MODEL
 
     t_total = time.perf_counter()
@@ -467,7 +535,7 @@ def main() -> int:
         url = "postgresql+psycopg://" + external.split("://", 1)[1]
     else:
         # factforge's own embedded server, with the settings it gives itself (shared_buffers by memory).
-        from factforge.embedded import ensure_server
+        from factforge.storage.embedded import ensure_server
 
         home = Path(args.keep_db) if args.keep_db else Path(tempfile.mkdtemp(prefix="ffbench", dir="/tmp"))
         tmp = None if args.keep_db else home
@@ -490,7 +558,7 @@ def main() -> int:
         if not reuse:
             if external:
                 command.downgrade(cfg, "base")
-            command.upgrade(cfg, "head")
+        command.upgrade(cfg, "head")  # a kept database gets this checkout's migrations too
 
         embedder = LocalEmbedder()
         embedder.embed(["warm up"])
@@ -512,7 +580,7 @@ def main() -> int:
             load_res: dict[str, Any] = {"batch_rows": args.batch}
             if args.index_mode in ("build-after", "both"):
                 with psycopg.connect(conninfo, autocommit=True) as conn:
-                    conn.execute("DROP INDEX facts_embedding_hnsw")
+                    drop_hnsw(conn, "facts")
                 secs = load(conninfo, facts, vectors, args.batch)
                 load_res["copy_without_hnsw_s"] = round(secs, 2)
                 load_res["copy_without_hnsw_facts_per_s"] = round(len(facts) / secs, 1)
@@ -524,7 +592,7 @@ def main() -> int:
                     conn.execute(f"SET max_parallel_maintenance_workers = {int(args.hnsw_workers)}")
                     workers = conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0]
                     t0 = time.perf_counter()
-                    conn.execute(HNSW_DDL)
+                    create_hnsw(conn, "facts")
                     load_res["create_hnsw_s"] = round(time.perf_counter() - t0, 2)
                     load_res["create_hnsw_maintenance_work_mem"] = args.maintenance_work_mem
                     load_res["create_hnsw_max_parallel_workers"] = int(workers)
@@ -543,14 +611,14 @@ def main() -> int:
                 print(f"COPY with HNSW in place: {len(facts) / secs:.0f} facts/s", file=sys.stderr)
             if args.episodes:
                 with psycopg.connect(conninfo, autocommit=True) as conn:
-                    conn.execute("DROP INDEX turns_embedding_hnsw")
+                    drop_hnsw(conn, "turns")
                 secs = load_episodes(conninfo, facts, vectors, args.episodes, rng, args.batch)
                 load_res["episodes_copy_s"] = round(secs, 2)
                 with psycopg.connect(conninfo, autocommit=True) as conn:
                     conn.execute(f"SET maintenance_work_mem = '{args.maintenance_work_mem}'")
                     conn.execute(f"SET max_parallel_maintenance_workers = {int(args.hnsw_workers)}")
                     t0 = time.perf_counter()
-                    conn.execute("CREATE INDEX turns_embedding_hnsw ON turns USING hnsw (embedding vector_cosine_ops)")
+                    create_hnsw(conn, "turns")
                     load_res["episodes_create_hnsw_s"] = round(time.perf_counter() - t0, 2)
                     conn.execute("VACUUM ANALYZE turns")
                 print(f"episodes: COPY {load_res['episodes_copy_s']} s, HNSW {load_res['episodes_create_hnsw_s']} s",
@@ -570,7 +638,8 @@ def main() -> int:
                 "bm25_terms": conn.execute("SELECT count(*) FROM bm25_terms").fetchone()[0],
                 "episodes": conn.execute("SELECT count(*) FROM turns WHERE visibility IS NOT NULL").fetchone()[0],
                 "hnsw_index_mb": round(conn.execute(
-                    "SELECT pg_relation_size('facts_embedding_hnsw')").fetchone()[0] / 2**20, 1),
+                    "SELECT pg_relation_size('facts_embedding_shared_hnsw') + pg_relation_size('facts_embedding_private_hnsw')"
+                    ).fetchone()[0] / 2**20, 1),
                 "table_mb": round(conn.execute("SELECT pg_table_size('facts')").fetchone()[0] / 2**20, 1),
             }
 
@@ -594,7 +663,7 @@ def main() -> int:
 
         # As the library searches: through a Store's connection pool (no connection set-up per query).
         from factforge.settings import Settings
-        from factforge.store import Store
+        from factforge.storage.store import Store
 
         source = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": tempfile.gettempdir()}))
         lat: dict[str, dict[str, float]] = {}
@@ -625,15 +694,13 @@ def main() -> int:
         with psycopg.connect(conninfo) as conn:
             register_vector(conn)
             for i, ((text, agent, team), vec) in enumerate(zip(queries, qvecs)):
-                where, params = _filters(agent, team, [], False, None, None, None, None)
+                where, params = fact_filters(agent, team)
                 params.update(q=text, n=40)
                 with conn.transaction():
                     conn.execute("SET LOCAL hnsw.ef_search = 100")
                     conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                     t0 = time.perf_counter()
-                    conn.execute(f"SELECT f.id, f.embedding <=> %(v)s AS d FROM facts f WHERE f.embedding IS NOT NULL "
-                                 f"AND {where} ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",
-                                 {**params, "v": vec}).fetchall()
+                    conn.execute(vector_sql("facts", where, params), {**params, "v": vec}).fetchall()
                     t1 = time.perf_counter()
                     _bm25_ranks(conn, where, params, text, 40, "fact_terms")
                     t2 = time.perf_counter()
@@ -642,6 +709,10 @@ def main() -> int:
                     sql_ms["bm25_sql"].append((t2 - t1) * 1000)
         res["sql_only_ms"] = {k: {"p50": round(pct(v, 50), 2), "p95": round(pct(v, 95), 2), "p99": round(pct(v, 99), 2),
                                   "mean": round(statistics.fmean(v), 2)} for k, v in sql_ms.items() if v}
+
+        # ------------------------------------------------------------------------------ keyword exactness
+        res["keyword_overlap"] = keyword_overlap(conninfo, source, queries)
+        print(f"keyword overlap: {res['keyword_overlap']}", file=sys.stderr)
 
         # ------------------------------------------------------------------------------ recall@10
         rec_id, rec_dist, exact_ms, visible = [], [], [], []
@@ -652,7 +723,7 @@ def main() -> int:
         with psycopg.connect(conninfo) as conn:
             register_vector(conn)
             for (text, agent, team), vec, hits in zip(queries, qvecs, fact_hits):
-                where, params = _filters(agent, team, [], False, None, None, None, None)
+                where, params = fact_filters(agent, team)
                 with conn.transaction():
                     conn.execute("SET LOCAL enable_indexscan = off")
                     conn.execute("SET LOCAL enable_bitmapscan = off")
@@ -672,8 +743,7 @@ def main() -> int:
                 rec_dist.append(min(len(exact), sum(1 for h in got if h.vector_distance is not None
                                                     and h.vector_distance <= kth + 1e-6)) / len(exact))
             for agent_i in range(0, N_AGENTS, 10):
-                where, params = _filters(f"agent-{agent_i:02d}", f"team-{agent_i % N_TEAMS}", [], False,
-                                         None, None, None, None)
+                where, params = fact_filters(f"agent-{agent_i:02d}", f"team-{agent_i % N_TEAMS}")
                 visible.append(conn.execute(f"SELECT count(*) FROM facts f WHERE {where}", params).fetchone()[0])
         res["recall_at_10"] = {"by_id": round(statistics.fmean(rec_id), 4),
                                "by_distance": round(statistics.fmean(rec_dist), 4),
@@ -682,15 +752,14 @@ def main() -> int:
 
         if args.explain:
             text, agent, team = queries[0]
-            where, params = _filters(agent, team, [], False, None, None, None, None)
+            where, params = fact_filters(agent, team)
             params.update(q=text, n=40)
             with psycopg.connect(conninfo) as conn:
                 register_vector(conn)
                 conn.execute("SET LOCAL hnsw.ef_search = 100")
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                 plan = conn.execute(
-                    f"EXPLAIN (ANALYZE, BUFFERS) SELECT f.id, f.embedding <=> %(v)s AS d FROM facts f WHERE "
-                    f"f.embedding IS NOT NULL AND {where} ORDER BY f.embedding <=> %(v)s LIMIT %(n)s",
+                    "EXPLAIN (ANALYZE, BUFFERS) " + vector_sql("facts", where, params),
                     {**params, "v": qvecs[0]}).fetchall()
                 print(f"\n-- vector, query {text!r}\n" + "\n".join(r[0] for r in plan))
                 built = bm25_query(conn, where, params, text, "fact_terms")  # all candidate steps, one statement
@@ -752,6 +821,11 @@ def report(res: dict[str, Any]) -> None:
               f"one long-lived connection)")
     qe = res["query_embed_ms"]
     print(f"  {'embed':8s} {qe['p50']:8.2f} {qe['p95']:8.2f} {qe['p99']:8.2f}   (LocalEmbedder, one query)")
+    if "keyword_overlap" in res:
+        o = res["keyword_overlap"]
+        print(f"\nkeyword top-10 overlap with exact BM25 (Python, same tokens and statistics): {o['by_id']:.4f} by id, "
+              f"{o['tie_aware']:.4f} tie-aware ({o['queries']} queries; median {o['median_visible_matching_facts']} "
+              f"visible facts hold a query word)")
     r = res["recall_at_10"]
     print(f"\nrecall@10, search(mode='vector') vs exact scan under the same scope: {r['by_id']:.4f} by id, "
           f"{r['by_distance']:.4f} by distance ({r['queries']} queries; an agent sees ~"

@@ -178,7 +178,7 @@ def secrets_table(url: str, settings: Any, mode: str) -> None:
 
 
 def injection_table(url: str, settings: Any) -> None:
-    from factforge.gatekeeper import Gatekeeper
+    from factforge.rules.gatekeeper import Gatekeeper
     from factforge.memory import Memory
 
     gate = Gatekeeper.from_dir()

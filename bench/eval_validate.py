@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from factforge.settings import Settings
-from factforge.validate import validate_items
+from factforge.models.validate import validate_items
 
 # (turn, [(true fact, category)], [(invented fact, category)])
 CASES: list[tuple[str, list[tuple[str, str]], list[tuple[str, str]]]] = [

@@ -1,4 +1,4 @@
-"""Measure the cosine distance cut-off of search's vector half (factforge.search.VECTOR_MAX_DISTANCE).
+"""Measure the cosine distance cut-off of search's vector half (factforge.storage.search.VECTOR_MAX_DISTANCE).
 
 On LoCoMo (../shared/data/dev/locomo_dev.json; measurement only, never copied into the repo): every turn goes
 through the rule path (no LLM), each stored-fact text is embedded with the default local embedder, and each
@@ -23,8 +23,8 @@ DATA = ROOT / ".." / "shared" / "data" / "dev" / "locomo_dev.json"
 
 
 def main() -> int:
-    from factforge.embed import make_embedder
-    from factforge.extract import Extractor
+    from factforge.models.embed import make_embedder
+    from factforge.rules.extract import Extractor
     from factforge.settings import Settings
 
     settings = Settings.from_env({"FACTFORGE_LLM": "off"})

@@ -56,30 +56,35 @@ _LAZY = {
     "Memory": "memory",
     "AsyncMemory": "memory",
     "RememberResult": "memory",
-    "DrainReport": "memory",
-    "Extractor": "extract",
-    "extract": "extract",
-    "Store": "store",
-    "StoredFact": "store",
-    "Scope": "store",
-    "Provenance": "store",
-    "SearchHit": "search",
-    "search": "search",
-    "parse_inline": "inline",
-    "inline_prompt": "inline",
-    "InlineResult": "inline",
-    "OllamaLLM": "llm",
-    "AsyncOllamaLLM": "llm",
-    "LLMRequest": "llm",
-    "LLMResult": "llm",
-    "LLMCall": "llm",
-    "PatternLibrary": "patterns",
-    "Gatekeeper": "gatekeeper",
+    "DrainReport": "draining",
+    "Extractor": "rules.extract",
+    "extract": "rules.extract",
+    "Store": "storage.store",
+    "StoredFact": "storage.store",
+    "Scope": "storage.store",
+    "Provenance": "storage.store",
+    "SearchHit": "storage.search",
+    "search": "storage.search",
+    "parse_inline": "rules.inline",
+    "inline_prompt": "rules.inline",
+    "InlineResult": "rules.inline",
+    "OllamaLLM": "models.llm",
+    "AsyncOllamaLLM": "models.llm",
+    "LLMRequest": "models.llm",
+    "LLMResult": "models.llm",
+    "LLMCall": "models.llm",
+    "PatternLibrary": "rules.patterns",
+    "Gatekeeper": "rules.gatekeeper",
     "ingest_file": "ingest",
     "IngestSummary": "ingest",
-    "embed_pending": "embed",
-    "EmbedReport": "embed",
+    "embed_pending": "storage.embeddings",
+    "EmbedReport": "storage.embeddings",
 }
+
+# Importable from here (``from factforge import Store`` keeps working) but not the public surface: the
+# storage layer, the LLM's request/response plumbing and the rule engines sit behind Memory and extract().
+_NOT_PUBLIC = frozenset({"Store", "Scope", "Provenance", "LLMRequest", "LLMResult", "LLMCall", "PatternLibrary",
+                         "Gatekeeper", "embed_pending"})
 
 __all__ = [
     "__version__",
@@ -88,7 +93,7 @@ __all__ = [
     "PatternError", "SchemaError", "ValidationError",
     "Settings", "get_settings",
     "Entity", "Explanation", "Extraction", "Fact", "GateDecision", "Relationship", "Span",
-    *_LAZY,
+    *(name for name in _LAZY if name not in _NOT_PUBLIC),
 ]
 
 
@@ -102,13 +107,13 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .embed import EmbedReport, embed_pending
-    from .extract import Extractor, extract
-    from .gatekeeper import Gatekeeper
+    from .storage.embeddings import EmbedReport, embed_pending
+    from .rules.extract import Extractor, extract
+    from .rules.gatekeeper import Gatekeeper
     from .ingest import IngestSummary, ingest_file
-    from .inline import InlineResult, inline_prompt, parse_inline
-    from .llm import AsyncOllamaLLM, LLMCall, LLMRequest, LLMResult, OllamaLLM
+    from .rules.inline import InlineResult, inline_prompt, parse_inline
+    from .models.llm import AsyncOllamaLLM, LLMCall, LLMRequest, LLMResult, OllamaLLM
     from .memory import AsyncMemory, DrainReport, Memory, RememberResult
-    from .patterns import PatternLibrary
-    from .search import SearchHit, search
-    from .store import Provenance, Scope, Store, StoredFact
+    from .rules.patterns import PatternLibrary
+    from .storage.search import SearchHit, search
+    from .storage.store import Provenance, Scope, Store, StoredFact

@@ -37,10 +37,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import DatabaseError, FactforgeError
-from .keys import Principal
+from .storage.keys import Principal
 from .service import Service, error_code
 
-__all__ = ["create_app", "DEFAULT_MAX_BODY"]
+__all__ = ["create_app", "app_from_env", "DEFAULT_MAX_BODY"]
 
 logger = logging.getLogger("factforge.api")
 
@@ -182,7 +182,7 @@ def create_app(service: Service, *, max_body: int = DEFAULT_MAX_BODY, mcp: bool 
     @app.get("/readyz", tags=["ops"])
     def readyz() -> JSONResponse:
         """The database (and the read replica, if any) answers, its schema at this version's migration head."""
-        from . import db
+        from .storage import db
 
         head = db._script_head()
         urls = {"database": service.memory.store.url}
@@ -318,6 +318,19 @@ class _BodyLimit:
 
 class _TooLarge(Exception):
     pass
+
+
+def app_from_env() -> ASGIApp:
+    """The app of one ``factforge serve --workers N`` process (uvicorn imports it by name in each worker): its
+    settings from the environment, which the parent filled in from its arguments before starting them."""
+    from .service import Service
+    from .settings import get_settings
+
+    service = Service.open(get_settings())
+    return create_app(service, max_body=max_body_from_env(), host=os.environ.get(SERVE_HOST_ENV, "127.0.0.1"))
+
+
+SERVE_HOST_ENV = "FACTFORGE_SERVE_HOST"
 
 
 def max_body_from_env() -> int:

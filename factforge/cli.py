@@ -95,14 +95,14 @@ def _memory(args: argparse.Namespace, **kw: Any) -> Any:
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    from .extract import Extractor
+    from .rules.extract import Extractor
     from .settings import get_settings
 
     settings = get_settings()
     extractor = Extractor(settings, settings.patterns_dir)
     llm = None
     if not args.no_llm and settings.llm_enabled:
-        from .llm import OllamaLLM
+        from .models.llm import OllamaLLM
 
         llm = OllamaLLM(settings)
     if args.json:
@@ -140,7 +140,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         llm_ok = True
         if args.wait_llm:  # one drain after the file, with progress and its outcome, rather than per line
             report, waiting = _drain(memory, limit=None, quiet=args.quiet or args.json)
-            out["llm"] = {"report": to_jsonable(report), "queue": memory.store.queue_counts()}
+            out["llm"] = {"report": to_jsonable(report), "queue": memory.queue_counts()}
             llm_ok = _llm_worked(report)
     if args.json:
         _print_json(out)
@@ -253,7 +253,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    from . import db
+    from .storage import db
 
     settings = _settings(args)
     if args.action in ("status", "stop"):
@@ -277,7 +277,7 @@ def cmd_db(args: argparse.Namespace) -> int:
               "database creates the schema again, empty" if args.revision == "base" else
               f"database schema downgraded to {args.revision}")
     elif args.action == "psql":
-        from .embedded import psql_path
+        from .storage.embedded import psql_path
 
         psql = psql_path()
         if psql is None:
@@ -297,10 +297,10 @@ def _confirm(question: str) -> bool:
 
 
 def _db_server(action: str, settings: Any) -> int:
-    from . import embedded
+    from .storage import embedded
 
     if settings.database_url is not None:
-        from .db import safe_url
+        from .storage.db import safe_url
 
         print(f"database: {safe_url(settings.database_url)} (FACTFORGE_DATABASE_URL), a server factforge "
               "neither starts nor stops")
@@ -329,12 +329,12 @@ def _db_server(action: str, settings: Any) -> int:
 def cmd_llm_drain(args: argparse.Namespace) -> int:
     if args.action == "retry":
         with _memory(args, llm=None, embedder=None, background=False) as memory:
-            n = memory.store.retry_failed()
+            n = memory.retry_failed()
         print(f"{n} failed item(s) back in the queue; run `factforge llm drain` to process them")
         return 0
     with _memory(args, background=False) as memory:
         report, waiting = _drain(memory, limit=args.limit, quiet=args.json)
-        counts = memory.store.queue_counts()
+        counts = memory.queue_counts()
     if args.json:
         _print_json({"report": report, "queue": counts, "waiting": waiting})
     else:
@@ -347,13 +347,13 @@ def _drain(memory: Any, *, limit: int | None, quiet: bool) -> tuple[Any, list[di
     """Run the LLM over the due queue (a progress bar on a terminal); the report and what still waits."""
     from .ingest import Progress
 
-    due = memory.store.queue_counts()["pending"]
+    due = memory.queue_counts()["pending"]
     bar = Progress(min(due, limit or due), force=False if quiet else None, unit="items")
     try:
         report = memory.drain(limit=limit, progress=bar.update)
     finally:
         bar.close()
-    return report, memory.store.queue_waiting()
+    return report, memory.queue_waiting()
 
 
 def _llm_worked(report: Any) -> bool:
@@ -382,19 +382,19 @@ def _print_drain(report: Any, waiting: list[dict[str, Any]], settings: Any) -> N
 def cmd_patterns(args: argparse.Namespace) -> int:
     if args.action == "misses":
         with _memory(args, llm=None, embedder=None, background=False) as memory:
-            misses = memory.store.top_misses(args.n)
+            misses = memory.top_misses(args.n)
         print(_table([(m.count, m.agents, f"{m.last_seen_at:%Y-%m-%d %H:%M}" if m.last_seen_at else "", m.text[:100])
                       for m in misses], ("count", "agents", "last seen", "message")) if misses else "no misses")
         return 0
-    from .patterns import PatternLibrary
-    from .rulefile import full_speed_checks
+    from .rules.patterns import PatternLibrary
+    from .rules.rulefile import full_speed_checks
     from .settings import get_settings
 
     if args.action == "check":
         full_speed_checks()  # time every regex against the adversarial strings, trusting no shipped verdict
     library = PatternLibrary.from_dir(get_settings().patterns_dir)  # loading validates every rule
     if args.action == "check":
-        from .extract import Extractor
+        from .rules.extract import Extractor
 
         Extractor(get_settings())  # and every other rule file: gate, injection, secrets, entities, turns
         print(f"{len(library.rules)} rules load and pass their examples")
@@ -407,8 +407,9 @@ def cmd_patterns(args: argparse.Namespace) -> int:
 
 
 def cmd_embed(args: argparse.Namespace) -> int:
-    from . import embed
-    from .db import database_url
+    from .models import embed
+    from .storage import embeddings
+    from .storage.db import database_url
 
     settings = _settings(args)
     embedder = embed.make_embedder(settings)
@@ -416,14 +417,14 @@ def cmd_embed(args: argparse.Namespace) -> int:
         raise FactforgeError("no embedder configured (FACTFORGE_EMBEDDER=none)")
     url = database_url(settings)
     if args.action == "reset":
-        embed.reset_embeddings(url, embedder)
-    done = embed.backfill_all(url, embedder)
+        embeddings.reset_embeddings(url, embedder)
+    done = embeddings.backfill_all(url, embedder)
     print(f"embedded {done.facts} fact(s) and {done.episodes} episode(s) with {embedder.model}")
     return 0
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
-    from .inline import inline_prompt
+    from .rules.inline import inline_prompt
 
     print(inline_prompt())
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -36,15 +37,74 @@ def cmd_serve(args: argparse.Namespace) -> int:
     elif "FACTFORGE_DB_POOL_SIZE" not in os.environ:
         # the library's 4 are for one program; a server's requests run in up to 40 threads at once
         settings = settings.with_(db_pool_size=16)
-    service = Service.open(settings, llm=None if args.no_llm else "auto")
-    app = create_app(service, max_body=max_body_from_env(), host=args.host)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, server_header=False)
+    workers = args.workers if args.workers is not None else default_workers()
+    if workers < 1:
+        from .errors import ConfigError
+
+        raise ConfigError(f"--workers {workers}: at least 1")
+    if workers == 1:
+        service = Service.open(settings, llm=None if args.no_llm else "auto")
+        app = create_app(service, max_body=max_body_from_env(), host=args.host)
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, server_header=False)
+        return 0
+    from .api import SERVE_HOST_ENV
+    from .storage import db
+
+    # Once, here, before any worker starts: the embedded server (if no URL is set) and the schema migration;
+    # a database that is down or outdated is then one clean error, not N crashing workers.
+    url = db.database_url(settings)
+    db.ensure_schema(url, settings)
+    max_body_from_env()  # a bad FACTFORGE_API_MAX_BODY, likewise
+    # The workers read their settings from the environment (see api.app_from_env).
+    os.environ.update({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_DB_POOL_SIZE": str(settings.db_pool_size),
+                       SERVE_HOST_ENV: args.host, **({"FACTFORGE_LLM": "off"} if args.no_llm else {})})
+    config = uvicorn.Config("factforge.api:app_from_env", factory=True, workers=workers, host=args.host,
+                            port=args.port, log_level=args.log_level, server_header=False)
+    from uvicorn.supervisors import Multiprocess
+
+    # What uvicorn.run(workers=N) does, but with a listening socket made as a single uvicorn makes its own: its
+    # protocol IPPROTO_TCP (uvicorn's shared socket has 0), so asyncio turns Nagle's algorithm off on every
+    # accepted connection. Without that a response sent in two writes waits for the client's delayed ACK:
+    # 44 ms for each /healthz on loopback.
+    sock = listen_socket(args.host, args.port)
+    import logging
+
+    logging.getLogger("uvicorn.error").info("factforge serve on http://%s:%d with %d worker processes",
+                                            args.host, sock.getsockname()[1], workers)
+    Multiprocess(config, sockets=[sock]).run()
     return 0
 
 
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket for ``host``:``port`` that worker processes inherit."""
+    from .errors import ConfigError
+
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                                 proto=socket.IPPROTO_TCP)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def default_workers() -> int:
+    """One API process per core this process may run on. A request spends most of its CPU in Python
+    (SQLAlchemy and psycopg per statement, the extraction rules, pydantic, the embedding model's glue), and one
+    Python process runs Python on one core at a time (the GIL), so one process per core is what lets a
+    request use the cores the others leave. PostgreSQL's backends are separate processes already."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def cmd_keys(args: argparse.Namespace) -> int:
-    from .keys import KeyStore
-    from .store import Store
+    from .storage.keys import KeyStore
+    from .storage.store import Store
 
     store = Store.open(_settings(args), check_embedder=False)
     try:
@@ -80,7 +140,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     from .errors import ConfigError
-    from .keys import Principal
+    from .storage.keys import Principal
     from .mcp_server import run_stdio
     from .service import Service
 
@@ -120,7 +180,10 @@ def add_commands(add: Add) -> None:
     sp.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     sp.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     sp.add_argument("--no-llm", action="store_true", help="leave queued LLM work to `factforge worker` processes")
-    sp.add_argument("--db-pool", type=int, help="pooled database connections (default 16, or FACTFORGE_DB_POOL_SIZE)")
+    sp.add_argument("--db-pool", type=int,
+                    help="pooled database connections per worker (default 16, or FACTFORGE_DB_POOL_SIZE)")
+    sp.add_argument("--workers", type=int, metavar="N",
+                    help="API processes (default: one per CPU core; 1 serves from this process)")
     sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
                     help="uvicorn's log level (default info)")
 

@@ -17,7 +17,7 @@ from pydantic import Field
 from mcp.server.mcpserver.exceptions import ToolError
 
 from .errors import FactforgeError
-from .keys import Principal
+from .storage.keys import Principal
 from .service import Service, error_code
 
 __all__ = ["build_server", "run_stdio"]

@@ -16,9 +16,9 @@ from uuid import UUID
 from .errors import (AuthError, DatabaseError, FactforgeError, ForbiddenError, InputError, NotFoundError,
                      ValidationError)
 from .jsonout import to_jsonable
-from .keys import KeyStore, Principal
+from .storage.keys import KeyStore, Principal
 from .memory import Memory, RememberResult
-from .store import visible_clause
+from .storage.scope import visible
 
 __all__ = ["Service", "remember_json", "error_code"]
 
@@ -108,7 +108,7 @@ class Service:
         except ValueError:
             raise ValidationError(f"not a fact id: {fact_id!r}") from None
         scope = self._scope(who, {})
-        where, params = visible_clause(scope["agent_id"], scope["team_id"])
+        where, params = visible("f", scope["agent_id"], scope["team_id"], scope_index=True)
         from sqlalchemy.exc import SQLAlchemyError
 
         try:
@@ -135,8 +135,9 @@ class Service:
         self._writer(who)
         kwargs = {k: v for k, v in args.items() if k not in ("agent_id", "team_id") and v is not None}
         scope = self._scope(who, args)
-        # One transaction, so one commit (one WAL flush) per request instead of one per statement group.
-        with self.memory.batch():
+        # One transaction, so one commit (one WAL flush) per request instead of one per statement group; one
+        # call in it, so no savepoint around the call.
+        with self.memory.store.unit_of_work(savepoints=False):
             result = method(**kwargs, **scope)
         return remember_json(result)
 
@@ -191,6 +192,6 @@ class Service:
 
     @staticmethod
     def prompt() -> dict[str, str]:
-        from .inline import inline_prompt
+        from .rules.inline import inline_prompt
 
         return {"prompt": inline_prompt()}

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .errors import FactforgeError, InputError, LLMError
-from .extract import Extractor
+from .rules.extract import Extractor
 from .jsonout import fact_line
 from .inputs import check_text, check_timestamp, iter_json_lines
 
@@ -43,7 +43,7 @@ def _one(obj: dict[str, Any], extractor: Extractor, llm: Any) -> dict[str, Any]:
         "needs_llm": extraction.needs_llm,
     }
     if extraction.needs_llm and llm is not None:
-        from .llm import LLMRequest, merge
+        from .models.llm import LLMRequest, merge
 
         try:
             result = llm.extract(

@@ -5,6 +5,9 @@ They are frozen: a stage returns new values, it never edits what an earlier stag
 
 from __future__ import annotations
 
+import hashlib
+import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -120,3 +123,42 @@ class Extraction:
     needs_llm: bool = False
     timestamp: datetime | None = None
     redactions: int = 0
+
+
+
+@dataclass(frozen=True, slots=True)
+class Supersession:
+    """What a supersession rule decided a new fact makes outdated: the current facts of its scope that match
+    every condition. The rules decide (``factforge.rules.lifecycle``); storage only applies the decision.
+
+    ``relations``: the old fact's relation is one of these. ``equal``: (field, value) in the rule's order, a
+    field being ``subject``, ``relation``, ``category`` or ``slot:<name>`` (a slot compares case-insensitively).
+    ``link``: (old slots, value): one of the old fact's slots equals the value, case-insensitively.
+    ``suffix``: (slot, marker, text): the old slot's text after ``marker``, lower-cased and trimmed, is ``text``.
+    ``similar_above``: the two facts' vectors are at least this similar (cosine)."""
+
+    rule_id: str
+    relations: tuple[str, ...] = ()
+    equal: tuple[tuple[str, str], ...] = ()
+    link: tuple[tuple[tuple[str, ...], str], ...] = ()
+    suffix: tuple[tuple[str, str, str], ...] = ()
+    similar_above: float | None = None
+
+
+_PUNCT_END = re.compile(r"[\s.!?;:,。！？；：，]+$")
+_SPACES = re.compile(r"\s+")
+_ARTICLES = re.compile(r"\b(?:a|an|the)\s+")
+
+
+def normalize_content(content: str) -> str:
+    """The form two facts are compared in ("the same fact"): NFKC, case-folded, single spaces, no articles, no
+    trailing punctuation ("The user prefers the dark mode." and "User prefers dark mode" are the same fact)."""
+    text = unicodedata.normalize("NFKC", content).casefold().strip()
+    text = _SPACES.sub(" ", text)
+    text = _ARTICLES.sub("", text)
+    return _PUNCT_END.sub("", text)
+
+
+def content_hash(content: str) -> str:
+    """The key of "the same fact" in storage: the hash of :func:`normalize_content`."""
+    return hashlib.sha256(normalize_content(content).encode("utf-8")).hexdigest()

@@ -38,8 +38,8 @@ def run_worker(memory: Memory, stop: threading.Event, *, idle_poll_s: float = 1.
     """Work until ``stop`` is set (or ``max_items`` queue items are done); returns what was done.
 
     One queue item per :meth:`Memory.drain` call, so a stop request waits for one item at most. When the
-    queue has nothing due, facts without a vector are embedded (:func:`factforge.embed.backfill`), then the
-    worker sleeps ``idle_poll_s``.
+    queue has nothing due, facts without a vector are embedded
+    (:func:`factforge.storage.embeddings.embed_pending`), then the worker sleeps ``idle_poll_s``.
     """
     report = WorkerReport()
     embedder = memory._embedder if embed else None
@@ -66,11 +66,11 @@ _EMBED_PASS = 512  # rows per idle pass, so a long backlog does not keep the que
 
 
 def _backfill(memory: Memory, embedder: Any) -> int:
-    from . import embed
+    from .storage import embeddings
 
     try:
         # Facts and episodes stored without a vector (episodes always are: remember() leaves them to this).
-        return embed.embed_pending(memory.store, embedder, limit=_EMBED_PASS).total
+        return embeddings.embed_pending(memory.store, embedder, limit=_EMBED_PASS).total
     except FactforgeError as exc:
         logger.warning("worker: embedding backfill failed (%s); next time", exc)
         return 0

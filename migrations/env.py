@@ -16,7 +16,7 @@ def _url() -> str:
     url = config.attributes.get("url")
     if url:
         return str(url)
-    from factforge.db import database_url
+    from factforge.storage.db import database_url
     from factforge.settings import get_settings
 
     return database_url(get_settings())

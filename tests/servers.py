@@ -15,9 +15,9 @@ from pathlib import Path
 
 import uvicorn
 
-from factforge import db
+from factforge.storage import db
 from factforge.api import create_app
-from factforge.keys import KeyStore
+from factforge.storage.keys import KeyStore
 from factforge.service import Service
 from factforge.settings import Settings
 

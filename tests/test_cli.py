@@ -162,7 +162,7 @@ def test_db_url_is_a_libpq_url_that_psycopg_and_psql_connect_with(db_url: str) -
 
     import psycopg
 
-    from factforge.embedded import psql_path
+    from factforge.storage.embedded import psql_path
 
     out = run_cli("--database-url", db_url, "db", "url")
     url = out.stdout.strip()
@@ -312,7 +312,7 @@ def test_demo_prints_how_to_reach_its_memory_and_that_works(tmp_path: Path) -> N
         assert proc.returncode == 0, proc.stderr
         assert "Team uses Clerk" in proc.stdout and "creating a new database" not in proc.stderr
     finally:
-        from factforge.embedded import stop_server
+        from factforge.storage.embedded import stop_server
 
         stop_server(home)
 
@@ -333,6 +333,6 @@ def test_a_new_home_is_announced_on_a_terminal(tmp_path: Path) -> None:
         assert f"creating a new database in FACTFORGE_HOME={home}" in told
     finally:
         os.close(master)
-        from factforge.embedded import stop_server
+        from factforge.storage.embedded import stop_server
 
         stop_server(home)

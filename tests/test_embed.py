@@ -8,10 +8,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from factforge.embed import LocalEmbedder, OllamaEmbedder, backfill, make_embedder, reset_embeddings
+from factforge.models.embed import CachedEmbedder, LocalEmbedder, OllamaEmbedder, make_embedder
+from factforge.storage.embeddings import backfill, reset_embeddings
 from factforge.errors import EmbedderError, EmbeddingMismatchError
 from factforge.settings import Settings
-from factforge.store import Provenance, Scope, Store
+from factforge.memory import open_store
+from factforge.storage.store import Provenance, Scope, Store
 from factforge.types import Explanation, Fact
 from tests.fake_ollama import FakeOllama
 
@@ -47,7 +49,7 @@ def test_ollama_embedder_through_the_client(tmp_path: Path) -> None:
 
 def test_backfill_then_reset_to_another_dimension(db_url: str, tmp_path: Path) -> None:
     settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)})
-    store = Store.open(settings)
+    store = open_store(settings)
     f = Fact("Team uses Redis", "technology", 0.9, "pattern", Explanation("pattern", "r", 0.9, 0.9))
     store.save([f], Scope("a", "t", "team"), Provenance("k"))
     conninfo = db_url.replace("postgresql+psycopg://", "postgresql://")
@@ -77,3 +79,42 @@ def test_same_dimension_other_model_is_refused_not_mixed(db_url: str, tmp_path: 
         Store.open(other)
     assert "downgrade" not in str(info.value)  # the advice keeps the facts
     Store.open(other, check_embedder=False).close()  # what `factforge embed reset` does
+
+
+class _Counting:
+    model, dim = "counting", 3
+
+    def __init__(self) -> None:
+        self.asked: list[list[str]] = []
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.asked.append(list(texts))
+        return [[float(len(t)), 0.5, -1.0] for t in texts]
+
+
+def test_cached_embedder_embeds_each_text_once_and_forgets_the_least_recent() -> None:
+    inner = _Counting()
+    cached = CachedEmbedder(inner, size=2)
+    assert cached.model == "counting" and cached.dim == 3
+    assert cached.embed(["ab", "c"]) == [[2.0, 0.5, -1.0], [1.0, 0.5, -1.0]]
+    assert cached.embed(["c", "xyz", "ab", "xyz"]) == [[1.0, 0.5, -1.0], [3.0, 0.5, -1.0], [2.0, 0.5, -1.0],
+                                                       [3.0, 0.5, -1.0]]
+    assert inner.asked == [["ab", "c"], ["xyz"]]  # misses only, each once, in one call
+    # Kept: the two most recently used, 'ab' and 'xyz'; 'c' went and is embedded again.
+    cached.embed(["ab", "xyz"])
+    assert len(inner.asked) == 2
+    cached.embed(["c"])
+    assert inner.asked[-1] == ["c"] and len(inner.asked) == 3
+    assert cached.embed([]) == []
+
+
+def test_memory_embeds_a_repeated_query_once(db_url: str, tmp_path: Path) -> None:
+    from factforge.memory import Memory
+
+    s = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path), "FACTFORGE_LLM": "off"})
+    with Memory(settings=s, llm=None, background=False) as m:
+        m.remember(user="We switched from JWT to Clerk for authentication", agent_id="a")
+        first = m.search("login provider", agent_id="a")
+        misses = m._embedder.misses
+        assert m.search("login provider", agent_id="a") == first
+        assert m._embedder.misses == misses and m._embedder.hits >= 1

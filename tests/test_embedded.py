@@ -15,7 +15,7 @@ import psutil
 import psycopg
 import pytest
 
-from factforge import embedded
+from factforge.storage import embedded
 from factforge.errors import EmbeddedServerError
 
 
@@ -85,7 +85,7 @@ limit = int(sys.argv[2])
 if limit:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # so that writes past the limit fail with EFBIG
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-from factforge import embedded
+from factforge.storage import embedded
 from factforge.errors import EmbeddedServerError
 try:
     print(embedded.ensure_server(Path(sys.argv[1])))
@@ -257,7 +257,7 @@ signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (24 * 2**20, 24 * 2**20))  # inherited by the server it starts
 from factforge.errors import DatabaseError
 from factforge.settings import Settings
-from factforge.store import Store
+from factforge.storage.store import Store
 store = Store.open(Settings.from_env({"FACTFORGE_HOME": sys.argv[1], "FACTFORGE_EMBEDDER": "none"}))
 try:
     with store._tx() as conn:

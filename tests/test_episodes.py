@@ -8,11 +8,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from factforge.embed import LocalEmbedder, embed_pending
+from factforge.models.embed import LocalEmbedder
+from factforge.storage.embeddings import embed_pending
 from factforge.errors import InputError, ValidationError
 from factforge.ingest import ingest_lines
 from factforge.memory import Memory
-from factforge.search import search
+from factforge.storage.search import search
 from factforge.settings import Settings
 
 A, B, T = "maria-agent", "tom-agent", "t1"
@@ -218,7 +219,7 @@ def test_migration_0007_makes_stored_turns_episodes_and_stores_each_message_once
                                                                                 tmp_path: Path) -> None:
     from sqlalchemy.engine import make_url
 
-    from factforge import db
+    from factforge.storage import db
 
     admin = db_url.replace("postgresql+psycopg://", "postgresql://", 1)
     with psycopg.connect(admin, autocommit=True) as conn:

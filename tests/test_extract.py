@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from factforge.errors import PatternError
-from factforge.extract import Extractor, TurnRules
-from factforge.patterns import PatternLibrary
-from factforge.rulefile import default_patterns_dir
+from factforge.rules.extract import Extractor, TurnRules
+from factforge.rules.patterns import PatternLibrary
+from factforge.rules.rulefile import default_patterns_dir
 
 TS = datetime(2024, 6, 15, 12, 0, tzinfo=timezone.utc)  # a Saturday
 UTC = timezone.utc

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factforge.errors import PatternError
-from factforge.gatekeeper import REASONS, Gatekeeper
-from factforge.rulefile import default_patterns_dir
+from factforge.rules.gatekeeper import REASONS, Gatekeeper
+from factforge.rules.rulefile import default_patterns_dir
 
 GATE = Gatekeeper.from_dir()
 

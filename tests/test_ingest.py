@@ -184,7 +184,7 @@ def test_a_database_error_in_a_group_replays_it_line_by_line(db_url: str, tmp_pa
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from factforge.errors import DatabaseError
     from factforge.ingest import ingest_lines
-    from factforge.store import Store
+    from factforge.storage.store import Store
 
     with _memory(db_url, tmp_path) as memory:
         expected = ingest_lines(memory, _lines(), batch_size=1).as_dict() | {"seconds": 0}

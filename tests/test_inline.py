@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from factforge.inline import inline_prompt, parse_inline
+from factforge.rules.inline import inline_prompt, parse_inline
 
 
 def test_tags_are_parsed_and_stripped() -> None:

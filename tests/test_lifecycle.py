@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from factforge.embed import make_embedder
+from factforge.models.embed import make_embedder
 from factforge.errors import ValidationError
 from factforge.memory import Memory
 from factforge.settings import Settings
-from factforge.store import Provenance, Scope, Store
+from factforge.memory import open_store
+from factforge.storage.store import Provenance, Scope, Store
 from factforge.types import Explanation, Fact
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,7 +159,7 @@ def test_team_fact_from_two_agents_is_one_row_even_concurrently(settings: Settin
     import threading
 
     # Store only: these tests need no extraction rules.
-    with closing(Store.open(settings)) as store:
+    with closing(open_store(settings)) as store:
         texts = [f"Team uses tool number {i}" for i in range(12)]
         barrier = threading.Barrier(2)
         errors: list[BaseException] = []

@@ -15,7 +15,7 @@ import pytest
 from fake_ollama import Delay, FakeOllama, HTTPError, Reply, fake_vector
 
 from factforge.errors import LLMError, LLMParseError, LLMUnavailableError
-from factforge.llm import (
+from factforge.models.llm import (
     EXTRACTION_SCHEMA,
     AsyncOllamaLLM,
     LLMCall,
@@ -29,7 +29,7 @@ from factforge.llm import (
 )
 from factforge.settings import Settings
 from factforge.types import Explanation, Extraction, Fact, GateDecision
-from factforge.validate import normalise_label, validate_items
+from factforge.models.validate import normalise_label, validate_items
 
 SOURCE = "We moved the billing service from MySQL to PostgreSQL last week, and Dana maintains it now."
 

@@ -9,9 +9,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from factforge.embed import make_embedder
+from factforge.models.embed import make_embedder
 from factforge.errors import InputError, ValidationError
-from factforge.llm import OllamaLLM
+from factforge.models.llm import OllamaLLM
 from factforge.memory import Memory
 from factforge.settings import Settings
 from tests.fake_ollama import FakeOllama, HTTPError, Reply
@@ -419,7 +419,7 @@ def test_every_name_in_the_public_api_resolves() -> None:
 def test_factforge_extract_stays_the_function_after_memory_is_imported() -> None:
     import factforge
     from factforge import Memory  # noqa: F401 - imports the factforge.extract module on the way
-    from factforge.extract import Extractor  # the module stays reachable this way
+    from factforge.rules.extract import Extractor  # the module stays reachable this way
 
     assert callable(factforge.extract) and not isinstance(factforge.extract, type(factforge))
     assert factforge.extract("I prefer dark mode over light mode").facts[0].content == \

@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from factforge import db
+from factforge.storage import db
 from factforge.settings import Settings
 
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from factforge.errors import PatternError
-from factforge.ner import EntityRecognizer
-from factforge.rulefile import default_patterns_dir
+from factforge.rules.ner import EntityRecognizer
+from factforge.rules.rulefile import default_patterns_dir
 
 NER = EntityRecognizer.from_dir()
 RAW = yaml.safe_load((default_patterns_dir() / "entities.yaml").read_text(encoding="utf-8"))

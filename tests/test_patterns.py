@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from factforge.errors import PatternError
-from factforge.patterns import EXAMPLE_REFERENCE, PatternLibrary
-from factforge.rulefile import default_patterns_dir
+from factforge.rules.patterns import EXAMPLE_REFERENCE, PatternLibrary
+from factforge.rules.rulefile import default_patterns_dir
 from factforge.settings import Settings
 from factforge.types import Span
 
@@ -294,7 +294,7 @@ def test_us_as_a_country_is_not_a_pronoun() -> None:
     ],
 )
 def test_template_verb_filters(word: str, third: str, base: str) -> None:
-    from factforge.patterns import _transform
+    from factforge.rules.patterns import _transform
 
     assert _transform(word + " more", "s") == third + " more"
     assert _transform(word + " more", "base") == base + " more"

@@ -18,17 +18,17 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from factforge.errors import FactforgeError, InputError, PatternError
-from factforge.extract import Extractor, TurnRules
-from factforge.gatekeeper import REASONS, Gatekeeper
+from factforge.rules.extract import Extractor, TurnRules
+from factforge.rules.gatekeeper import REASONS, Gatekeeper
 from factforge.ingest import ACTIVITY_FIELDS, TURN_FIELDS, ingest_lines
-from factforge.inline import parse_inline
+from factforge.rules.inline import parse_inline
 from factforge.inputs import check_text, iter_json_lines
 from factforge.memory import Memory
-from factforge.ner import EntityRecognizer
-from factforge.patterns import PatternLibrary
-from factforge import rulefile
-from factforge.rulefile import REGEX_TIMEOUT, safe_finditer, safe_search
-from factforge.secrets import SecretScanner
+from factforge.rules.ner import EntityRecognizer
+from factforge.rules.patterns import PatternLibrary
+from factforge.rules import rulefile
+from factforge.rules.rulefile import REGEX_TIMEOUT, safe_finditer, safe_search
+from factforge.rules.secrets import SecretScanner
 from factforge.settings import Settings
 from factforge.types import GateDecision
 

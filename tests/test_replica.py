@@ -10,7 +10,7 @@ import httpx
 import psycopg
 import pytest
 
-from factforge import db
+from factforge.storage import db
 from tests.servers import RunningAPI, running_api, streaming_replica
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from factforge import rulefile
+from factforge.rules import rulefile
 from factforge.errors import PatternError
-from factforge.extract import TurnRules
-from factforge.patterns import PatternLibrary
+from factforge.rules.extract import TurnRules
+from factforge.rules.patterns import PatternLibrary
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ def _copy(tmp_path: Path) -> Path:
 def test_the_bundled_rules_pass_the_full_check_and_the_shipped_verdicts_are_current() -> None:
     digests = rulefile.check_bundled()  # raises PatternError naming any slow bundled rule
     shipped = rulefile.LINEAR_REGEXES.read_text(encoding="ascii").split()
-    assert digests == sorted(shipped), "bundled rules changed: run `python -m factforge.rulefile` and commit the file"
+    assert digests == sorted(shipped), "bundled rules changed: run `python -m factforge.rules.rulefile` and commit the file"
 
 
 @pytest.mark.parametrize(("name", "pattern"), [

@@ -10,10 +10,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from factforge.embed import LocalEmbedder
-from factforge.search import BM25_B, BM25_K1, search
+from factforge.models.embed import LocalEmbedder
+from factforge.storage.search import BM25_B, BM25_K1, search
 from factforge.settings import Settings
-from factforge.store import Provenance, Scope, Store
+from factforge.memory import open_store
+from factforge.storage.store import Provenance, Scope, Store
 from factforge.types import Explanation, Fact
 
 WORDS = ["kafka", "redis", "postgres", "billing", "deploy", "queue", "cache", "metrics", "search", "mobile",
@@ -30,7 +31,7 @@ def _fact(content: str) -> Fact:
 @pytest.fixture
 def corpus(db_url: str, tmp_path: Path) -> Iterator[Store]:
     rng = random.Random(11)
-    store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
     texts = sorted({"Team uses " + " ".join(rng.sample(WORDS, rng.randint(1, 6))) for _ in range(400)})
     for i in range(0, len(texts), 50):
         store.save([_fact(t) for t in texts[i:i + 50]], Scope("a1", "t1", "team"), Provenance(f"k{i}"))
@@ -109,12 +110,13 @@ def test_fact_terms_follow_facts_through_supersession_merge_and_forgetting(corpu
 
 def test_scoped_bm25_steps_are_answered_by_the_scoped_text_index(corpus: Store, db_url: str) -> None:
     """The step SQL must match migration 0006's index expression exactly, or every search scans the table."""
-    from factforge.search import _filters, bm25_query
+    from factforge.storage.scope import fact_filters
+    from factforge.storage.search import bm25_query
 
     corpus.save([_fact("Team runs a zookeeper quorum")], Scope("a1", "t1", "team"), Provenance("zk"))
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
         conn.execute("SET enable_seqscan = off")
-        where, params = _filters("a1", "t1", [], False, None, None, None, None)
+        where, params = fact_filters("a1", "t1")
         query = "zookeeper quorum"  # rare words: the steps use the index (common ones scan the table)
         built = bm25_query(conn, where, {**params, "q": query, "n": 40}, query, "fact_terms")
         assert built is not None
@@ -126,7 +128,7 @@ def test_scoped_bm25_steps_are_answered_by_the_scoped_text_index(corpus: Store, 
 def test_scope_keys_fit_any_id_and_any_word_length(db_url: str, tmp_path: Path, agent: str, team: str) -> None:
     """Scope keys are md5s and a lexeme over 1,000 bytes is keyed by its md5: quotes, backslashes, long ids
     and a 1,500-letter word are found in their own scope and in no other."""
-    store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
     try:
         long_word = "x" * 1500
         store.save([_fact(f"Team names the build {long_word} quietly")], Scope(agent, team, "private"),
@@ -161,7 +163,7 @@ def test_vector_search_scans_on_past_neighbours_the_caller_may_not_see(db_url: s
 
     rng = np.random.default_rng(5)
     no_seqscan = db_url + ("&" if "?" in db_url else "?") + "options=-c%20enable_seqscan%3Doff%20-c%20enable_sort%3Doff"
-    store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": no_seqscan, "FACTFORGE_HOME": str(tmp_path)}))
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": no_seqscan, "FACTFORGE_HOME": str(tmp_path)}))
     try:
         query = rng.normal(size=384)
         query /= np.linalg.norm(query)
@@ -202,7 +204,7 @@ def test_queries_with_operators_keep_their_websearch_meaning(corpus: Store, quer
 
 @pytest.fixture
 def team_chat(db_url: str, tmp_path: Path) -> Iterator[tuple[Store, LocalEmbedder]]:
-    store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
     store.save([_fact(t) for t in ("Team switched from Jenkins to GitHub Actions", "Team uses GitHub Actions",
                                    "Team uses PostgreSQL for the database", "Team uses Redis for caching",
                                    "User prefers dark mode over light mode", "Team uses Clerk")],
@@ -236,3 +238,94 @@ def test_the_vector_half_leaves_out_far_neighbours(team_chat: tuple[Store, Local
     # a fact BM25 found too stays, however far its vector is
     both = search(store, "caching", agent_id="a1", team_id="t1", embedder=embedder)
     assert [h.content for h in both] == ["Team uses Redis for caching"]
+
+
+# --- issue 19: the top k is the exact BM25 top k, however many facts hold the query's words ----------------
+
+
+def test_bm25_is_exact_when_many_facts_hold_every_query_word(db_url: str, tmp_path: Path) -> None:
+    """1,200 visible facts hold both query words (the old candidate caps scored an arbitrary 500 of them);
+    the best ones are short or repeat a word, and sit anywhere in insertion order. Hidden facts that would
+    win sit in other scopes."""
+    rng = random.Random(19)
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    try:
+        texts = sorted({"Team uses kafka for billing " + " ".join(rng.sample(WORDS[2:], rng.randint(0, 12)))
+                        + (" kafka" * rng.choice([0] * 20 + [1, 2])) for _ in range(2000)})
+        rng.shuffle(texts)
+        for i in range(0, len(texts), 200):
+            store.save([_fact(t) for t in texts[i:i + 200]], Scope("a1", "t1", "team"), Provenance(f"m{i}"))
+        store.save([_fact("Team uses kafka kafka billing")], Scope("other", "t2", "team"), Provenance("hid"))
+        store.save([_fact("Team uses kafka billing kafka")], Scope("a2", "t1", "private"), Provenance("hid2"))
+        for query in ("kafka billing", "kafka", "billing cache nightly", "kafka billing redis terraform"):
+            for n in (10, 40):
+                hits = search(store, query, agent_id="a1", team_id="t1", mode="bm25", k=n)
+                expected = _oracle(db_url, query, n)
+                assert [round(h.bm25_score or 0, 6) for h in hits] == [round(s, 6) for _, s in expected], query
+                assert all(h.team_id == "t1" and h.visibility == "team" for h in hits)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("table", ["fact_terms", "turns"])
+def test_the_analysts_bm25_reads_the_scoped_index_too(corpus: Store, db_url: str, table: str) -> None:
+    """Without scope keys every step asks the scoped index for the plain lexeme (it holds both forms)."""
+    from factforge.storage.scope import episode_filters, fact_filters
+    from factforge.storage.search import bm25_query
+
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+        conn.execute("INSERT INTO turns (key, agent_id, user_message, visibility) "
+                     "VALUES ('t-zk', 'a1', 'we run a zookeeper quorum', 'private')")
+        conn.execute("SET enable_seqscan = off")
+        if table == "turns":
+            where, params = episode_filters(None, None)
+        else:
+            where, params = fact_filters(None, None)
+        built = bm25_query(conn, where, {**params, "q": "zookeeper kafka", "n": 40}, "zookeeper kafka", table)
+        assert built is not None
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + built[0], built[1]).fetchall())
+        assert ("fact_terms_scoped_gin" if table == "fact_terms" else "turns_scoped_tsv_gin") in plan
+        assert "Seq Scan" not in plan
+        conn.rollback()
+    hits = search(corpus, "kafka billing", agent_id=None, team_id=None, mode="bm25", k=10)
+    assert [round(h.bm25_score or 0, 6) for h in hits] == sorted((round(h.bm25_score or 0, 6) for h in hits),
+                                                                  reverse=True) and hits
+
+
+def test_vector_search_is_exact_over_the_callers_private_rows_and_walks_the_shared_graph(db_url: str,
+                                                                                       tmp_path: Path) -> None:
+    """Private rows: the agent's btree and an exact sort (never the private graph); shared rows: their own graph
+    (migration 0012). The merged top k equals a brute-force ranking of everything the caller may see."""
+    import numpy as np
+
+    rng = np.random.default_rng(12)
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    try:
+        for i, scope in enumerate([Scope("a1", "t1", "private"), Scope("a2", "t1", "private"), Scope("a1", "t1", "team"),
+                                   Scope("a3", "t2", "team"), Scope("a3", "t2", "global")]):
+            store.save([_fact(f"Team uses service {i}-{j}") for j in range(40)], scope, Provenance(f"v{i}"))
+        rows = store.facts_without_embedding(1000)
+        vecs = rng.normal(size=(len(rows), 384))
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        store.set_embeddings([(fid, v.tolist()) for (fid, _), v in zip(rows, vecs)], "fixed")
+        query = rng.normal(size=384)
+        query /= np.linalg.norm(query)
+        hits = search(store, "services", agent_id="a1", team_id="t1", mode="vector", k=20, embedder=_Fixed(query.tolist()))
+        with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+            exact = [r[0] for r in conn.execute(
+                "SELECT content FROM facts WHERE visibility = 'global' OR (visibility = 'team' AND team_id = 't1') "
+                "OR (visibility = 'private' AND agent_id = 'a1') ORDER BY embedding <=> %s::vector LIMIT 20",
+                (str(query.tolist()),)).fetchall()]
+            from factforge.storage.scope import fact_filters
+            from factforge.storage.search import vector_sql
+
+            where, params = fact_filters("a1", "t1")
+            conn.execute("SET enable_seqscan = off")  # a table this small would be scanned and sorted
+            conn.execute("SET enable_sort = off")
+            plan = "\n".join(r[0] for r in conn.execute(
+                "EXPLAIN " + vector_sql("facts", where, params), {**params, "v": str(query.tolist()), "n": 20}))
+        assert [h.content for h in hits] == exact
+        assert "facts_embedding_shared_hnsw" in plan
+        assert "facts_embedding_private_hnsw" not in plan  # even when sorting costs the earth
+    finally:
+        store.close()

@@ -16,12 +16,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from factforge.embed import make_embedder
+from factforge.models.embed import make_embedder
 from factforge.errors import InputError, PatternError, ValidationError
-from factforge.gatekeeper import Gatekeeper
+from factforge.rules.gatekeeper import Gatekeeper
 from factforge.memory import Memory
-from factforge.rulefile import safe_finditer
-from factforge.secrets import SecretRule, SecretScanner
+from factforge.rules.rulefile import safe_finditer
+from factforge.rules.secrets import SecretRule, SecretScanner
 from factforge.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -445,8 +445,8 @@ rules:
 
 
 @pytest.mark.parametrize(("name", "content", "loader"), [
-    ("secrets.yaml", EVIL_SECRETS, "from factforge.secrets import SecretScanner as L"),
-    ("injection.yaml", EVIL_INJECTION, "from factforge.gatekeeper import Gatekeeper as L"),
+    ("secrets.yaml", EVIL_SECRETS, "from factforge.rules.secrets import SecretScanner as L"),
+    ("injection.yaml", EVIL_INJECTION, "from factforge.rules.gatekeeper import Gatekeeper as L"),
 ], ids=["secrets", "injection"])
 def test_catastrophic_rule_file_is_rejected_or_bounded_at_load(tmp_path: Path, name: str, content: str,
                                                                loader: str) -> None:

@@ -9,7 +9,8 @@ import pytest
 
 from factforge.errors import ValidationError
 from factforge.settings import Settings
-from factforge.store import Provenance, Scope, Store, content_hash
+from factforge.memory import open_store
+from factforge.storage.store import Provenance, Scope, Store, content_hash
 from factforge.types import Entity, Explanation, Fact, Relationship
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
@@ -28,7 +29,7 @@ def prov(key: str, ts: datetime = T0, session: str | None = None) -> Provenance:
 
 @pytest.fixture
 def store(db_url: str, tmp_path) -> Store:
-    s = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    s = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
     yield s
     s.close()
 
@@ -178,7 +179,7 @@ def test_abandoned_processing_item_is_reclaimed(store: Store) -> None:
 
 
 def test_bm25_uses_idf_and_length_and_stays_scoped(store: Store, db_url: str) -> None:
-    from factforge.search import search
+    from factforge.storage.search import search
 
     common = [f"Team uses service number {i} for deployment" for i in range(20)]
     store.save([fact(c) for c in common], TEAM, prov("b1"))
@@ -198,7 +199,7 @@ def test_bm25_uses_idf_and_length_and_stays_scoped(store: Store, db_url: str) ->
 
 
 def test_websearch_operators(store: Store, db_url: str) -> None:
-    from factforge.search import search
+    from factforge.storage.search import search
 
     store.save([fact("Team uses Redis for caching"), fact("Team uses Redis for queues")], TEAM, prov("w1"))
     hits = search(db_url, "redis -queues", agent_id="a1", team_id="t1", mode="bm25")
@@ -229,7 +230,7 @@ def test_content_hash_normalises_case_space_and_final_punctuation() -> None:
 
 
 def test_migrations_up_down_up_on_a_fresh_database(db_url: str, tmp_path) -> None:
-    from factforge import db
+    from factforge.storage import db
 
     with raw(db_url) as conn:
         conn.execute("DROP DATABASE IF EXISTS ff_migrations")
@@ -285,7 +286,7 @@ def test_constraint_errors_surface_as_factforge_errors(store: Store) -> None:
 def test_migration_0003_merges_per_agent_team_rows_and_downgrades(db_url: str, tmp_path) -> None:
     from sqlalchemy.engine import make_url
 
-    from factforge import db
+    from factforge.storage import db
 
     with raw(db_url) as conn:
         conn.execute("DROP DATABASE IF EXISTS ff_merge")
@@ -329,7 +330,7 @@ def test_llm_calls_and_their_rejections_are_summed_in_stats(store: Store) -> Non
 def test_migration_0004_adds_and_drops_llm_call_rejections(db_url: str, tmp_path) -> None:
     from sqlalchemy.engine import make_url
 
-    from factforge import db
+    from factforge.storage import db
 
     with raw(db_url) as conn:
         conn.execute("DROP DATABASE IF EXISTS ff_rejections")

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from factforge.temporal import find_anchor, find_expressions, resolve
+from factforge.rules.temporal import find_anchor, find_expressions, resolve
 
 REF = datetime(2024, 6, 15, 12, 0, tzinfo=timezone.utc)
 UTC = timezone.utc

@@ -18,7 +18,7 @@ import psutil
 import psycopg
 import pytest
 
-from factforge.db import conninfo
+from factforge.storage.db import conninfo
 from factforge.memory import Memory
 from factforge.settings import Settings
 from tests.fake_ollama import Delay, FakeOllama, Reply
@@ -185,7 +185,7 @@ def test_a_worker_whose_claim_expired_stores_nothing(db_url: str, fake: FakeOlla
     stores the facts; the late one's are rolled back, so they are not stored twice."""
     import threading
 
-    from factforge.llm import OllamaLLM
+    from factforge.models.llm import OllamaLLM
 
     queue(db_url, tmp_path, NAMES[:1])
     answers = iter([Delay(3, Reply(reply(NAMES[0]))), Reply(reply(NAMES[0]))])

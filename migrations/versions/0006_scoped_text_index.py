@@ -11,7 +11,7 @@ analyst's all-scopes view) and prefixed with the fact's *scope key* and a space 
 term in the caller's scope keys, so the index intersects the posting lists of facts the caller may see; the
 exact scope condition still runs on the rows found. No parsed lexeme contains a space; the md5 lets an id of
 any length fit, and a lexeme over 1,000 bytes is keyed by its md5 for the same reason. The plain index on
-``tsv`` goes: a search step that wants no index scans with ``ts_match_vq`` (``factforge.search.bm25_sql``).
+``tsv`` goes: a search step that wants no index scans with ``ts_match_vq`` (``factforge.storage.search.bm25_sql``).
 
 The text indexes search uses keep GIN's *pending list* small (``gin_pending_list_limit`` 256kB instead of
 4MB): new facts' entries wait in an unsorted list that every search reads through until it is merged, which

@@ -21,7 +21,7 @@ the agent unless settings widen that.
 * ``valid_from``/``valid_to``: the time the turn speaks of ("yesterday" said on 8 May = 7 May), resolved
   against its timestamp like a fact's validity, so "when did ..." can be answered from an episode hit;
 * ``tsv``: generated from name, text and entities (NULL unless an episode);
-* ``embedding``: filled in batches by the background embedder (``factforge.embed.embed_pending``);
+* ``embedding``: filled in batches by the background embedder (``factforge.models.embed.embed_pending``);
 * BM25 statistics of episodes live in their own ``episode_bm25_terms``/``episode_bm25_corpus`` (kept by
   statement-level triggers like the facts' ones): episode and fact scores are ranked separately and fused.
 * the reader role sees episodes in its scope (row-level security on ``turns``, an ``episodes`` view).

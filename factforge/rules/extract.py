@@ -1,0 +1,423 @@
+"""The rule stages, composed: secrets redacted -> long text segmented -> gatekeeper -> patterns -> entities.
+
+No database, no network: :class:`Extractor` is pure and cheap to call after every turn. What it could not
+answer with a HIGH-confidence rule it marks ``needs_llm``; the caller (:class:`factforge.Memory`) queues it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import regex
+
+from ..inputs import check_text, check_timestamp
+from .rulefile import REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer
+from ..settings import Settings, get_settings
+from ..types import Entity, Extraction, Fact, GateDecision, Relationship, Span
+
+if TYPE_CHECKING:
+    from .load import RuleSet
+
+__all__ = ["Extractor", "TurnRules", "extract"]
+
+logger = logging.getLogger("factforge.extract")
+
+TAIL_CHARS = 400
+TURN_KEYS = frozenset({"kind", "confirmations", "tag_questions", "person_swaps", "speakers", "examples", "answers",
+                       "answer_parts"})
+ANSWER_KEYS = frozenset({"id", "question", "answer", "says", "lower", "examples"})
+_PART_REF = regex.compile(r"\{\{(\w+)\}\}")
+_SAYS_REF = regex.compile(r"\{(\w+)\}")
+# The question must end the assistant's reply; a few words may follow its key phrase ("... from originally?").
+_QUESTION_END = r"[^.!?\n]{0,40}\?\s*$"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Answer:
+    """One elliptical-answer rule of ``turns.yaml``: a question shape, a reply shape, the sentence they make."""
+
+    id: str
+    question: regex.Pattern[str]
+    answer: regex.Pattern[str]
+    says: str
+    lower: frozenset[str] = frozenset()
+    examples: tuple[Mapping[str, str], ...] = ()
+
+    def statement(self, assistant: str, user: str) -> str | None:
+        """The user's reply restated as their own sentence, or None when the pair does not fit."""
+        try:
+            q = self.question.search(assistant[-TAIL_CHARS:], timeout=REGEX_TIMEOUT)
+            a = self.answer.match(user.strip(), timeout=REGEX_TIMEOUT) if q else None
+        except TimeoutError:
+            logger.warning("answer rule %s timed out; skipped", self.id)
+            return None
+        if q is None or a is None:
+            return None
+        values = {k: v.strip().lower() if k in self.lower else v.strip()
+                  for k, v in {**q.groupdict(), **a.groupdict()}.items() if v}
+
+        def fill(m: regex.Match[str]) -> str:
+            name = m.group(1)
+            if name == "a":
+                return ""  # resolved below, once the next word is known
+            return values.get(name, "")
+
+        text = _SAYS_REF.sub(lambda m: "\0" if m.group(1) == "a" else fill(m), self.says)
+        return regex.sub(r"\0\s*(\S)", lambda m: ("an " if m.group(1).lower() in "aeiou" else "a ") + m.group(1), text)
+SPEAKER_KEYS = frozenset({"line", "not_names", "examples", "counter_examples"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TurnRules:
+    """``patterns/turns.yaml``: which user replies confirm the assistant, and how to read its words."""
+
+    confirmations: frozenset[str]
+    tag_questions: tuple[regex.Pattern[str], ...]
+    swap_rx: regex.Pattern[str]
+    swaps: Mapping[str, str]
+    speaker_rx: regex.Pattern[str] | None = None
+    not_speakers: frozenset[str] = frozenset()
+    answers: tuple[Answer, ...] = ()
+
+    @classmethod
+    def from_dir(cls, patterns_dir: Path | None = None) -> TurnRules:
+        return _turn_rules(str(Path(patterns_dir or default_patterns_dir()).resolve()))
+
+    def is_confirmation(self, text: str) -> bool:
+        return _norm_reply(text) in self.confirmations
+
+    def as_user_statement(self, assistant: str) -> str:
+        """The assistant's sentence from the user's point of view, tag question removed."""
+        text = assistant.strip()[-TAIL_CHARS:]  # a statement to confirm is the end of the reply
+        for rx in self.tag_questions:
+            try:
+                text = rx.sub("", text, timeout=REGEX_TIMEOUT)
+            except TimeoutError:
+                logger.warning("tag-question rule timed out on %d chars; skipped", len(text))
+        return self.swap_rx.sub(lambda m: _keep_case(m.group(0), self.swaps[m.group(0).lower()]), text)
+
+    def reads_prior(self, user: str) -> bool:
+        """Whether the reply needs the assistant's previous message: a confirmation or a bare answer shape."""
+        if self.is_confirmation(user):
+            return True
+        text = user.strip()
+        try:
+            return any(rule.answer.match(text, timeout=REGEX_TIMEOUT) for rule in self.answers)
+        except TimeoutError:
+            return False
+
+    def answer(self, assistant: str, user: str) -> tuple[Answer, str] | None:
+        """The first answer rule the (question, reply) pair fits, with the reply restated as a sentence."""
+        for rule in self.answers:
+            said = rule.statement(assistant, user)
+            if said:
+                return rule, said
+        return None
+
+    def speakers(self, text: str) -> list[Span]:
+        """Names at the start of "Name: text" lines, headings and other ``not_names`` left out."""
+        if self.speaker_rx is None or ":" not in text:
+            return []
+        out = []
+        for m in safe_finditer(self.speaker_rx, text, "speakers.line"):
+            if m.group("name").casefold() not in self.not_speakers:
+                out.append(Span(m.start("name"), m.end("name"), m.group("name")))
+        return out
+
+
+def _norm_reply(text: str) -> str:
+    return regex.sub(r"[\s!.。！,，~]+$", "", text.strip().lower().replace("’", "'"))
+
+
+def _keep_case(found: str, repl: str) -> str:
+    return repl[0].upper() + repl[1:] if found[:1].isupper() and repl[:1].islower() else repl
+
+
+@lru_cache(maxsize=8)
+def _turn_rules(patterns_dir: str) -> TurnRules:
+    path = Path(patterns_dir) / "turns.yaml"
+    problems = Problems()
+    data = read_yaml(path, problems) if path.exists() else {}
+    if data is not None and not isinstance(data, Mapping):
+        problems.add(str(path), "must be a mapping")
+        data = {}
+    data = data or {}
+    for key in sorted(set(data) - TURN_KEYS):
+        problems.add(f"{path.name}", f"unknown key {key!r}")
+    confirmations: set[str] = set()
+    for lang, words in (data.get("confirmations") or {}).items():
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            problems.add(f"{path.name}: confirmations.{lang}", "must be a list of strings")
+            continue
+        confirmations.update(_norm_reply(w) for w in words)
+    tags = []
+    for i, pattern in enumerate(data.get("tag_questions") or []):
+        rx = compile_regex(str(pattern), f"{path.name}: tag_questions[{i}]", problems, regex.IGNORECASE)
+        if rx is not None:
+            tags.append(rx)
+    swaps_raw = data.get("person_swaps") or {}
+    if not isinstance(swaps_raw, Mapping):
+        problems.add(f"{path.name}: person_swaps", "must map a phrase to its replacement")
+        swaps_raw = {}
+    swaps = {str(k).lower(): str(v) for k, v in swaps_raw.items()}
+    speaker_rx, not_speakers = _speaker_rules(data.get("speakers"), path.name, problems)
+    answers = _answer_rules(data.get("answers"), data.get("answer_parts"), path.name, problems)
+    problems.raise_if_any(f"invalid turn rules in {path}")
+    keys = sorted(swaps, key=len, reverse=True) or ["(?!)"]
+    alternation = "|".join(regex.escape(k) for k in keys)
+    # Latin words need word boundaries; CJK words have none.
+    swap_rx = regex.compile(rf"(?<![\p{{Latin}}'])(?:{alternation})(?![\p{{Latin}}'])", regex.IGNORECASE)
+    rules = TurnRules(frozenset(confirmations), tuple(tags), swap_rx, swaps, speaker_rx, not_speakers, answers)
+    _check_speakers(rules, data.get("speakers") or {}, path.name, problems)
+    problems.raise_if_any(f"invalid turn rules in {path}")
+    return rules
+
+
+def _speaker_rules(raw: Any, where: str, problems: Problems) -> tuple[regex.Pattern[str] | None, frozenset[str]]:
+    """The ``speakers`` section: the "Name:" line regex and the words that are never a speaker."""
+    if raw is None:
+        return None, frozenset()
+    at = f"{where}: speakers"
+    if not isinstance(raw, Mapping):
+        problems.add(at, "must be a mapping with 'line' and 'not_names'")
+        return None, frozenset()
+    for key in sorted(set(raw) - SPEAKER_KEYS):
+        problems.add(at, f"unknown key {key!r}")
+    rx = None
+    if not isinstance(raw.get("line"), str):
+        problems.add(at, "line: must be a regex string")
+    else:
+        rx = compile_regex(raw["line"], f"{at}.line", problems)
+        if rx is not None and "name" not in rx.groupindex:
+            problems.add(f"{at}.line", "must have a group 'name'")
+            rx = None
+    names = raw.get("not_names") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
+        problems.add(f"{at}.not_names", "must be a list of non-empty strings")
+        names = []
+    for key in ("examples", "counter_examples"):
+        if key in raw and not isinstance(raw[key], list):
+            problems.add(f"{at}.{key}", "must be a list")
+    return rx, frozenset(n.strip().casefold() for n in names)
+
+
+def _answer_rules(raw: Any, parts: Any, where: str, problems: Problems) -> tuple[Answer, ...]:
+    """The ``answers`` section, with ``{{part}}`` fragments of ``answer_parts`` expanded."""
+    if raw is None:
+        return ()
+    parts = parts or {}
+    if not isinstance(parts, Mapping) or not all(isinstance(v, str) for v in parts.values()):
+        problems.add(f"{where}: answer_parts", "must map names to regex fragments")
+        parts = {}
+    if not isinstance(raw, list):
+        problems.add(f"{where}: answers", "must be a list")
+        return ()
+    out = []
+    for n, item in enumerate(raw, 1):
+        at = f"{where}: answers #{n}"
+        if not isinstance(item, Mapping) or not all(isinstance(item.get(k), str) for k in ("id", "question", "answer", "says")):
+            problems.add(at, "must be a mapping with string id, question, answer and says")
+            continue
+        at = f"{where}: {item['id']}"
+        for key in sorted(set(item) - ANSWER_KEYS):
+            problems.add(at, f"unknown key {key!r}")
+        missing = sorted({m.group(1) for k in ("question", "answer") for m in _PART_REF.finditer(item[k])} - set(parts))
+        if missing:
+            problems.add(at, f"uses undefined answer_parts {missing}")
+            continue
+        expand = lambda text: _PART_REF.sub(lambda m: parts[m.group(1)], text)  # noqa: E731
+        question = compile_regex(expand(item["question"]) + _QUESTION_END, f"{at}: question", problems, regex.IGNORECASE)
+        answer = compile_regex(expand(item["answer"]), f"{at}: answer", problems, regex.IGNORECASE)
+        examples = item.get("examples") or []
+        if not isinstance(examples, list) or not all(
+            isinstance(e, Mapping) and all(isinstance(e.get(k), str) for k in ("question", "answer", "fact")) for e in examples
+        ):
+            problems.add(at, "examples: must be a list of {question, answer, fact}")
+            examples = []
+        if question is None or answer is None:
+            continue
+        groups = set(question.groupindex) | set(answer.groupindex) | {"a"}
+        unknown = sorted({m.group(1) for m in _SAYS_REF.finditer(item["says"])} - groups)
+        if unknown:
+            problems.add(at, f"says names {unknown}, which are no groups of question or answer")
+            continue
+        lower = item.get("lower") or []
+        if not isinstance(lower, list) or not all(isinstance(g, str) for g in lower):
+            problems.add(at, "lower: must be a list of group names")
+            lower = []
+        out.append(Answer(item["id"], question, answer, item["says"], frozenset(lower),
+                          tuple(dict(e) for e in examples)))
+    return tuple(out)
+
+
+def _check_speakers(rules: TurnRules, raw: Mapping[str, Any], where: str, problems: Problems) -> None:
+    """Every speaker example yields its name; no counter-example yields a speaker."""
+    at = f"{where}: speakers"
+    examples = raw.get("examples") if isinstance(raw, Mapping) else None
+    for ex in examples if isinstance(examples, list) else []:
+        if not isinstance(ex, Mapping) or not isinstance(ex.get("text"), str) or not isinstance(ex.get("name"), str):
+            problems.add(f"{at}.examples", f"{ex!r}: must be a mapping {{text, name}}")
+            continue
+        got = [s.text for s in rules.speakers(ex["text"])]
+        if ex["name"] not in got:
+            problems.add(f"{at}.examples", f"{ex['text']!r}: expected speaker {ex['name']!r}, got {got!r}")
+    counter = raw.get("counter_examples") if isinstance(raw, Mapping) else None
+    for text in counter if isinstance(counter, list) else []:
+        got = [s.text for s in rules.speakers(str(text))]
+        if got:
+            problems.add(f"{at}.counter_examples", f"{text!r}: yields speaker(s) {got!r}")
+
+
+class Extractor:
+    """Gate + patterns + entity recognition over one message or one turn. Thread-safe, no I/O."""
+
+    def __init__(self, settings: Settings | None = None, patterns_dir: Path | None = None, *,
+                 rules: RuleSet | None = None) -> None:
+        """``rules``: the rule set to use (see :mod:`factforge.rules.load`); else the rules of ``patterns_dir``
+        (default: the settings' patterns folder)."""
+        from .load import RuleSet
+
+        self.settings = settings or get_settings()
+        rules = rules or RuleSet.from_dir(patterns_dir or self.settings.patterns_dir)
+        self.gate = rules.gate
+        self.library = rules.library
+        self.ner = rules.ner
+        self.secrets = rules.secrets
+        self.segmenter = rules.segmenter
+        self.turns = rules.turns
+
+    # -- public --------------------------------------------------------------------------------------
+
+    def extract(self, text: str, *, timestamp: datetime | None = None, speaker: str = "user") -> Extraction:
+        """Facts, entities and the gate verdict for one message."""
+        redaction = self.secrets.redact(text)
+        clean = redaction.text
+        s = self.settings
+        pieces = [Span(0, len(clean), clean)] if len(clean) <= s.max_message_chars else \
+            self.segmenter.segments(clean, s.max_message_chars)
+        facts: list[Fact] = []
+        gate: GateDecision | None = None
+        passed_any = False
+        unanswered = False
+        for piece in pieces:
+            decision = self.gate.judge(piece.text)
+            if decision.reason == "injection":
+                # One injected segment taints the whole message: nothing of it becomes memory or LLM input.
+                return Extraction(clean, decision, timestamp=timestamp, redactions=redaction.count)
+            if not decision.passed and decision.reason != "too_short":
+                gate = gate or decision
+                continue
+            found = [f for f in self.library.match(piece.text, timestamp=timestamp, settings=s)
+                     if f.confidence >= s.medium_confidence]
+            if not decision.passed and not found:
+                gate = gate or decision
+                continue
+            passed_any = True
+            if piece.start:
+                found = [_shift(f, piece.start) for f in found]
+            if speaker != "user":
+                found = [dataclasses.replace(f, speaker=speaker) for f in found]  # type: ignore[arg-type]
+            facts += found
+            if not any(f.confidence >= s.high_confidence for f in found):
+                unanswered = True
+        if passed_any:
+            gate = GateDecision(True)
+        elif gate is None:
+            gate = GateDecision(False, "empty", "no text")
+        facts = _dedupe(facts)
+        hints = tuple(f for f in facts if f.confidence < s.high_confidence)
+        entities = self._entities(clean, facts) if passed_any else ()
+        return Extraction(
+            text=clean, gate=gate, facts=tuple(facts), hints=hints, entities=entities,
+            relationships=_relationships(facts), needs_llm=passed_any and unanswered, timestamp=timestamp,
+            redactions=redaction.count,
+        )
+
+    def extract_turn(self, user: str, assistant: str | None = None, *, timestamp: datetime | None = None,
+                     prior_assistant: str | None = None) -> Extraction:
+        """Facts of a conversation turn: the user's words; the assistant's only when the user confirms them.
+
+        ``prior_assistant`` is the assistant message the user is answering (the previous turn's reply):
+        a bare "yes"/"exactly"/"对" to "You're on Postgres 16, right?" stores "User is on Postgres 16".
+        """
+        result = self.extract(user, timestamp=timestamp)
+        if prior_assistant and self.turns.is_confirmation(user):
+            statement = self.turns.as_user_statement(prior_assistant)
+            confirmed = self.extract(statement, timestamp=timestamp, speaker="assistant")
+            if confirmed.facts and confirmed.gate.passed:
+                return dataclasses.replace(confirmed, needs_llm=False)
+        elif prior_assistant and not result.facts and (found := self.turns.answer(prior_assistant, user)):
+            # "Nurse, yes." to "What do you do for work?": the pair, restated, is the user's own statement.
+            rule, said = found
+            answered = self.extract(said, timestamp=timestamp)
+            if answered.facts and answered.gate.passed:
+                note = f"elliptical answer ({rule.id}) to the assistant's question, read as {said!r}"
+                facts = tuple(dataclasses.replace(f, explanation=dataclasses.replace(f.explanation, note=note))
+                              for f in answered.facts)
+                return dataclasses.replace(answered, facts=facts,
+                                           hints=tuple(f for f in facts if f.confidence < self.settings.high_confidence))
+        return result
+
+    # -- helpers -------------------------------------------------------------------------------------
+
+    def _entities(self, text: str, facts: list[Fact]) -> tuple[Entity, ...]:
+        found = list(self.ner.find(text))
+        seen = {e.name.casefold() for e in found}
+        for span in self.turns.speakers(text):
+            if span.text.casefold() not in seen:
+                seen.add(span.text.casefold())
+                found.append(Entity(span.text, "speaker", span, "regex"))
+        for fact in facts:
+            for name in fact.entities:
+                if name.casefold() not in seen:
+                    seen.add(name.casefold())
+                    canonical = self.ner.canonical(name)
+                    found.append(Entity(canonical or name, "technology" if canonical else "concept", None, "regex"))
+        return tuple(found)
+
+
+def _shift(fact: Fact, offset: int) -> Fact:
+    span = fact.explanation.span
+    if span is None:
+        return fact
+    moved = Span(span.start + offset, span.end + offset, span.text)
+    return dataclasses.replace(fact, explanation=dataclasses.replace(fact.explanation, span=moved))
+
+
+def _dedupe(facts: list[Fact]) -> list[Fact]:
+    best: dict[str, Fact] = {}
+    for f in facts:
+        key = f.content.casefold()
+        if key not in best or f.confidence > best[key].confidence:
+            best[key] = f
+    return [f for f in facts if best[f.content.casefold()] is f]
+
+
+def _relationships(facts: list[Fact]) -> tuple[Relationship, ...]:
+    """Edges the rules can state without guessing: a switch links the old tool to its replacement."""
+    out: list[Relationship] = []
+    for f in facts:
+        old, new = f.slots.get("old"), f.slots.get("new")
+        if f.category == "technology" and old and new and old.casefold() != new.casefold():
+            out.append(Relationship(str(new), str(old), "replaced"))
+    return tuple(out)
+
+
+@lru_cache(maxsize=4)
+def _default_extractor() -> Extractor:
+    return Extractor()
+
+
+def extract(text: str, *, timestamp: datetime | str | None = None, assistant: str | None = None) -> Extraction:
+    """One-call extraction with the default settings and patterns (``factforge.extract("I use Vim.")``)."""
+    text = check_text("text", text, required=True) or ""
+    ts = check_timestamp(timestamp)
+    if assistant is not None:
+        return _default_extractor().extract_turn(text, check_text("assistant", assistant), timestamp=ts)
+    return _default_extractor().extract(text, timestamp=ts)

@@ -1,0 +1,135 @@
+"""Inline memory tags: the agent's own LLM writes ``<ff:...>`` tags into its reply (no extra LLM call).
+
+:func:`parse_inline` validates and collects them and returns the reply with every tag stripped, so the
+user never sees them. A malformed or invalid tag is removed from the reply too and reported in
+``skipped`` with the reason, never stored. Seed 004's ``<vm:entity>``/``<vm:relationship>`` tags are
+accepted as aliases.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from ..types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship
+
+__all__ = ["InlineResult", "inline_prompt", "parse_inline"]
+
+_ATTR = re.compile(r'([a-zA-Z_][\w-]*)\s*=\s*(?:"([^"]*)"|\'([^\']*)\')')
+_PAIRED = re.compile(r"<(ff|vm):(fact|episode)\b([^>]*)>(.*?)</\1:\2\s*>", re.DOTALL | re.IGNORECASE)
+_SINGLE = re.compile(r"<(ff|vm):(entity|relationship)\b([^>]*?)/?>(?:</\1:\2\s*>)?", re.DOTALL | re.IGNORECASE)
+_LEFTOVER = re.compile(r"</?(?:ff|vm):[^>]*>?", re.IGNORECASE)
+_LABEL = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+MAX_FACT_CHARS = 300
+INLINE_CONFIDENCE = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class InlineResult:
+    clean_reply: str
+    facts: tuple[Fact, ...]
+    entities: tuple[Entity, ...]
+    relationships: tuple[Relationship, ...]
+    skipped: tuple[tuple[str, str], ...]
+
+
+def inline_prompt() -> str:
+    """The system-prompt snippet that teaches an agent's LLM to emit the tags."""
+    return (resources.files("factforge.models") / "prompts" / "inline_snippet.txt").read_text(encoding="utf-8")
+
+
+def _attrs(raw: str) -> dict[str, str]:
+    return {m.group(1).lower(): html.unescape(m.group(2) if m.group(2) is not None else m.group(3) or "")
+            for m in _ATTR.finditer(raw)}
+
+
+def _snake(label: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", label.strip().lower()).strip("_")
+
+
+def parse_inline(reply: str) -> InlineResult:
+    """Facts, entities and relationships from the tags in ``reply``, and the reply without them."""
+    from .gatekeeper import Gatekeeper
+
+    gate = Gatekeeper.from_dir()
+    facts: list[Fact] = []
+    entities: list[Entity] = []
+    rels: list[Relationship] = []
+    skipped: list[tuple[str, str]] = []
+
+    def injected(*texts: str) -> bool:
+        # Every string a tag carries into memory is checked, not only fact bodies: an entity name or a
+        # relationship end is stored and later shown to agents just like a fact.
+        return any(gate.is_injection(t) is not None for t in texts)
+
+    def fact_tag(m: re.Match[str]) -> str:
+        attrs, body = _attrs(m.group(3)), html.unescape(re.sub(r"\s+", " ", m.group(4))).strip()
+        tag = m.group(0)[:80]
+        category = (attrs.get("category") or ("temporal" if m.group(2).lower() == "episode" else "other")).lower()
+        if not body:
+            skipped.append((tag, "empty fact"))
+        elif len(body) > MAX_FACT_CHARS:
+            skipped.append((tag, f"fact longer than {MAX_FACT_CHARS} characters"))
+        elif category not in CATEGORIES:
+            skipped.append((tag, f"unknown category {category!r}"))
+        elif injected(body, attrs.get("entities", "")):
+            skipped.append((tag, "looks like a prompt injection"))
+        else:
+            try:
+                conf = float(attrs.get("confidence", INLINE_CONFIDENCE))
+            except ValueError:
+                skipped.append((tag, f"confidence {attrs.get('confidence')!r} is not a number"))
+                return ""
+            if conf != conf:  # NaN
+                skipped.append((tag, "confidence is not a number"))
+                return ""
+            conf = min(1.0, max(0.0, conf))  # clamped, like LLM confidences
+            names = tuple(n.strip() for n in attrs.get("entities", "").split(",") if n.strip())
+            facts.append(Fact(
+                content=body, category=category, confidence=conf, method="inline",  # type: ignore[arg-type]
+                explanation=Explanation("inline", None, conf, conf, None, 0.0, "tag in the agent's reply"),
+                entities=names, speaker="assistant",
+            ))
+        return ""
+
+    def single_tag(m: re.Match[str]) -> str:
+        attrs, kind, tag = _attrs(m.group(3)), m.group(2).lower(), m.group(0)[:80]
+        if kind == "entity":
+            name, etype = attrs.get("name", "").strip(), (attrs.get("type") or "concept").lower()
+            if not name:
+                skipped.append((tag, "entity without a name"))
+            elif injected(name):
+                skipped.append((tag, "entity name looks like a prompt injection"))
+            else:
+                entities.append(Entity(name, etype if etype in ENTITY_TYPES else "concept", None, "inline"))
+        else:
+            src = (attrs.get("from") or attrs.get("source") or "").strip()
+            dst = (attrs.get("to") or attrs.get("target") or "").strip()
+            raw_label = attrs.get("label") or attrs.get("type") or ""
+            label = _snake(raw_label)
+            if not src or not dst:
+                skipped.append((tag, "relationship needs 'from' and 'to'"))
+            elif injected(src, dst, raw_label):  # the raw label: snake_case would hide the wording
+                skipped.append((tag, "relationship looks like a prompt injection"))
+            elif not _LABEL.match(label):
+                skipped.append((tag, "relationship needs a label"))
+            elif src.casefold() == dst.casefold():
+                skipped.append((tag, "relationship from an entity to itself"))
+            else:
+                rels.append(Relationship(src, dst, label))
+        return ""
+
+    text = _PAIRED.sub(fact_tag, reply)
+    text = _SINGLE.sub(single_tag, text)
+    # Removing one broken tag can join the pieces of another ("<<ff:x>ff:fact>"): repeat until none is left.
+    while True:
+        found = list(_LEFTOVER.finditer(text))
+        if not found:
+            break
+        for m in found:
+            skipped.append((m.group(0)[:80], "malformed tag"))
+        text = _LEFTOVER.sub("", text)
+    clean = re.sub(r"[ \t]+\n", "\n", re.sub(r"[ \t]{2,}", " ", text)).strip()
+    return InlineResult(clean, tuple(facts), tuple(entities), tuple(rels), tuple(skipped))

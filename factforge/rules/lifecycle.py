@@ -1,0 +1,230 @@
+"""Supersession rules (``patterns/supersession.yaml``): when a new fact makes an older one outdated.
+
+A rule applies to a newly stored fact whose category/relation it names, and selects the current facts in
+the same scope that it replaces. Rules are data; this module turns them into decisions (:class:`~factforge.types.Supersession`)
+that storage applies:
+
+* ``same``: fields that must be equal in old and new fact: ``subject``, ``relation``, ``category`` or
+  ``slot:<name>`` (a value of the fact's structured slots);
+* ``target_relations``: the old fact's relation must be one of these (default: the new fact's relation);
+* ``link``: ``{new_slot: [old_slot, ...]}``: the new fact's slot value (e.g. the tool switched *from*) must
+  equal one of the old fact's slots (e.g. the tool it *uses*), compared case-insensitively;
+* ``same_suffix``: ``{slot: marker}``: the part of a slot after ``marker`` must be equal ("use Redis *for
+  caching*" and "use Memcached *for caching*" decide about the same thing);
+* ``similar_above``: the two facts' embeddings must be at least this similar (cosine); rules with it apply
+  only when both facts have a vector ("Team decided to use Memcached for caching" vs "... Redis for caching");
+* ``asserts``: a fact the new one implies, stored beside it ("Team switched from JWT to Clerk" asserts "Team
+  uses Clerk"): ``{template, category, relation, slots: {name: source_slot}}``, filled from the new fact's
+  subject and slots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .rulefile import Problems, default_patterns_dir, read_yaml
+from ..types import CATEGORIES, Explanation, Fact, Supersession
+
+RULE_KEYS = frozenset({"id", "description", "categories", "relations", "target_relations", "same", "link",
+                       "similar_above", "same_suffix", "asserts", "examples"})
+ASSERT_KEYS = frozenset({"template", "category", "relation", "slots"})
+_FIELD = re.compile(r"\{(\w+)\}")
+SAME_FIELDS = ("subject", "relation", "category")
+
+
+@dataclass(frozen=True, slots=True)
+class SupersessionRule:
+    id: str
+    description: str
+    categories: tuple[str, ...]
+    relations: tuple[str, ...]
+    target_relations: tuple[str, ...]
+    same: tuple[str, ...]
+    link: Mapping[str, tuple[str, ...]]
+    similar_above: float | None = None
+    asserts: Mapping[str, Any] | None = None
+    same_suffix: Mapping[str, str] | None = None
+
+    def applies(self, category: str, relation: str | None) -> bool:
+        if self.categories and category not in self.categories:
+            return False
+        return not self.relations or (relation is not None and relation in self.relations)
+
+    def decide(self, fact: Fact, has_vector: bool) -> Supersession | None:
+        """What ``fact`` (a new fact; ``has_vector``: stored with an embedding) supersedes by this rule, or None
+        if the rule cannot apply to it (a value it compares is missing)."""
+        slots = fact.slots or {}
+        relations = tuple(self.target_relations) or ((fact.relation,) if fact.relation else ())
+        equal: list[tuple[str, Any]] = []
+        for name in self.same:
+            value = slots.get(name[5:]) if name.startswith("slot:") else getattr(fact, name)
+            if value in (None, ""):
+                return None
+            equal.append((name, value))
+        link: list[tuple[tuple[str, ...], Any]] = []
+        for new_slot, old_slots in self.link.items():
+            value = slots.get(new_slot)
+            if value in (None, ""):
+                return None
+            link.append((old_slots, value))
+        suffix: list[tuple[str, str, str]] = []
+        for slot, marker in (self.same_suffix or {}).items():
+            value = str(slots.get(slot) or "")
+            if marker not in value:
+                return None
+            suffix.append((slot, marker, value.split(marker, 1)[1].strip().lower()))
+        if self.similar_above is not None and not has_vector:
+            return None
+        if not (relations or equal or link or suffix or self.similar_above is not None):
+            return None
+        return Supersession(self.id, relations, tuple(equal), tuple(link), tuple(suffix), self.similar_above)
+
+    def implied(self, fact: Fact) -> Fact | None:
+        """The fact ``asserts`` derives from ``fact``, or None when a slot it needs is missing."""
+        spec = self.asserts
+        if not spec:
+            return None
+        values = {"subject": fact.subject or ""}
+        values.update({k: str(v) for k, v in fact.slots.items()})
+        if any(not values.get(name) for name in _FIELD.findall(spec["template"])):
+            return None
+        slots = {name: values.get(src, "") for name, src in (spec.get("slots") or {}).items()}
+        if any(not v for v in slots.values()):
+            return None
+        content = _FIELD.sub(lambda m: values[m.group(1)], spec["template"])
+        exp = fact.explanation
+        return dataclasses.replace(
+            fact, content=content, category=spec["category"], relation=spec.get("relation"), slots=slots,
+            entities=tuple(v for v in slots.values()), rule_id=self.id,
+            explanation=Explanation(exp.stage, self.id, exp.original_confidence, exp.final_confidence, exp.span,
+                                    0.0, f"implied by: {fact.content}"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SupersessionRules:
+    rules: tuple[SupersessionRule, ...]
+
+    @classmethod
+    def from_dir(cls, patterns_dir: Path | None = None) -> SupersessionRules:
+        return _cached(str(patterns_dir or default_patterns_dir()))
+
+    def for_fact(self, category: str, relation: str | None) -> list[SupersessionRule]:
+        return [r for r in self.rules if r.applies(category, relation)]
+
+    def decide(self, fact: Fact, has_vector: bool) -> tuple[Supersession, ...]:
+        """What a new fact supersedes, rule by rule (storage applies these once the fact is stored as new)."""
+        decided = (rule.decide(fact, has_vector) for rule in self.for_fact(fact.category, fact.relation))
+        return tuple(d for d in decided if d is not None)
+
+    def implied(self, facts: Sequence[Fact]) -> list[Fact]:
+        """Facts the given ones imply (see ``asserts``), not already among them."""
+        have = {f.content.casefold() for f in facts}
+        out: list[Fact] = []
+        for fact in facts:
+            for rule in self.for_fact(fact.category, fact.relation):
+                extra = rule.implied(fact)
+                if extra is not None and extra.content.casefold() not in have:
+                    have.add(extra.content.casefold())
+                    out.append(extra)
+        return out
+
+
+def _names(value: Any, where: str, problems: Problems) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        problems.add(where, "must be a list of non-empty strings")
+        return ()
+    return tuple(value)
+
+
+def load(path: Path) -> SupersessionRules:
+    problems = Problems()
+    data = read_yaml(path, problems) if path.exists() else {"rules": []}
+    rules: list[SupersessionRule] = []
+    if data is not None and not isinstance(data, Mapping):
+        problems.add(str(path), "must be a mapping with 'rules'")
+        data = {}
+    seen: set[str] = set()
+    for i, raw in enumerate((data or {}).get("rules") or []):
+        where = f"{path.name}: rule #{i + 1}"
+        if not isinstance(raw, Mapping):
+            problems.add(where, "must be a mapping")
+            continue
+        rid = raw.get("id")
+        if not isinstance(rid, str) or not rid:
+            problems.add(where, "needs an 'id'")
+            continue
+        where = f"{path.name}: {rid}"
+        if rid in seen:
+            problems.add(where, "duplicate id")
+        seen.add(rid)
+        for key in set(raw) - RULE_KEYS:
+            problems.add(where, f"unknown key {key!r}")
+        cats = _names(raw.get("categories"), where + ".categories", problems)
+        for c in cats:
+            if c not in CATEGORIES:
+                problems.add(where, f"unknown category {c!r}")
+        same = _names(raw.get("same"), where + ".same", problems)
+        for s in same:
+            if s not in SAME_FIELDS and not (s.startswith("slot:") and len(s) > 5 and s[5:].isidentifier()):
+                problems.add(where, f"'same' entry {s!r} must be one of {SAME_FIELDS} or slot:<name>")
+        link_raw = raw.get("link") or {}
+        link: dict[str, tuple[str, ...]] = {}
+        if not isinstance(link_raw, Mapping):
+            problems.add(where, "'link' must map a new-fact slot to a list of old-fact slots")
+        else:
+            for k, v in link_raw.items():
+                olds = _names(v, f"{where}.link.{k}", problems)
+                if not str(k).isidentifier() or not all(o.isidentifier() for o in olds):
+                    problems.add(where, "slot names in 'link' must be identifiers")
+                link[str(k)] = olds
+        if not same and not link and not raw.get("same_suffix"):
+            problems.add(where, "needs 'same' or 'link' (otherwise it would supersede every fact)")
+        suffix = raw.get("same_suffix")
+        if suffix is not None and not (isinstance(suffix, Mapping) and all(
+                str(k).isidentifier() and isinstance(v, str) and v for k, v in suffix.items())):
+            problems.add(where, "'same_suffix' must map a slot name to a marker string")
+            suffix = None
+        similar = raw.get("similar_above")
+        if similar is not None and not (isinstance(similar, (int, float)) and 0 < similar <= 1):
+            problems.add(where, "'similar_above' must be a number in (0, 1]")
+            similar = None
+        asserts = raw.get("asserts")
+        if asserts is not None:
+            if not isinstance(asserts, Mapping) or not isinstance(asserts.get("template"), str):
+                problems.add(where, "'asserts' needs a 'template'")
+                asserts = None
+            else:
+                for key in set(asserts) - ASSERT_KEYS:
+                    problems.add(where, f"unknown key {key!r} in 'asserts'")
+                if asserts.get("category") not in CATEGORIES:
+                    problems.add(where, f"'asserts' category {asserts.get('category')!r} is unknown")
+                if not isinstance(asserts.get("slots") or {}, Mapping):
+                    problems.add(where, "'asserts' slots must map a slot name to a source slot")
+        rules.append(SupersessionRule(
+            id=rid, description=str(raw.get("description") or ""), categories=cats,
+            relations=_names(raw.get("relations"), where + ".relations", problems),
+            target_relations=_names(raw.get("target_relations"), where + ".target_relations", problems),
+            same=same, link=link, similar_above=float(similar) if similar is not None else None,
+            asserts=dict(asserts) if asserts else None,
+            same_suffix={str(k): str(v) for k, v in suffix.items()} if suffix else None,
+        ))
+    problems.raise_if_any(f"invalid supersession rules in {path}")
+    return SupersessionRules(tuple(rules))
+
+
+@lru_cache(maxsize=8)
+def _cached(patterns_dir: str) -> SupersessionRules:
+    return load(Path(patterns_dir) / "supersession.yaml")
+
+
+def describe(rules: Sequence[SupersessionRule]) -> list[str]:
+    return [f"{r.id}: {r.description}" for r in rules]

@@ -1,0 +1,878 @@
+"""The YAML pattern library: regex rules that turn a sentence into facts without an LLM.
+
+Every ``patterns/*.yaml`` file with ``kind: facts`` at top level holds rules (other files in the folder
+belong to other modules and are ignored here). A rule is a regex with named groups, a template over those
+groups, a category, a confidence and its own examples and counter-examples; see ``patterns/README`` in the
+comments of ``preference.yaml`` for the full format. Loading validates every file and runs every example;
+all problems are raised together as one :class:`~factforge.errors.PatternError`.
+
+Matching is two-stage for speed: one Aho-Corasick pass over the lower-cased text finds the rules whose
+literal ``keywords`` occur, and only those rules' regexes run (through ``rulefile.safe_finditer``, with a
+timeout). A match is then dropped when its sentence is a question or when a file's ``blockers`` regex
+("if", "whether", "should we" ...) occurs in the sentence before it - hypotheticals are not facts.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, cast
+
+import regex
+
+from .rulefile import (REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, grammar_words, keyword_automaton,
+                       read_yaml, rule_header, safe_finditer, yaml_files)
+from ..settings import Settings
+from .temporal import Anchor, find_anchor, resolve
+from ..types import CATEGORIES, Explanation, Fact, Span
+
+__all__ = ["Example", "PatternLibrary", "Rule", "EXAMPLE_REFERENCE"]
+
+logger = logging.getLogger("factforge.patterns")
+
+# Examples are checked against this fixed "now" so temporal examples are reproducible.
+EXAMPLE_REFERENCE = datetime(2024, 6, 15, 12, 0, tzinfo=timezone.utc)
+CONFIDENCE_CAP = 0.99
+# A rule's fact longer than this is a run-on, not a fact (and the content checks below stay linear-time):
+# the same bound the LLM's facts meet (validate.MAX_CONTENT_CHARS).
+MAX_CONTENT_CHARS = 300
+FILE_KEYS = frozenset({"kind", "version", "language", "defines", "subjects", "pronouns", "guards", "rules"})
+RULE_KEYS = frozenset({
+    "id", "category", "language", "regex", "template", "confidence", "entity_groups", "keywords", "examples",
+    "counter_examples", "subject", "relation", "boost_words", "boost", "time_group", "time_mode", "blockers",
+    "allow_questions", "description", "list_group", "tense",
+})
+EXAMPLE_KEYS = frozenset({"text", "fact", "entities", "slots", "confidence", "valid_from", "valid_to"})
+TIME_MODES = ("since", "range")
+# "future": a date without a year in the rule's sentence is the next one ("in May" of a plan), not the last.
+TENSES = ("any", "future")
+SPECIAL_PLACEHOLDERS = frozenset({"subject"})
+
+# Curly quotes become straight ones before matching; a 1:1 character mapping, so offsets stay valid.
+_QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
+# {group} or {group|filter}, a filter acting on the value's first word: "lc" lower-cases its first letter
+# (a captured sentence start like "Keep ..."), "s" puts a verb in the third person ("play" -> "plays"),
+# "base" turns a gerund into the bare verb ("apologizing" -> "apologize"); "drop" renders nothing (its group only
+# decides whether an optional [...] section is kept).
+_PLACEHOLDER = regex.compile(r"\{(\w+)(?:\|(lc|s|base|drop))?\}")
+_OPTIONAL = regex.compile(r"\[([^\[\]]*)\]")
+_DEFINE_REF = regex.compile(r"\{\{(\w+)\}\}")
+# Sentence ends: Latin terminators before whitespace/end (so "Node.js" and "v4.2" stay whole), CJK ones, newlines.
+_SENTENCE_END = regex.compile(r"[.!?…](?=\s|$)|[。！？；\n]")
+_QUESTION_MARKS = frozenset("?？")
+_TRIM_CHARS = " \t\n.,;:!?。，！？；：、…\"'“”‘’()（）"
+_TITLE_QUOTES = "\"'"
+_TRIM_NO_QUOTES = _TRIM_CHARS.replace('"', "").replace("'", "")
+_GRAMMAR = grammar_words()
+_ARTICLE = regex.compile(rf"^(?:{_GRAMMAR['articles']})\s+", regex.IGNORECASE)
+_SPACES = regex.compile(r"\s+")
+_CJK_GAP = regex.compile(r"(?<=[\p{Han}])\s+(?=[\p{Han}])")
+_FIRST_WORD = regex.compile(r"^([\p{L}]+)(.*)$", regex.DOTALL)
+# A list item that takes no carried-over "to" ("I like to read, the guitar, and ..."): it starts a noun phrase.
+# A gerund item takes none either ("I like to go hiking, camping, and fishing": "User likes fishing").
+_NO_CARRY = regex.compile(rf"^(?:(?:{_GRAMMAR['no_carry']})\s|\p{{L}}{{2,}}ing(?:\s|$))", regex.IGNORECASE)
+_TO = regex.compile(r"^to\s", regex.IGNORECASE)
+# A preposition left dangling where a time expression was cut out of a slot ("moved to Berlin back in").
+_DANGLING = regex.compile(rf"(?:\s+(?:{_GRAMMAR['dangling']}))+\s*$", regex.IGNORECASE)
+# The name of the define that holds the regex for one more list item (see ``list_group`` in preference.yaml).
+LIST_DEFINE = "list_next"
+# Defines with a library-wide meaning (see preference.yaml): where a new clause starts, so a blocker word
+# in another clause does not block; a slot value that only points back at the conversation ("try that
+# too"); rendered content that is not grammatical English ("User dont know").
+CLAUSE_DEFINE = "clause_break"
+DANGLING_DEFINE = "dangling_ref"
+DANGLING_INSIDE_DEFINE = "dangling_inside"
+BROKEN_DEFINE = "broken_content"
+BROKEN_END_DEFINE = "broken_ending"
+# These two only match at the end of a value: compiled reversed and tried once, from the end (``.match``).
+END_DEFINES = frozenset({DANGLING_DEFINE, BROKEN_END_DEFINE})
+# "We" is the team only in a work context: in these categories a fact whose subject is "we"/"our" needs the
+# ``team_context`` define to match in its sentence ("We love climbing" is a family, not the team).
+TEAM_DEFINE = "team_context"
+TEAM_CONTEXT_CATEGORIES = frozenset({"preference", "identity", "temporal"})
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """A text a rule must turn into the fact ``fact`` (content), optionally checking more fields."""
+
+    text: str
+    fact: str
+    entities: tuple[str, ...] | None = None
+    slots: Mapping[str, str] | None = None
+    confidence: float | None = None
+    valid_from: str | None = None
+    valid_to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    literal: str = ""
+    name: str | None = None
+    optional: tuple[_Piece, ...] | None = None
+    transform: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One validated pattern rule; frozen - nothing changes it after loading."""
+
+    id: str
+    category: str
+    language: str
+    confidence: float
+    template: str
+    entity_groups: tuple[str, ...]
+    keywords: tuple[str, ...]
+    examples: tuple[Example, ...]
+    counter_examples: tuple[str, ...]
+    subject: str
+    relation: str
+    regex: regex.Pattern[str] = field(repr=False, compare=False)
+    boost_words: tuple[str, ...] = ()
+    boost: float = 0.0
+    time_group: str | None = None
+    time_mode: str = "since"
+    blockers: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    allow_questions: bool = False
+    list_group: str | None = None
+    future: bool = False
+    source: str = ""
+    pieces: tuple[_Piece, ...] = field(default=(), repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    fact: Fact
+    order: tuple[int, int]
+    own_time: bool = False  # dated by the rule's own time slot, not by a word elsewhere in the sentence
+
+
+class _Sentences:
+    """Sentence boundaries of one text, computed on first use."""
+
+    __slots__ = ("_anchors", "_ends", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._ends: list[int] | None = None
+        self._anchors: dict[int, Anchor | None] = {}
+
+    def anchor(self, start: int, end: int, reference: datetime, future: bool = False) -> Anchor | None:
+        """The time expression that dates facts stated in the sentence ``start:end`` (once per sentence)."""
+        key = -start - 1 if future else start
+        if key not in self._anchors:
+            self._anchors[key] = find_anchor(self._text, reference, start, end, future=future)
+        return self._anchors[key]
+
+    def bounds(self, pos: int) -> tuple[int, int]:
+        """(start, end) of the sentence holding ``pos``; ``end`` includes its terminator."""
+        if self._ends is None:
+            self._ends = [m.end() for m in _SENTENCE_END.finditer(self._text)]
+        i = bisect.bisect_right(self._ends, pos)
+        start = self._ends[i - 1] if i > 0 else 0
+        end = self._ends[i] if i < len(self._ends) else len(self._text)
+        return start, end
+
+    def is_question(self, start: int, end: int) -> bool:
+        tail = self._text[start:end].rstrip()
+        return bool(tail) and tail[-1] in _QUESTION_MARKS
+
+
+@dataclass(frozen=True, slots=True)
+class PatternLibrary:
+    """All fact rules of a patterns folder; build with :meth:`from_dir`, then call :meth:`match`."""
+
+    rules: tuple[Rule, ...]
+    subjects: Mapping[str, str] = field(repr=False)
+    automaton: Any = field(repr=False, compare=False)
+    # First-person words in slot values and their third-person forms ("my job" -> "their job").
+    pronouns: Mapping[str, str] = field(default_factory=dict, repr=False)
+    pronoun_regex: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    list_next: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    clause_break: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    dangling_ref: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    dangling_inside: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    broken_content: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    broken_ending: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    team_context: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_dir(cls, patterns_dir: Path | None = None) -> PatternLibrary:
+        """Load and validate every ``kind: facts`` file; cached per folder. Problems raise ONE PatternError."""
+        return _cached_library(str(Path(patterns_dir or default_patterns_dir()).resolve()))
+
+    # ------------------------------------------------------------------------------------------- matching
+
+    def match(
+        self, text: str, *, timestamp: datetime | None = None, settings: Settings | None = None
+    ) -> list[Fact]:
+        """Every fact any rule finds in ``text`` (no confidence-tier filtering), in text order."""
+        if not text:
+            return []
+        norm = text.translate(_QUOTES)  # shared by the prefilter and the regexes
+        return self._match(text, self._norm_candidates(norm), timestamp, settings, norm)
+
+    def test(self, text: str, timestamp: datetime | None = None) -> list[Fact]:
+        """Alias of :meth:`match`, for ``factforge patterns test``."""
+        return self.match(text, timestamp=timestamp)
+
+    def match_rule(
+        self, rule_id: str, text: str, *, timestamp: datetime | None = None, settings: Settings | None = None
+    ) -> list[Fact]:
+        """The facts one rule alone finds in ``text`` (no prefilter); for examples and debugging."""
+        index = next((i for i, r in enumerate(self.rules) if r.id == rule_id), None)
+        if index is None:
+            raise KeyError(rule_id)
+        return self._match(text, [index], timestamp, settings)
+
+    def match_all_rules(
+        self, text: str, *, timestamp: datetime | None = None, settings: Settings | None = None
+    ) -> list[Fact]:
+        """Like :meth:`match` but running every regex, bypassing the prefilter (to test the prefilter)."""
+        return self._match(text, range(len(self.rules)), timestamp, settings)
+
+    def check(self) -> list[str]:
+        """Run every example and counter-example; human-readable failures (empty when all pass)."""
+        return [f"{rule.source}: rule {rule.id}: {p}" for rule in self.rules for p in _check_rule(self, rule)]
+
+    def _candidates(self, text: str) -> list[int]:
+        if not text:
+            return []
+        return self._norm_candidates(text.translate(_QUOTES))
+
+    def _norm_candidates(self, norm: str) -> list[int]:
+        found: set[int] = set()
+        for _end, indices in self.automaton.iter(norm.lower()):
+            found.update(indices)
+        return sorted(found)
+
+    def _match(
+        self, text: str, indices: Iterable[int], timestamp: datetime | None, settings: Settings | None,
+        norm: str | None = None,
+    ) -> list[Fact]:
+        if not text or not indices:
+            return []
+        if norm is None:
+            norm = text.translate(_QUOTES)
+        sentences = _Sentences(norm)
+        settings = settings or _DEFAULT_SETTINGS
+        hits: list[_Hit] = []
+        for index in indices:
+            rule = self.rules[index]
+            for m in safe_finditer(rule.regex, norm, rule.id):
+                for start, fact in self._facts(rule, m, text, sentences, timestamp, settings):
+                    hits.append(_Hit(fact, (start, index), rule.time_group is not None))
+        if not hits:
+            return []
+        best: dict[str, _Hit] = {}
+        for hit in hits:
+            key = hit.fact.content.casefold()
+            kept = best.get(key)
+            # Same content twice: keep the more confident one; on a tie the one that knows when it held,
+            # preferring a rule that captured the time itself.
+            if kept is None or (hit.fact.confidence, hit.fact.valid_from is not None, hit.own_time) > (
+                kept.fact.confidence, kept.fact.valid_from is not None, kept.own_time
+            ):
+                best[key] = hit
+        return [h.fact for h in sorted(best.values(), key=lambda h: h.order)]
+
+    def _facts(
+        self, rule: Rule, m: regex.Match[str], original: str, sentences: _Sentences,
+        timestamp: datetime | None, settings: Settings,
+    ) -> list[tuple[int, Fact]]:
+        """The fact of one match, plus one per further item when its ``list_group`` opens a list."""
+        start, end = sentences.bounds(m.start())
+        if not rule.allow_questions and sentences.is_question(start, end):
+            return []
+        if rule.blockers is not None and rule.blockers.search(
+            m.string, self._clause_start(m.string, start, m.start()), max(start, m.start())
+        ):
+            return []
+        # A rule without its own time slot is dated by a time expression anywhere in its sentence. In an
+        # event (category temporal) a relative one is cut out of the slots so the stored text does not go
+        # stale ("moved to Berlin 3 weeks ago"); elsewhere it can be the substance of the fact ("plans to
+        # go to business school next year") and the rule files' examples keep it.
+        anchor = None
+        reference = timestamp or datetime.now(timezone.utc)
+        if rule.time_group is None or m.group(rule.time_group) is None:
+            anchor = sentences.anchor(start, end, reference, rule.future)
+        groups = m.groupdict()
+        cut = False
+        if anchor is not None and anchor.relative and rule.category == "temporal":
+            groups, cut = _cut_span(m, groups, anchor.span.start, anchor.span.end)
+        values = {name: _clean(v) for name, v in groups.items() if v is not None}
+        values = {k: v for k, v in values.items() if v}
+        subject = self._subject(rule, values, settings)
+        if subject is None:
+            return []
+        if (subject == settings.team_subject and rule.subject != "team" and rule.category in TEAM_CONTEXT_CATEGORIES
+                and self.team_context is not None
+                and self.team_context.search(m.string, start, end, timeout=REGEX_TIMEOUT) is None):
+            return []
+        subject_group = rule.subject if rule.subject in rule.regex.groupindex else None
+        raw = dict(values)
+        if self._dangling(v for k, v in raw.items() if k != subject_group):
+            return []  # "User wants to try that too": the fact means nothing without the conversation
+        values = {k: v if k == subject_group else self._swap_pronouns(v) for k, v in values.items()}
+        values["subject"] = subject
+        out = []
+        dated = (anchor, reference, cut) if anchor is not None else None
+        fact = self._fact(rule, m, original, start, end, values, subject_group, m.start(), m.end(), timestamp,
+                          dated)
+        if fact is not None:
+            out.append((m.start(), fact))
+        group = rule.list_group
+        if group and raw.get(group) and self.list_next is not None:
+            first = raw[group]
+            for item_start, item_end, item in _list_items(self.list_next, m.string, m.end(group), end):
+                if self._dangling((item,)):
+                    continue
+                if _TO.match(first) and not _NO_CARRY.match(item):
+                    item = "to " + item
+                more = {**values, group: self._swap_pronouns(item)}
+                fact = self._fact(rule, m, original, start, end, more, subject_group, item_start, item_end, timestamp,
+                                  dated)
+                if fact is not None:
+                    out.append((item_start, fact))
+        return out
+
+    def _dangling(self, values: Iterable[str]) -> bool:
+        """Whether a slot value (before the pronoun swap) only points back at the conversation."""
+        end, inside = self.dangling_ref, self.dangling_inside
+        return any((end is not None and end.match(v)) or (inside is not None and inside.search(v)) for v in values)
+
+    def _clause_start(self, text: str, start: int, pos: int) -> int:
+        """Where the clause holding ``pos`` starts (a blocker before it belongs to another clause)."""
+        if self.clause_break is None or pos <= start:
+            return start
+        last = start
+        try:
+            for b in self.clause_break.finditer(text, start, pos, timeout=REGEX_TIMEOUT):
+                last = b.end()
+        except TimeoutError:
+            return start  # unsure where the clause starts: the whole sentence can block, as before
+        return last
+
+    def _swap_pronouns(self, value: str) -> str:
+        if self.pronoun_regex is None:
+            return value
+        return self.pronoun_regex.sub(lambda p: _swap_pronoun(p.group(), self.pronouns), value)
+
+    def _fact(
+        self, rule: Rule, m: regex.Match[str], original: str, start: int, end: int, values: Mapping[str, str],
+        subject_group: str | None, span_start: int, span_end: int, timestamp: datetime | None,
+        dated: tuple[Anchor, datetime, bool] | None = None,
+    ) -> Fact | None:
+        subject = values["subject"]
+        content = _render(rule.pieces, values)
+        if not content or len(content) > MAX_CONTENT_CHARS or (
+                self.broken_ending is not None and self.broken_ending.match(content)) or (
+                self.broken_content is not None and self.broken_content.search(content)):
+            return None
+        boost = 0.0
+        if rule.boost_words:
+            sentence = m.string[start:end].lower()
+            if any(word in sentence for word in rule.boost_words):
+                boost = rule.boost
+        final = round(min(CONFIDENCE_CAP, rule.confidence + boost), 4)
+        valid_from = valid_to = None
+        if rule.time_group and rule.time_group in values:
+            reference = timestamp or datetime.now(timezone.utc)
+            valid_from, valid_to = resolve(values[rule.time_group], reference, future=rule.future)
+            if rule.time_mode == "since":
+                valid_to = None
+        note = None
+        if dated is not None:
+            anchor, reference, cut = dated
+            valid_from, valid_to = anchor.valid_from, anchor.valid_to
+            note = (f"dated by {anchor.span.text!r} in its sentence, resolved against {reference.isoformat()}"
+                    + ("; the relative phrase is left out of the content" if cut else ""))
+        entities = tuple(dict.fromkeys(
+            _ARTICLE.sub("", values[g]) for g in rule.entity_groups if values.get(g)
+        ))
+        slots = {k: v for k, v in values.items() if k not in ("subject", subject_group)}
+        span = Span(span_start, span_end, original[span_start:span_end])
+        explanation = Explanation(
+            stage="pattern", rule_id=rule.id, original_confidence=rule.confidence, final_confidence=final,
+            span=span, context_boost=round(final - rule.confidence, 4), note=note,
+        )
+        return Fact(
+            content=content, category=rule.category, confidence=final, method="pattern",  # type: ignore[arg-type]
+            explanation=explanation, entities=entities, rule_id=rule.id, subject=subject, relation=rule.relation,
+            slots=slots, valid_from=valid_from, valid_to=valid_to,
+        )
+
+    def _subject(self, rule: Rule, values: Mapping[str, str], settings: Settings) -> str | None:
+        if rule.subject == "user":
+            return settings.user_subject
+        if rule.subject == "team":
+            return settings.team_subject
+        raw = values.get(rule.subject)
+        if raw is None:
+            return settings.user_subject
+        kind = self.subjects.get(raw.lower())
+        if kind == "user":
+            return settings.user_subject
+        if kind == "team":
+            return settings.team_subject
+        return None
+
+
+_DEFAULT_SETTINGS = Settings(home=Path("."))
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+
+def _swap_pronoun(word: str, pronouns: Mapping[str, str]) -> str:
+    """Third-person form of a first-person word, keeping a leading capital; all-caps words ("US") stay."""
+    if len(word) > 1 and word.isupper():
+        return word
+    new = pronouns.get(word.lower(), word)
+    # "I", "I'm" are always capitalised, so their capital says nothing about a sentence start.
+    return new[:1].upper() + new[1:] if word[:1].isupper() and word[:1] != "I" else new
+
+
+def _cut_span(
+    m: regex.Match[str], groups: Mapping[str, str | None], start: int, end: int
+) -> tuple[dict[str, str | None], bool]:
+    """The match's group values with ``start:end`` (and a preposition it leaves dangling) cut out."""
+    out = dict(groups)
+    cut = False
+    for name, value in groups.items():
+        if value is None:
+            continue
+        g_start, g_end = m.span(name)
+        if g_end <= start or end <= g_start:
+            continue
+        left = _DANGLING.sub("", m.string[g_start:max(g_start, start)])
+        out[name] = left + " " + m.string[min(g_end, end):g_end]
+        cut = True
+    return out, cut
+
+
+def _list_items(rx: regex.Pattern[str], text: str, pos: int, end: int) -> list[tuple[int, int, str]]:
+    """Further items of a comma list starting at ``pos`` ("..., play chess, and read"); none unless it is one.
+
+    A list must close with "and"/"or" (", and read") or end in an item holding one ("..., walk and read"),
+    so a comma before an unrelated phrase does not make a list. Items after the closing "and" are not taken.
+    """
+    items: list[tuple[int, int, str]] = []
+    closed = False
+    while not closed:
+        m = rx.match(text, pos, end)
+        if m is None or m.end("item") <= pos:
+            break
+        item = _clean(m.group("item"))
+        if not item:
+            break
+        items.append((m.start("item"), m.end("item"), item))
+        closed = m.group("conj") is not None
+        pos = m.end()
+    if not items or not (closed or regex.search(r"\s(?:and|or)\s", items[-1][2])):
+        return []
+    return items
+
+
+def _third_person_verb(word: str) -> str:
+    """``play`` -> ``plays``, ``watch`` -> ``watches``, ``try`` -> ``tries`` (English spelling rules)."""
+    low = word.lower()
+    if low in _IRREGULAR_THIRD:
+        return _IRREGULAR_THIRD[low]
+    if regex.search(r"(?:s|sh|ch|x|z|o)$", low):
+        return word + "es"
+    if regex.search(r"[^aeiou]y$", low):
+        return word[:-1] + "ies"
+    return word + "s"
+
+
+# The only verbs whose third person the spelling rules get wrong (data/grammar_words.yaml).
+_IRREGULAR_THIRD: dict[str, str] = _GRAMMAR["irregular_third"]
+_E_ENDINGS = regex.compile(r"(?:iz|is|ys|yz|v|c|dg|ud|u|ir|ur|[^aeiou]om|[^aeiou]at|[^aeiou][aiou]d)$")
+_ONE_SYLLABLE_CVC = regex.compile(r"^[^aeiou]*[aeiou][^aeiouwxy]$")
+
+
+def _base_verb(word: str) -> str:
+    """``apologizing`` -> ``apologize``, ``using`` -> ``use``, ``putting`` -> ``put``, ``asking`` -> ``ask``."""
+    low = word.lower()
+    if not low.endswith("ing") or len(low) < 5:
+        return word
+    stem = word[:-3]
+    low = stem.lower()
+    if len(low) >= 3 and low[-1] == low[-2] and low[-1] in "bgmnprt":
+        return stem[:-1]
+    if _E_ENDINGS.search(low) or _ONE_SYLLABLE_CVC.match(low):
+        return stem + "e"
+    return stem
+
+
+def _transform(value: str, how: str | None) -> str:
+    if how is None:
+        return value
+    if how == "drop":
+        return ""
+    if how == "lc":
+        return value[:1].lower() + value[1:]
+    m = _FIRST_WORD.match(value)
+    if m is None:
+        return value
+    word = _third_person_verb(m.group(1)) if how == "s" else _base_verb(m.group(1))
+    return word + m.group(2)
+
+
+def _clean(value: str) -> str:
+    spaced = _SPACES.sub(" ", value)
+    out = spaced.strip(_TRIM_CHARS)
+    # A quoted title at the start ("'Hallelujah' by Leonard Cohen") keeps its opening quote: the value
+    # holds the closing one, followed by no letter (so "'cause I don't" stays "cause I don't").
+    lead = spaced.lstrip(_TRIM_NO_QUOTES)
+    if lead[:1] in _TITLE_QUOTES and out and not out.startswith(lead[0]):
+        close = out.find(lead[0])
+        if close > 0 and not out[close + 1:close + 2].isalpha():
+            out = lead[0] + out
+    return _CJK_GAP.sub("", out)
+
+
+def _parse_template(template: str) -> tuple[_Piece, ...]:
+    """Template text -> pieces; ``[...]`` is an optional section, kept only if all its groups matched."""
+    pieces: list[_Piece] = []
+    pos = 0
+    for m in _OPTIONAL.finditer(template):
+        pieces.extend(_parse_plain(template[pos:m.start()]))
+        pieces.append(_Piece(optional=tuple(_parse_plain(m.group(1)))))
+        pos = m.end()
+    pieces.extend(_parse_plain(template[pos:]))
+    return tuple(pieces)
+
+
+def _parse_plain(text: str) -> list[_Piece]:
+    out: list[_Piece] = []
+    pos = 0
+    for m in _PLACEHOLDER.finditer(text):
+        if m.start() > pos:
+            out.append(_Piece(literal=text[pos:m.start()]))
+        out.append(_Piece(name=m.group(1), transform=m.group(2)))
+        pos = m.end()
+    if pos < len(text):
+        out.append(_Piece(literal=text[pos:]))
+    return out
+
+
+def _render(pieces: Sequence[_Piece], values: Mapping[str, str]) -> str:
+    return _SPACES.sub(" ", _render_parts(pieces, values)).strip()
+
+
+def _render_parts(pieces: Sequence[_Piece], values: Mapping[str, str]) -> str:
+    parts: list[str] = []
+    for piece in pieces:
+        if piece.optional is not None:
+            if all(p.name is None or values.get(p.name) for p in piece.optional):
+                parts.append(_render_parts(piece.optional, values))
+        elif piece.name is not None:
+            value = values.get(piece.name)
+            if not value:
+                return ""
+            parts.append(_transform(value, piece.transform))
+        else:
+            parts.append(piece.literal)
+    return "".join(parts)
+
+
+def _check_rule(library: PatternLibrary, rule: Rule) -> list[str]:
+    """What is wrong with a rule's examples, run against the rule alone."""
+    out: list[str] = []
+    for ex in rule.examples:
+        if not any(k in ex.text.translate(_QUOTES).lower() for k in rule.keywords):
+            out.append(f"example {ex.text!r} contains none of the keywords, so the rule never runs on it")
+            continue
+        facts = library.match_rule(rule.id, ex.text, timestamp=EXAMPLE_REFERENCE)
+        got = next((f for f in facts if f.content == ex.fact), None)
+        if got is None:
+            out.append(f"example {ex.text!r}: expected {ex.fact!r}, got {[f.content for f in facts]!r}")
+            continue
+        if ex.entities is not None and tuple(got.entities) != ex.entities:
+            out.append(f"example {ex.text!r}: expected entities {list(ex.entities)!r}, got {list(got.entities)!r}")
+        if ex.slots is not None and dict(got.slots) != dict(ex.slots):
+            out.append(f"example {ex.text!r}: expected slots {dict(ex.slots)!r}, got {dict(got.slots)!r}")
+        if ex.confidence is not None and abs(got.confidence - ex.confidence) > 1e-9:
+            out.append(f"example {ex.text!r}: expected confidence {ex.confidence}, got {got.confidence}")
+        for name, want, have in (("valid_from", ex.valid_from, got.valid_from),
+                                 ("valid_to", ex.valid_to, got.valid_to)):
+            if want is not None and (have is None or have.date().isoformat() != want):
+                out.append(f"example {ex.text!r}: expected {name} {want}, got {have}")
+    for text in rule.counter_examples:
+        facts = library.match_rule(rule.id, text, timestamp=EXAMPLE_REFERENCE)
+        if facts:
+            out.append(f"counter-example {text!r} produces {[f.content for f in facts]!r}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+
+def _strings(value: Any, where: str, what: str, problems: Problems, *, required: bool = True) -> tuple[str, ...]:
+    if value is None and not required:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value) or (
+        required and not value
+    ):
+        problems.add(where, f"{what}: must be a {'non-empty ' if required else ''}list of non-empty strings")
+        return ()
+    return tuple(value)
+
+
+def _expand(pattern: str, defines: Mapping[str, str], where: str, problems: Problems) -> str:
+    """Replace ``{{name}}`` by the file's ``defines`` (which may refer to each other)."""
+    for _ in range(8):
+        if "{{" not in pattern:
+            return pattern
+        missing = [n for n in _DEFINE_REF.findall(pattern) if n not in defines]
+        if missing:
+            problems.add(where, f"regex uses undefined {{{{{missing[0]}}}}}")
+            return pattern
+        pattern = _DEFINE_REF.sub(lambda m: defines[m.group(1)], pattern)
+    problems.add(where, "defines nest too deeply (a cycle?)")
+    return pattern
+
+
+def _examples(value: Any, where: str, problems: Problems) -> tuple[Example, ...]:
+    if not isinstance(value, list) or not value:
+        problems.add(where, "examples: must be a non-empty list of {text, fact} mappings")
+        return ()
+    out: list[Example] = []
+    for n, raw in enumerate(value, 1):
+        at = f"{where}: example #{n}"
+        if not isinstance(raw, dict) or not isinstance(raw.get("text"), str) or not isinstance(raw.get("fact"), str):
+            problems.add(at, "must be a mapping with string 'text' and 'fact'")
+            continue
+        for key in sorted(set(raw) - EXAMPLE_KEYS):
+            problems.add(at, f"unknown key {key!r}")
+        entities = raw.get("entities")
+        slots = raw.get("slots")
+        conf = raw.get("confidence")
+        out.append(Example(
+            text=raw["text"], fact=raw["fact"],
+            entities=tuple(map(str, entities)) if isinstance(entities, list) else None,
+            slots={str(k): str(v) for k, v in slots.items()} if isinstance(slots, dict) else None,
+            confidence=float(conf) if isinstance(conf, (int, float)) and not isinstance(conf, bool) else None,
+            valid_from=str(raw["valid_from"]) if raw.get("valid_from") is not None else None,
+            valid_to=str(raw["valid_to"]) if raw.get("valid_to") is not None else None,
+        ))
+    return tuple(out)
+
+
+def _number(value: Any, where: str, what: str, problems: Problems) -> float | None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value <= 1.0:
+        problems.add(where, f"{what} {value!r} is not a number in 0..1")
+        return None
+    return float(value)
+
+
+def _load_rule(
+    raw: Any, n: int, path: Path, file_data: Mapping[str, Any], seen: dict[str, str], problems: Problems
+) -> Rule | None:
+    where = str(path)
+    if not isinstance(raw, dict):
+        problems.add(f"{where}: rule #{n}", "must be a mapping")
+        return None
+    before = len(problems.items)
+    rule_id, at = rule_header(raw, f"{where}:", n, RULE_KEYS, seen, problems)
+    category = raw.get("category")
+    if category not in CATEGORIES:
+        problems.add(at, f"unknown category {category!r} (one of {', '.join(CATEGORIES)})")
+    language = raw.get("language", file_data.get("language"))
+    if not isinstance(language, str) or not language:
+        problems.add(at, "missing language")
+    confidence = _number(raw.get("confidence"), at, "confidence", problems)
+    boost = _number(raw.get("boost", 0.05 if raw.get("boost_words") else 0.0), at, "boost", problems)
+    relation = raw.get("relation")
+    if not isinstance(relation, str) or not relation:
+        problems.add(at, "missing relation")
+    template = raw.get("template")
+    if not isinstance(template, str) or not template.strip():
+        problems.add(at, "missing template")
+        template = ""
+    keywords = _strings(raw.get("keywords"), at, "keywords", problems)
+    if any(k != k.lower() for k in keywords):
+        problems.add(at, "keywords must be lower-case (they are matched against the lower-cased text)")
+    boost_words = tuple(w.lower() for w in _strings(raw.get("boost_words"), at, "boost_words", problems,
+                                                     required=False))
+    entity_groups = _strings(raw.get("entity_groups"), at, "entity_groups", problems, required=False)
+    counter = _strings(raw.get("counter_examples"), at, "counter_examples", problems)
+    examples = _examples(raw.get("examples"), at, problems)
+    guards = file_data.get("guards") or {}
+    blockers_src = raw.get("blockers", guards.get("blockers"))
+    blockers = None
+    if blockers_src is not None:
+        if isinstance(blockers_src, str):
+            blockers = compile_regex(blockers_src, f"{at}: blockers", problems, regex.IGNORECASE)
+        else:
+            problems.add(at, "blockers: must be a regex string or null")
+    allow_questions = raw.get("allow_questions", False)
+    if not isinstance(allow_questions, bool):
+        problems.add(at, "allow_questions: must be true or false")
+    rx = None
+    if not isinstance(raw.get("regex"), str):
+        problems.add(at, "missing regex")
+    else:
+        # Verbose mode so long rules fold over lines in YAML; a literal space must be written as \s.
+        pattern = _expand(raw["regex"], file_data.get("defines") or {}, at, problems)
+        rx = compile_regex(pattern, at, problems, regex.IGNORECASE | regex.VERBOSE,
+                           hostile=tuple(k + " " for k in keywords))
+    groups = set(rx.groupindex) if rx is not None else set()
+    subject = raw.get("subject", "user")
+    time_group = raw.get("time_group")
+    time_mode = raw.get("time_mode", "since")
+    list_group = raw.get("list_group")
+    pieces: tuple[_Piece, ...] = ()
+    if rx is not None:
+        pieces = _parse_template(template)
+        names = [m.group(1) for m in _PLACEHOLDER.finditer(template)]
+        for name in names:
+            if name not in groups and name not in SPECIAL_PLACEHOLDERS:
+                problems.add(at, f"template names {{{name}}}, which is not a group of the regex")
+        for group in entity_groups:
+            if group not in groups:
+                problems.add(at, f"entity group {group!r} is not a group of the regex")
+        if not isinstance(subject, str) or (subject not in ("user", "team") and subject not in groups):
+            problems.add(at, f"subject {subject!r} must be 'user', 'team' or a group of the regex")
+        if time_group is not None and time_group not in groups:
+            problems.add(at, f"time_group {time_group!r} is not a group of the regex")
+        if list_group is not None and list_group not in groups:
+            problems.add(at, f"list_group {list_group!r} is not a group of the regex")
+        if list_group is not None and LIST_DEFINE not in (file_data.get("defines") or {}):
+            problems.add(at, f"list_group needs a {LIST_DEFINE!r} define (a regex for one more list item)")
+    tense = raw.get("tense", "any")
+    if tense not in TENSES:
+        problems.add(at, f"tense {tense!r} must be one of {', '.join(TENSES)}")
+    if time_mode not in TIME_MODES:
+        problems.add(at, f"time_mode {time_mode!r} must be one of {', '.join(TIME_MODES)}")
+    if len(problems.items) > before or rx is None or confidence is None or boost is None:
+        return None
+    return Rule(
+        id=cast(str, rule_id), category=cast(str, category), language=cast(str, language), confidence=confidence,
+        template=template,
+        entity_groups=entity_groups, keywords=tuple(keywords), examples=examples, counter_examples=counter,
+        subject=subject, relation=cast(str, relation), regex=rx, boost_words=boost_words, boost=boost,
+        time_group=time_group, time_mode=time_mode, blockers=blockers, allow_questions=allow_questions,
+        list_group=list_group, future=tense == "future", source=where, pieces=pieces,
+    )
+
+
+def _read_files(patterns_dir: Path, problems: Problems) -> list[tuple[Path, dict[str, Any]]]:
+    """The ``kind: facts`` files of a folder, parsed (other rule files there belong to other modules)."""
+    out = []
+    for path in yaml_files(patterns_dir):
+        data = read_yaml(path, problems)
+        if isinstance(data, dict) and data.get("kind") == "facts":
+            out.append((path, data))
+    return out
+
+
+def _file_header(
+    path: Path, data: dict[str, Any], defines: dict[str, str], subjects: dict[str, str],
+    pronouns: dict[str, str], problems: Problems,
+) -> None:
+    """Check a file's top level; merge its ``defines``, ``subjects`` and ``pronouns`` into the library-wide ones."""
+    where = str(path)
+    for key in sorted(set(data) - FILE_KEYS):
+        problems.add(where, f"unknown key {key!r}")
+    raw_defines = data.get("defines") or {}
+    if not isinstance(raw_defines, dict) or not all(isinstance(v, str) for v in raw_defines.values()):
+        problems.add(where, "defines: must map names to regex fragments")
+    else:
+        for name, fragment in raw_defines.items():
+            if name in defines:
+                problems.add(where, f"defines: {name!r} is defined in two files")
+            defines[name] = fragment
+    raw_subjects = data.get("subjects") or {}
+    if not isinstance(raw_subjects, dict) or set(raw_subjects) - {"user", "team"}:
+        problems.add(where, "subjects: must map 'user' and/or 'team' to lists of words")
+    else:
+        for kind, words in raw_subjects.items():
+            for word in _strings(words, where, f"subjects.{kind}", problems):
+                subjects[word.lower()] = kind
+    raw_pronouns = data.get("pronouns") or {}
+    if not isinstance(raw_pronouns, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and k.strip() and v.strip() for k, v in raw_pronouns.items()
+    ):
+        problems.add(where, "pronouns: must map first-person words to their third-person forms")
+    else:
+        pronouns.update({k.lower(): v for k, v in raw_pronouns.items()})
+    guards = data.get("guards") or {}
+    if not isinstance(guards, dict) or set(guards) - {"blockers"}:
+        problems.add(where, "guards: must be a mapping with only 'blockers'")
+        data["guards"] = {}
+
+
+def _load_rules(
+    path: Path, data: dict[str, Any], defines: Mapping[str, str], seen: dict[str, str], problems: Problems
+) -> list[Rule]:
+    rules = data.get("rules")
+    if not isinstance(rules, list) or not rules:
+        problems.add(str(path), "rules: must be a non-empty list")
+        return []
+    context = {**data, "defines": defines}
+    out = []
+    for n, raw in enumerate(rules, 1):
+        rule = _load_rule(raw, n, path, context, seen, problems)
+        if rule is not None:
+            out.append(rule)
+    return out
+
+
+def _build_automaton(rules: Sequence[Rule]) -> Any:
+    return keyword_automaton(rule.keywords for rule in rules)
+
+
+def _build(patterns_dir: Path) -> PatternLibrary:
+    problems = Problems()
+    seen: dict[str, str] = {}
+    subjects: dict[str, str] = {}
+    defines: dict[str, str] = {}
+    pronouns: dict[str, str] = {}
+    rules: list[Rule] = []
+    # Defines and subject words are shared by all files, so a fragment like {{obj}} is written once.
+    files = _read_files(patterns_dir, problems)
+    for path, data in files:
+        _file_header(path, data, defines, subjects, pronouns, problems)
+    for path, data in files:
+        rules.extend(_load_rules(path, data, defines, seen, problems))
+    # Rules that loaded cleanly still run their examples, so one error lists every problem of every file.
+    pronoun_regex = None
+    if pronouns:
+        words = "|".join(regex.escape(w) for w in sorted(pronouns, key=len, reverse=True))
+        pronoun_regex = regex.compile(rf"(?<![\p{{L}}\p{{N}}_'])(?:{words})(?![\p{{L}}\p{{N}}_'])", regex.IGNORECASE)
+    list_next = None
+    if any(r.list_group for r in rules) and LIST_DEFINE in defines:
+        list_next = compile_regex(_expand(defines[LIST_DEFINE], defines, LIST_DEFINE, problems), LIST_DEFINE,
+                                  problems, regex.IGNORECASE | regex.VERBOSE)
+        if list_next is not None and not {"item", "conj"} <= set(list_next.groupindex):
+            problems.add(LIST_DEFINE, "must have the groups 'item' and 'conj'")
+            list_next = None
+    extra = {name: compile_regex(_expand(defines[name], defines, name, problems), name, problems,
+                                 regex.IGNORECASE | regex.VERBOSE | (regex.REVERSE if name in END_DEFINES else 0))
+             if name in defines else None
+             for name in (CLAUSE_DEFINE, DANGLING_DEFINE, DANGLING_INSIDE_DEFINE, BROKEN_DEFINE, BROKEN_END_DEFINE,
+                          TEAM_DEFINE)}
+    library = PatternLibrary(rules=tuple(rules), subjects=subjects, automaton=_build_automaton(rules),
+                             pronouns=pronouns, pronoun_regex=pronoun_regex, list_next=list_next,
+                             clause_break=extra[CLAUSE_DEFINE], dangling_ref=extra[DANGLING_DEFINE],
+                             dangling_inside=extra[DANGLING_INSIDE_DEFINE], broken_content=extra[BROKEN_DEFINE],
+                             broken_ending=extra[BROKEN_END_DEFINE], team_context=extra[TEAM_DEFINE])
+    for failure in library.check():
+        problems.items.append(failure)
+    problems.raise_if_any()
+    logger.debug("pattern library loaded from %s: %d rules", patterns_dir, len(rules))
+    return library
+
+
+@lru_cache(maxsize=8)
+def _cached_library(patterns_dir: str) -> PatternLibrary:
+    return _build(Path(patterns_dir))

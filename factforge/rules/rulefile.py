@@ -1,0 +1,256 @@
+"""Loading rule files: ``yaml.safe_load`` only, every problem collected into one :class:`PatternError`."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import ahocorasick
+import regex
+import yaml
+
+from ..errors import PatternError
+
+logger = logging.getLogger("factforge")
+
+# Per-call regex time budget in seconds; a pattern that exceeds it is logged and skipped.
+REGEX_TIMEOUT = 0.05
+# A guard (secrets, injection) must finish, so its budget grows with the text: a linear rule runs well under a
+# microsecond per character, so 2 µs per character is ample headroom; what still runs out fails closed.
+GUARD_SECONDS_PER_CHAR = 2e-6
+
+
+def guard_budget(n_chars: int) -> float:
+    """Time budget of one guard regex over ``n_chars`` characters (fails closed when exceeded)."""
+    return REGEX_TIMEOUT + n_chars * GUARD_SECONDS_PER_CHAR
+
+
+def default_patterns_dir() -> Path:
+    """The bundled ``patterns/`` folder (the checkout's, or the installed wheel's copy)."""
+    from ..settings import bundled_dir
+
+    return bundled_dir("patterns")
+
+
+class Problems:
+    """Collects problems while a rule file is validated; :meth:`raise_if_any` raises them all at once."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, where: str, what: str) -> None:
+        self.items.append(f"{where}: {what}")
+
+    def raise_if_any(self, header: str = "invalid pattern files") -> None:
+        if self.items:
+            raise PatternError(f"{header} ({len(self.items)} problem(s)):\n  " + "\n  ".join(self.items))
+
+
+def rule_header(raw: Mapping[str, Any], label: str, number: int, keys: frozenset[str],
+                seen: set[str] | dict[str, str], problems: Problems) -> tuple[Any, str]:
+    """The part every rule file's rules share, checked once: returns the rule's ``id`` (as written) and where
+    it is for messages ("<label> rule <id>", or "rule #<number>" without a usable id), and notes unknown keys,
+    a missing id and a duplicate one. ``seen``: the ids so far (a dict also says where each was seen)."""
+    rule_id = raw.get("id")
+    at = f"{label} rule {rule_id if isinstance(rule_id, str) and rule_id else '#' + str(number)}"
+    for key in sorted(set(raw) - keys):
+        problems.add(at, f"unknown key {key!r}")
+    if not isinstance(rule_id, str) or not rule_id:
+        problems.add(at, "missing id")
+    elif rule_id in seen:
+        problems.add(at, f"duplicate id (also in {seen[rule_id]})" if isinstance(seen, dict) else "duplicate id")
+    elif isinstance(seen, dict):
+        seen[rule_id] = label.removesuffix(":")
+    else:
+        seen.add(rule_id)
+    return rule_id, at
+
+
+def keyword_automaton(keywords_per_rule: Iterable[Iterable[str]]) -> Any:
+    """An Aho-Corasick automaton from each keyword to the indices of the rules that list it (in order): one
+    pass over a text finds every rule worth running on it."""
+    automaton = ahocorasick.Automaton()
+    by_keyword: dict[str, list[int]] = {}
+    for index, keywords in enumerate(keywords_per_rule):
+        for keyword in keywords:
+            by_keyword.setdefault(keyword, []).append(index)
+    for keyword, indices in by_keyword.items():
+        automaton.add_word(keyword, tuple(sorted(set(indices))))
+    if by_keyword:
+        automaton.make_automaton()
+    return automaton
+
+
+def grammar_words() -> dict[str, Any]:
+    """data/grammar_words.yaml: English grammar words the pattern library renders with. Word lists come back as
+    one regex alternation each (in file order; a space matches any whitespace), ``irregular_third`` as a dict."""
+    path = resources.files("factforge").joinpath("data/grammar_words.yaml")
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    given = data if isinstance(data, dict) else {}
+    lists = ("articles", "no_carry", "dangling")
+    wrong = [k for k in lists if not (isinstance(given.get(k), list) and all(isinstance(w, str) for w in given[k]))]
+    if not isinstance(given.get("irregular_third"), dict):
+        wrong.append("irregular_third")
+    if wrong:
+        raise PatternError(f"{path}: missing or malformed: {', '.join(wrong)}")
+    out: dict[str, Any] = {k: "|".join(w.replace(" ", r"\s+") for w in given[k]) for k in lists}
+    out["irregular_third"] = dict(given["irregular_third"])
+    return out
+
+
+def read_yaml(path: Path, problems: Problems) -> Any:
+    """Parse one YAML file safely; a parse error becomes a problem, not an exception."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        problems.add(str(path), f"cannot read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        return None
+
+
+def yaml_files(directory: Path, glob: str = "*.yaml") -> Iterator[Path]:
+    """The rule files in a folder, in a stable order."""
+    yield from sorted(directory.glob(glob))
+
+
+def compile_regex(
+    pattern: str, where: str, problems: Problems, flags: int = 0, *, hostile: tuple[str, ...] = ()
+) -> regex.Pattern[str] | None:
+    """Compile with the ``regex`` module (V1 semantics off, IGNORECASE etc. via flags) and refuse a regex that
+    backtracks catastrophically (:func:`check_speed`, with ``hostile`` as extra units such as keywords)."""
+    try:
+        rx = regex.compile(pattern, flags)
+    except (regex.error, TypeError) as exc:
+        problems.add(where, f"regex does not compile: {exc}")
+        return None
+    before = len(problems.items)
+    check_speed(rx, where, problems, hostile)
+    return rx if len(problems.items) == before else None
+
+
+def safe_finditer(rx: regex.Pattern[str], text: str, rule_id: str) -> list[regex.Match[str]]:
+    """All matches of ``rx`` in ``text``, or none if the regex exceeds its time budget (logged)."""
+    try:
+        return list(rx.finditer(text, timeout=REGEX_TIMEOUT))
+    except TimeoutError:
+        logger.warning("regex of rule %s timed out on %d chars; skipped", rule_id, len(text))
+        return []
+
+
+def safe_search(rx: regex.Pattern[str], text: str, rule_id: str) -> regex.Match[str] | None:
+    """First match of ``rx`` in ``text``, or None if the regex exceeds its time budget (logged)."""
+    try:
+        return rx.search(text, timeout=REGEX_TIMEOUT)
+    except TimeoutError:
+        logger.warning("regex of rule %s timed out on %d chars; skipped", rule_id, len(text))
+        return None
+
+
+TIMED_OUT = object()
+
+# Adversarial inputs a guard rule must get through in linear time: long runs of one character class each,
+# ended by a character that makes a pattern anchored at the end fail (the classic "(a|aa)+$" trap).
+ADVERSARIAL_RUNS = ("a", "A", "0", " ", "\n", "a ", "-", ".", ",", ":", "aA1", "ab cd. ", "/", "=")
+ADVERSARIAL_CHARS = 5000
+# A linear rule takes well under a millisecond on one adversarial string; this is a hundred times that.
+ADVERSARIAL_BUDGET = 0.05
+
+
+# Every rule regex of every rule file goes through this check at load. It costs about a second for the bundled
+# rules (~200 regexes), so a verdict is remembered by the digest of what it depends on (pattern, flags, hostile
+# units and the check's own settings), never by file name: a digest that passed once passes again, whatever file
+# or folder it comes from. Two places remember passes: this process (``_PASSED``) and LINEAR_REGEXES, the
+# digests of the bundled rules' regexes, shipped with the package. tests/test_rulefile_speed.py runs the full
+# check on the bundled rules (trust off) and fails unless that file lists exactly their digests, so CI re-proves
+# every shipped verdict; an edited rule changes its digest and is checked at load until the file is regenerated
+# with `python -m factforge.rules.rulefile`. A failure is never remembered, so a slow rule is refused on every load.
+# `factforge patterns check` trusts nothing and times every regex.
+LINEAR_REGEXES = Path(__file__).resolve().parents[1] / "data" / "linear_regexes.txt"
+_PASSED: set[str] = set()
+_SEEN: set[str] = set()  # every digest checked or trusted since the last reset (what the test compares)
+_trust_shipped = True
+
+
+def _digest(rx: regex.Pattern[str], extra: tuple[str, ...]) -> str:
+    key = repr((rx.pattern, rx.flags, extra, ADVERSARIAL_RUNS, ADVERSARIAL_CHARS, ADVERSARIAL_BUDGET))
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> frozenset[str]:
+    try:
+        return frozenset(LINEAR_REGEXES.read_text(encoding="ascii").split())
+    except OSError:
+        return frozenset()
+
+
+def full_speed_checks(full: bool = True) -> None:
+    """Check every regex again from now on, trusting no remembered verdict (``patterns check``, tests)."""
+    global _trust_shipped
+    _trust_shipped = not full
+    _PASSED.clear()
+    _SEEN.clear()
+
+
+def check_speed(rx: regex.Pattern[str], where: str, problems: Problems, extra: tuple[str, ...] = ()) -> None:
+    """Refuse a rule whose regex backtracks badly: it must scan each adversarial string (and each of
+    ``extra``, such as the rule's keywords, repeated) within :data:`ADVERSARIAL_BUDGET` seconds."""
+    digest = _digest(rx, extra)
+    _SEEN.add(digest)
+    if digest in _PASSED or (_trust_shipped and digest in _shipped()):
+        return
+    for unit in ADVERSARIAL_RUNS + extra:
+        text = (unit * (ADVERSARIAL_CHARS // len(unit) + 1))[:ADVERSARIAL_CHARS] + "!"
+        started = time.perf_counter()
+        try:
+            for _ in rx.finditer(text, timeout=ADVERSARIAL_BUDGET):
+                pass
+        except TimeoutError:
+            took = (time.perf_counter() - started) * 1000
+            problems.add(where, f"regex takes over {ADVERSARIAL_BUDGET * 1000:.0f} ms (stopped at {took:.0f} ms; a linear "
+                         f"rule needs under 1 ms) on {ADVERSARIAL_CHARS:,} characters of {unit!r} "
+                         "(catastrophic backtracking): make it linear")
+            return
+    _PASSED.add(digest)
+
+
+def bounded_matches(rx: regex.Pattern[str], text: str) -> list[regex.Match[str]] | object:
+    """All matches within the time budget, or :data:`TIMED_OUT` (for loaders checking a rule's examples:
+    a rule whose own example backtracks catastrophically is a load error, not a hang)."""
+    try:
+        return list(rx.finditer(text, timeout=REGEX_TIMEOUT * 20))
+    except TimeoutError:
+        return TIMED_OUT
+
+
+def check_bundled() -> list[str]:
+    """Load every bundled rule file (facts, gate, injection, secrets, entities, turns) from a fresh copy, trusting
+    no remembered verdict: the sorted digests of all their regexes. Raises PatternError if one is too slow."""
+    import shutil
+    import tempfile
+
+    from .extract import Extractor
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "patterns"
+        shutil.copytree(default_patterns_dir(), copy)  # a new folder, so no loader cache answers for it
+        full_speed_checks()
+        try:
+            Extractor(patterns_dir=copy)
+            return sorted(_SEEN)
+        finally:
+            full_speed_checks(False)
+
+
+if __name__ == "__main__":  # regenerate LINEAR_REGEXES after editing a bundled rule: python -m factforge.rules.rulefile
+    from factforge.rules import rulefile  # the loaders use the package's module, not this __main__ copy
+
+    digests = rulefile.check_bundled()
+    LINEAR_REGEXES.write_text("".join(d + "\n" for d in digests), encoding="ascii")
+    print(f"{len(digests)} regex digests written to {LINEAR_REGEXES}")

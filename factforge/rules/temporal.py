@@ -1,0 +1,305 @@
+"""Temporal normalisation: relative time expressions resolved against a message's timestamp.
+
+:func:`resolve` turns "yesterday", "last Tuesday", "3 weeks ago", "last month", "since March", "in 2023",
+"next Friday" or an ISO date into the absolute period it names, as ``(valid_from, valid_to)``:
+
+- a day, month or year named by the expression gives its first and last instant (``valid_to`` is the last
+  second of the period, inclusive): "last month" on 2024-06-15 is 2024-05-01 00:00 .. 2024-05-31 23:59:59;
+- "since X" / "from X on" is open-ended: ``(start of X, None)``; "until X" is ``(None, end of X)``;
+- anything not understood is ``(None, None)`` - never a guess.
+
+Chinese relative expressions (昨天, 上个月, 三周前, 去年 ...) are mapped onto the English ones first.
+
+Results carry the reference's timezone (UTC when the reference is naive). Calendar arithmetic for whole
+months and years is done here because ``parsedatetime`` answers "last month" with a single day; day-level
+expressions (weekdays, "N units ago", "tomorrow") go through ``parsedatetime``.
+"""
+
+from __future__ import annotations
+
+import calendar
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone, tzinfo
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import parsedatetime
+import regex
+import yaml
+
+from ..errors import PatternError
+from ..types import Span
+
+__all__ = ["Anchor", "find_anchor", "find_expressions", "resolve"]
+
+Period = tuple[datetime | None, datetime | None]
+
+
+def _time_words() -> dict[str, Any]:
+    """data/time_words.yaml: the words of the time expressions (the grammar below combines them)."""
+    path = resources.files("factforge").joinpath("data/time_words.yaml")
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    shapes = {"number_words": dict, "weekdays": list, "seasons": list, "relative": list, "zh": dict}
+    given = data if isinstance(data, dict) else {}
+    wrong = [key for key, kind in shapes.items() if not isinstance(given.get(key), kind)]
+    if not wrong and not all(isinstance(data["zh"].get(k), dict) for k in ("fixed", "digits", "units")):
+        wrong = ["zh (needs fixed, digits and units)"]
+    if wrong:
+        raise PatternError(f"{path}: missing or malformed: {', '.join(wrong)}")
+    return data
+
+
+_WORDS_DATA = _time_words()
+
+MONTHS: dict[str, int] = {}
+for _n, (_full, _abbr) in enumerate(zip(calendar.month_name[1:], calendar.month_abbr[1:], strict=True), 1):
+    MONTHS[_full.lower()] = _n
+    MONTHS[_abbr.lower()] = _n
+MONTHS["sept"] = 9
+_MONTH_RX = "|".join(sorted(MONTHS, key=len, reverse=True))
+_UNIT_RX = r"(?:day|week|month|year|fortnight)s?"
+_NUMBER_WORDS: dict[str, int] = _WORDS_DATA["number_words"]
+_NUMBER_RX = r"(?:\d+|" + "|".join(w.replace(" ", r"\s+") for w in _NUMBER_WORDS) + ")"
+_WEEKDAY_RX = "(?:" + "|".join(_WORDS_DATA["weekdays"]) + ")"
+_SEASON_RX = "|".join(_WORDS_DATA["seasons"])
+
+# The expressions :func:`resolve` understands, for finding them in running text.
+_CORE = (
+    rf"(?:yesterday|today|tonight|tomorrow|the\s+day\s+before\s+yesterday"
+    rf"|(?:last|this|next|past)\s+(?:{_WEEKDAY_RX}|week|month|year|weekend|{_SEASON_RX})"
+    rf"|(?:on\s+)?{_WEEKDAY_RX}"
+    rf"|{_NUMBER_RX}\s+{_UNIT_RX}\s+ago"
+    rf"|(?:in\s+|early\s+|late\s+)?(?:{_MONTH_RX})(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?(?:,?\s+(?:19|20)\d\d)?\b"
+    rf"|(?:in\s+)?(?:19|20)\d\d\b"
+    rf"|(?:on\s+)?\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}})?)?)"
+)
+EXPRESSION = regex.compile(
+    rf"(?<![\p{{L}}\p{{N}}])(?:(?:from|between)\s+{_CORE}\s+(?:to|until|till|through|and)\s+{_CORE}"
+    rf"|(?:(?:since|from|until|till|as\s+of|starting)\s+)?{_CORE})(?![\p{{L}}\p{{N}}])",
+    regex.IGNORECASE,
+)
+
+_YEAR = regex.compile(r"(?:in\s+)?((?:19|20)\d\d)")
+_MONTH = regex.compile(rf"(?:in\s+|early\s+|late\s+)?({_MONTH_RX})(?:,?\s+((?:19|20)\d\d))?")
+_ISO = regex.compile(r"(?:on\s+)?(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?))?")
+_RELATIVE_PERIOD = regex.compile(r"(last|this|next|past)\s+(week|month|year)")
+_AGO = regex.compile(rf"({_NUMBER_RX})\s+({_UNIT_RX})\s+ago")
+_OPEN = regex.compile(r"(since|from|as\s+of|starting|until|till)\s+(.+)")
+_RANGE = regex.compile(rf"(?:from|between)\s+({_CORE})\s+(?:to|until|till|through|and)\s+({_CORE})")
+# In running text (a fact's sentence, not a time slot a rule captured) some forms are too ambiguous to
+# anchor a fact: a bare month ("I may", "we march"), a bare weekday ("Monday meetings"), a bare number
+# that looks like a year ("2000 tests"). They count only with a preposition, a day or a year attached.
+_AMBIGUOUS = regex.compile(rf"(?:(?:early|late)\s+)?(?:{_MONTH_RX})|{_WEEKDAY_RX}|(?:19|20)\d\d")
+# Every expression find_anchor accepts holds one of these words or a year-like number: a cheap test that
+# spares the full expression scan on the many sentences that hold no time at all.
+_TRIGGERS = frozenset(_WORDS_DATA["relative"]) | frozenset(_WORDS_DATA["seasons"]) | \
+    frozenset(_WORDS_DATA["weekdays"]) | frozenset(MONTHS)
+_WORDS = regex.compile(r"[a-z]+")
+_YEARISH = regex.compile(r"(?:19|20)\d\d|[\u4e00-\u9fff]")
+# Expressions whose meaning does not depend on when they were said: they name a year or an ISO date.
+_ABSOLUTE = regex.compile(r"(?:19|20)\d\d")
+
+# Chinese: fixed words and "N <unit> 前" ("三周前" = three weeks ago), with Chinese or Arabic numerals.
+_ZH_FIXED: dict[str, str] = _WORDS_DATA["zh"]["fixed"]
+_ZH_DIGITS: dict[str, int] = _WORDS_DATA["zh"]["digits"]
+_ZH_UNITS: dict[str, str] = _WORDS_DATA["zh"]["units"]
+_ZH_NUMBER = r"(?:\d+|[零一二两三四五六七八九十]{1,3}|几)"
+_ZH_AGO = regex.compile(rf"({_ZH_NUMBER})\s*({'|'.join(sorted(_ZH_UNITS, key=len, reverse=True))})(?:以)?前")
+ZH_EXPRESSION = regex.compile(
+    rf"(?:{'|'.join(sorted(_ZH_FIXED, key=len, reverse=True))}|{_ZH_AGO.pattern})"
+)
+
+
+def _zh_number(text: str) -> int | None:
+    """一 .. 九十九 and Arabic digits; "几" (a few) counts as 3, like "a few"."""
+    if text.isdigit():
+        return int(text)
+    if text == "几":
+        return 3
+    if "十" in text:
+        tens, _, ones = text.partition("十")
+        value = (_ZH_DIGITS.get(tens, 0) if tens else 1) * 10 + (_ZH_DIGITS.get(ones, 0) if ones else 0)
+        return value if all(c in _ZH_DIGITS for c in tens + ones) else None
+    return _ZH_DIGITS.get(text) if len(text) == 1 else None
+
+
+def _from_chinese(expression: str) -> str | None:
+    """The English form of a Chinese relative expression, or None when it is not one."""
+    e = expression.strip(" 。，,.!！?？")
+    if e in _ZH_FIXED:
+        return _ZH_FIXED[e]
+    m = _ZH_AGO.fullmatch(e)
+    if m is None:
+        return None
+    n = _zh_number(m.group(1))
+    return None if n is None else f"{n} {_ZH_UNITS[m.group(2)]}s ago"
+
+
+@lru_cache(maxsize=1)
+def _calendar() -> parsedatetime.Calendar:
+    return parsedatetime.Calendar(version=parsedatetime.VERSION_CONTEXT_STYLE)
+
+
+def _day(d: date, tz: tzinfo) -> tuple[datetime, datetime]:
+    return datetime.combine(d, time.min, tz), datetime.combine(d, time(23, 59, 59), tz)
+
+
+def _month(year: int, month: int, tz: tzinfo) -> tuple[datetime, datetime]:
+    last = calendar.monthrange(year, month)[1]
+    return datetime(year, month, 1, tzinfo=tz), datetime(year, month, last, 23, 59, 59, tzinfo=tz)
+
+
+def _year(year: int, tz: tzinfo) -> tuple[datetime, datetime]:
+    return datetime(year, 1, 1, tzinfo=tz), datetime(year, 12, 31, 23, 59, 59, tzinfo=tz)
+
+
+def _shift_months(year: int, month: int, delta: int) -> tuple[int, int]:
+    index = year * 12 + (month - 1) + delta
+    return index // 12, index % 12 + 1
+
+
+def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, datetime] | None:
+    """The closed period a (normalised, lower-case) expression names, or None.
+
+    ``future``: the expression is about a plan, so a month without a year is the next such month.
+    """
+    tz = ref.tzinfo or timezone.utc
+    today = ref.date()
+    if e in ("today", "tonight"):
+        return _day(today, tz)
+    if e == "the day before yesterday":
+        return _day(today - timedelta(days=2), tz)
+    if m := _ISO.fullmatch(e):
+        try:
+            return _day(date.fromisoformat(m.group(1)), tz)
+        except ValueError:
+            return None
+    if m := _YEAR.fullmatch(e):
+        return _year(int(m.group(1)), tz)
+    if m := _MONTH.fullmatch(e):
+        month = MONTHS[m.group(1)]
+        # Without a year: the most recent such month not after the reference (facts are mostly about the past),
+        # or for a plan the next one not before it.
+        if m.group(2):
+            year = int(m.group(2))
+        elif future:
+            year = today.year if month >= today.month else today.year + 1
+        else:
+            year = today.year if month <= today.month else today.year - 1
+        return _month(year, month, tz)
+    if m := _RELATIVE_PERIOD.fullmatch(e):
+        step = {"last": -1, "past": -1, "this": 0, "next": 1}[m.group(1)]
+        if m.group(2) == "year":
+            return _year(today.year + step, tz)
+        if m.group(2) == "month":
+            return _month(*_shift_months(today.year, today.month, step), tz)
+        monday = today - timedelta(days=today.weekday()) + timedelta(weeks=step)
+        return _day(monday, tz)[0], _day(monday + timedelta(days=6), tz)[1]
+    if m := _AGO.fullmatch(e):
+        n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[regex.sub(r"\s+", " ", m.group(1))]
+        unit = m.group(2).rstrip("s")
+        if unit == "month":
+            y, mo = _shift_months(today.year, today.month, -n)
+            return _day(date(y, mo, min(today.day, calendar.monthrange(y, mo)[1])), tz)
+        if unit == "year":
+            y = today.year - n
+            return _day(date(y, today.month, min(today.day, calendar.monthrange(y, today.month)[1])), tz)
+        days = n * {"day": 1, "week": 7, "fortnight": 14}[unit]
+        return _day(today - timedelta(days=days), tz)
+    # Day-level expressions ("yesterday", "last Tuesday", "next Friday", "on Monday"): parsedatetime.
+    naive = ref.replace(tzinfo=None)
+    parsed, ctx = _calendar().parseDT(e, sourceTime=naive)
+    if not ctx.hasDate:
+        return None
+    return _day(parsed.date(), tz)
+
+
+def _normalise(expression: str) -> str:
+    e = regex.sub(r"\s+", " ", expression.strip().lower())
+    e = e.strip(" .,;:!?")
+    e = regex.sub(r"(\d)(?:st|nd|rd|th)\b", r"\1", e)
+    return e
+
+
+def resolve(expression: str, reference: datetime, *, future: bool = False) -> Period:
+    """``(valid_from, valid_to)`` of ``expression`` relative to ``reference``; ``(None, None)`` if unknown."""
+    ref = reference if reference.tzinfo is not None else reference.replace(tzinfo=timezone.utc)
+    english = _from_chinese(expression)
+    if english == "2 years ago":  # 前年 names the whole year before last, not one day
+        return _year(ref.year - 2, ref.tzinfo or timezone.utc)
+    e = _normalise(english if english is not None else expression)
+    if not e or EXPRESSION.fullmatch(e) is None:
+        return None, None
+    if m := _RANGE.fullmatch(e):
+        first, last = _period(m.group(1), ref, future), _period(m.group(2), ref, future)
+        if first is None or last is None or last[1] < first[0]:
+            return None, None
+        return first[0], last[1]
+    if m := _OPEN.fullmatch(e):
+        period = _period(m.group(2), ref, future)
+        if period is None:
+            return None, None
+        if m.group(1) in ("until", "till"):
+            return None, period[1]
+        return period[0], None
+    period = _period(e, ref, future)
+    return period if period is not None else (None, None)
+
+
+def find_expressions(text: str) -> list[Span]:
+    """Every time expression :func:`resolve` understands, with its character offsets in ``text``."""
+    found = [Span(m.start(), m.end(), m.group()) for m in EXPRESSION.finditer(text)]
+    if any("\u4e00" <= c <= "\u9fff" for c in text):
+        found += [Span(m.start(), m.end(), m.group()) for m in ZH_EXPRESSION.finditer(text)]
+        found.sort(key=lambda s: s.start)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A time expression in a sentence and the validity it gives a fact stated in that sentence.
+
+    A point or period ("last month", "3 weeks ago", "in 2023") says when the fact began to hold, so only
+    ``valid_from`` is set; "until X" sets only ``valid_to``; an explicit range ("from 2019 to 2021") both.
+    ``relative`` is true when the words mean something else on another day, so they must not be frozen into
+    a fact's text ("moved to Berlin 3 weeks ago" is wrong a month later).
+    """
+
+    span: Span
+    valid_from: datetime | None
+    valid_to: datetime | None
+    relative: bool
+
+
+def find_anchor(
+    text: str, reference: datetime, start: int = 0, end: int | None = None, *, future: bool = False
+) -> Anchor | None:
+    """The first time expression in ``text[start:end]`` that resolves, as an :class:`Anchor`; else None.
+
+    Bare months, weekdays and years are skipped (see ``_AMBIGUOUS``), and so is a capitalised expression in
+    mid-sentence ("I watch Last Week Tonight"): it is a title, not a time.
+    """
+    end = len(text) if end is None else end
+    piece = text[start:end]
+    if _YEARISH.search(piece) is None and _TRIGGERS.isdisjoint(_WORDS.findall(piece.lower())):
+        return None
+    spans = [Span(m.start(), m.end(), m.group()) for m in EXPRESSION.finditer(text, start, end)]
+    if any("\u4e00" <= c <= "\u9fff" for c in text[start:end]):
+        spans += [Span(m.start(), m.end(), m.group()) for m in ZH_EXPRESSION.finditer(text, start, end)]
+        spans.sort(key=lambda s: s.start)
+    for span in spans:
+        words = _normalise(span.text)
+        if _AMBIGUOUS.fullmatch(words):
+            continue
+        if span.text[:1].isupper() and text[start:span.start].strip(" \t\n\"'(") and \
+                regex.match(rf"(?:{_MONTH_RX}|{_WEEKDAY_RX})\b", words) is None:
+            continue
+        valid_from, valid_to = resolve(span.text, reference, future=future)
+        if valid_from is None and valid_to is None:
+            continue
+        closed = valid_from is None or _RANGE.fullmatch(words) is not None
+        parts = m.groups() if (m := _RANGE.fullmatch(words)) else (words,)
+        return Anchor(span, valid_from, valid_to if closed else None,
+                      relative=any(_ABSOLUTE.search(p) is None for p in parts))
+    return None

@@ -1,0 +1,205 @@
+"""Exact top-n BM25 in one statement, with safe pruning (MaxScore over per-lexeme bounds).
+
+The query's lexemes are taken in order of their largest possible contribution (``bound``), highest first.
+Step ``j`` scores every visible document holding lexeme ``j`` and none of the lexemes before it, so every
+document holding any query lexeme belongs to exactly one step. A document of step ``j`` can score at most
+``sum over i >= j of contribution_i(dl)``, where ``contribution_i(dl) = idf_i (k1+1) T_i / (T_i + k1 (1 - b +
+b dl / avgdl))`` with ``T_i`` the largest term frequency of lexeme ``i`` in any document (``max_tf``, kept by
+the statistics triggers, migration 0011) and ``dl`` the document's length: BM25 grows with tf and shrinks
+with dl, so this is an upper bound of its real score. Once ``n`` documents are scored, the ``n``-th best
+score ``theta`` is a lower bound of the true ``n``-th best; a step whose bound at its lexeme's shortest
+document (``min_dl``) is below ``theta`` is skipped without touching the index, and in a step that runs, a
+document whose bound at its own length is not above ``theta`` is not scored. Nothing skipped could have
+entered the top ``n`` (a document scoring exactly ``theta`` ties the ``n``-th: ties stand in for each
+other), so the result is the exact BM25 top ``n`` over everything the caller may see; the scores of the
+ranks are those of exact BM25, and among documents of equal score the ones returned may differ. In a step of a common lexeme, the ``n`` shortest of its documents are scored first (a seed: real
+scores, so a valid ``theta``), so that ``theta`` prunes the scoring of the others even when the earlier
+steps found fewer than ``n`` documents.
+
+All statistics (document frequencies, corpus size, average length) are read once, by the first of the two
+statements, and handed to the second as constants: the bounds and the scores use the same numbers even
+when facts are written meanwhile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .scope import scope_keys
+
+__all__ = ["BM25_K1", "BM25_B", "bm25_query", "bm25_ranks", "scope_keys", "SCOPED_TSV"]
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+# Queries with operators ("quotes", -not, or) keep the web-search meaning: every candidate matches this.
+_WEBSEARCH = "websearch_to_tsquery('english', %(q)s)"
+_OPERATORS = re.compile(r'(^|\s)-\S|"|\bor\b', re.IGNORECASE)
+
+# The term statistics of each searched table: facts (and their narrow copy) and episodes.
+_STATS = {"facts": "bm25", "fact_terms": "bm25", "turns": "episode_bm25"}
+# Tables whose text index is the scoped one (factforge_scoped_tsv); the facts table's is plain.
+_SCOPED_TABLES = ("fact_terms", "turns")
+
+# A step whose lexeme is in more than this many documents (all scopes) scores its n shortest documents
+# first (a seed for theta): without one, a step after too few matches would score every document it reads.
+SEED_DF = 2000
+
+_QUERY_TERMS = """
+    SELECT u.lexeme, coalesce(b.df, 0), b.max_tf, b.min_dl, c.n_docs, c.total_len
+    FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(q)s))) u
+    LEFT JOIN {stats}_terms b ON b.lexeme = u.lexeme
+    LEFT JOIN {stats}_corpus c ON c.id = 1"""
+
+# fact_terms' and turns' text indexes (migrations 0006, 0010) hold each document's lexemes twice: as they
+# are, and prefixed with the document's *scope key* - "g" (global), "t" + md5(team) or "p" + md5(agent) -
+# and a space, which no parsed lexeme contains. A caller's query term becomes (g term | t<team> term |
+# p<agent> term), so the index intersects posting lists of documents the caller may see only.
+SCOPED_TSV = "factforge_scoped_tsv(f.tsv, f.visibility, f.team_id, f.agent_id)"
+_LONG_LEXEME = 1000  # bytes; a longer lexeme is keyed by its md5 so that key + lexeme fits a tsvector
+
+
+def _quote(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _tsquery_text(lexemes: Sequence[str]) -> str:
+    """A tsquery literal: any of ``lexemes`` (already normalised by to_tsvector)."""
+    return " | ".join(_quote(x) for x in lexemes)
+
+
+def _scoped_tsquery_text(lexeme: str, keys: Sequence[str]) -> str:
+    """A tsquery literal: ``lexeme`` in any of the ``keys``' scopes."""
+    raw = lexeme.encode()
+    key_lexeme = hashlib.md5(raw).hexdigest() if len(raw) > _LONG_LEXEME else lexeme
+    return " | ".join(_quote(f"{k} {key_lexeme}") for k in keys)
+
+
+@dataclass(frozen=True, slots=True)
+class _Term:
+    lexeme: str
+    df: int
+    idf: float
+    num: float  # contribution(dl) = num / (c + slope * dl), an upper bound of the lexeme's share of a score
+    c: float
+    slope: float
+    min_dl: int
+
+    def bound(self, dl: float) -> float:
+        return self.num / (self.c + self.slope * dl)
+
+
+def _terms(conn: Any, query: str, stats: str) -> tuple[list[_Term], float]:
+    """The query's lexemes that some document holds, highest bound first, and the average length."""
+    rows = conn.execute(_QUERY_TERMS.format(stats=stats), {"q": query}).fetchall()
+    if not rows:
+        return [], 1.0
+    n_docs = max(int(rows[0][4] or 0), 1)
+    avgdl = max(float(rows[0][5] or 0) / n_docs, 1.0)
+    k1, b = BM25_K1, BM25_B
+    out = []
+    for lexeme, df, max_tf, min_dl, _, _ in rows:
+        if not df:  # no document holds it: it cannot match
+            continue
+        idf = math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+        if max_tf is None:  # no bound kept: tf unbounded, contribution below idf (k1 + 1)
+            num, c, slope = idf * (k1 + 1), 1.0, 0.0
+        else:
+            num, c, slope = idf * (k1 + 1) * max_tf, max_tf + k1 * (1 - b), k1 * b / avgdl
+        out.append(_Term(lexeme, int(df), idf, num, c, slope, max(int(min_dl or 1), 1)))
+    out.sort(key=lambda t: (-t.bound(t.min_dl), t.lexeme))
+    return out, avgdl
+
+
+def _f(x: float) -> str:
+    return repr(float(x)) + "::float8"
+
+
+def _beats(terms: Sequence[_Term], dl: str, theta: str) -> str:
+    """SQL: a document of length ``dl`` holding (at most) ``terms`` may score above ``theta``: its bound does.
+    Scores within a relative 1e-8 of theta count as ties (float rounding of the bound stays far below)."""
+    parts = " + ".join(f"{_f(t.num)} / ({_f(t.c)} + {_f(t.slope)} * {dl})" for t in terms)
+    return f"({parts}) > {theta} * 1.00000001"
+
+
+def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table: str = "facts"
+               ) -> tuple[str, dict[str, Any]] | None:
+    """The exact BM25 top-``%(n)s`` statement for ``query`` and its parameters (None: no query word is in any
+    document). ``where`` is the caller's filter on rows ``f`` of ``table``: ``facts``, its narrow copy
+    ``fact_terms`` (scoped text index) or ``turns`` (episodes, scoped text index)."""
+    stats = _STATS.get(table, "bm25")
+    terms, avgdl = _terms(conn, query, stats)
+    if not terms:
+        return None
+    keys = scope_keys(params.get("v_agent"), params.get("v_team")) if table in _SCOPED_TABLES else None
+    params = dict(params)
+    params["bm25_lexemes"] = [t.lexeme for t in terms]
+    params["bm25_idf"] = [t.idf for t in terms]
+    extra = f" AND ts_match_vq(f.tsv, {_WEBSEARCH})" if _OPERATORS.search(query) else ""
+    k1, b = BM25_K1, BM25_B
+    norm = f"({k1} * (1 - {b}) + {k1 * b / avgdl!r}::float8 * length(s.tsv))"
+
+    def scored(scan: str) -> str:
+        return (f"SELECT s.id, sum(i.idf * u.tf * {k1 + 1} / (u.tf + {norm})) AS score FROM ({scan}) s "
+                "CROSS JOIN LATERAL (SELECT x.lexeme, coalesce(array_length(x.positions, 1), 1)::float8 AS tf "
+                "FROM unnest(s.tsv) x) u JOIN idf i ON i.lexeme = u.lexeme GROUP BY s.id")
+
+    def match(i: int) -> str:
+        if keys is not None:
+            params[f"bm25_t{i}"] = _scoped_tsquery_text(terms[i].lexeme, keys)
+            return f"{SCOPED_TSV} @@ %(bm25_t{i})s::tsquery"
+        params[f"bm25_t{i}"] = _quote(terms[i].lexeme)
+        # the analyst's view: the scoped index holds every lexeme unprefixed too
+        return f"{SCOPED_TSV if table in _SCOPED_TABLES else 'f.tsv'} @@ %(bm25_t{i})s::tsquery"
+
+    def theta(found: Sequence[str]) -> str:
+        """SQL: the n-th best score of the distinct documents scored so far (0 while fewer)."""
+        union = " UNION ALL ".join(f"SELECT id, score FROM {name}" for name in found)
+        return (f"(SELECT coalesce((SELECT max(score) AS score FROM ({union}) x GROUP BY id ORDER BY 1 DESC "
+                "OFFSET %(n)s - 1 LIMIT 1), 0))")
+
+    base = f"SELECT f.id, f.tsv FROM {table} f WHERE {{match}} AND {where}{extra}"
+    ctes = [f"idf AS MATERIALIZED (SELECT * FROM unnest(%(bm25_lexemes)s::text[], %(bm25_idf)s::float8[]) "
+            f"AS i(lexeme, idf))"]
+    found: list[str] = []
+    for j in range(len(terms)):
+        scan = base.format(match=match(j))
+        if j:
+            params[f"bm25_p{j}"] = _tsquery_text([t.lexeme for t in terms[:j]])
+            scan += f" AND NOT ts_match_vq(f.tsv, %(bm25_p{j})s::tsquery)"
+        rest = terms[j:]
+        if found:  # the whole step is skipped when even its shortest document could not reach theta
+            scan += f" AND {_beats(rest, str(terms[j].min_dl), theta(found))}"
+        if terms[j].df > SEED_DF:
+            # A common lexeme: its documents are read once; the n shortest (the highest bounds) are scored
+            # first, so that theta prunes the scoring of the others.
+            ctes.append(f"c{j} AS MATERIALIZED (SELECT s.id, s.tsv, length(s.tsv) AS dl FROM ({scan}) s)")
+            ctes.append(f"seed{j} AS MATERIALIZED ({scored(f'SELECT id, tsv FROM c{j} ORDER BY dl LIMIT %(n)s')})")
+            pruned = f"SELECT id, tsv FROM c{j} WHERE {_beats(rest, 'dl', theta([*found, f'seed{j}']))}"
+            ctes.append(f"r{j} AS MATERIALIZED ({scored(pruned)})")
+            found.append(f"seed{j}")
+        else:
+            if found:
+                scan += f" AND {_beats(rest, 'length(f.tsv)', theta(found))}"
+            ctes.append(f"r{j} AS MATERIALIZED ({scored(scan)})")
+        found.append(f"r{j}")
+    # a seed's documents that tie theta are in no step's result (only better ones are): they count here
+    union = " UNION ALL ".join(f"SELECT id, score FROM {name}" for name in found)
+    sql = (f"WITH {', '.join(ctes)} SELECT id, max(score) AS score FROM ({union}) x GROUP BY id "
+           "ORDER BY score DESC, id LIMIT %(n)s")
+    return sql, params
+
+
+def bm25_ranks(conn: Any, where: str, params: dict[str, Any], query: str, n: int, table: str = "facts"
+               ) -> dict[Any, tuple[int, float]]:
+    """The exact BM25 top ``n`` of ``table`` under ``where``: id -> (rank, score)."""
+    built = bm25_query(conn, where, {**params, "n": n}, query, table)
+    if built is None:
+        return {}
+    rows = conn.execute(*built).fetchall()
+    return {fid: (rank, float(score)) for rank, (fid, score) in enumerate(rows, 1)}

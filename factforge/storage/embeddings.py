@@ -1,0 +1,146 @@
+"""Vectors of facts and episodes: what waits for one, storing them (the background pass, backfill), switching
+the embedding model. The embedders themselves (the models) are :mod:`factforge.models.embed`'s."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+from uuid import UUID
+
+from ..errors import ValidationError
+from ..settings import get_settings
+
+if TYPE_CHECKING:
+    from .store import Store
+
+__all__ = ["facts_without_embedding", "episodes_without_embedding", "set_embeddings", "reset_embedding_column",
+           "Embedder", "EmbedReport", "embed_pending", "backfill_all", "backfill", "reset_embeddings"]
+
+
+class Embedder(Protocol):
+    """What storage needs of an embedder (any of :mod:`factforge.models.embed`'s)."""
+
+    model: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+def facts_without_embedding(store: Store, n: int) -> list[tuple[UUID, str]]:
+    return [(r["id"], r["content"]) for r in store._all(
+        "SELECT id, content FROM facts WHERE embedding IS NULL ORDER BY created_at, id LIMIT %(n)s", {"n": n})]
+
+
+def episodes_without_embedding(store: Store, n: int) -> list[tuple[UUID, str]]:
+    """Up to ``n`` episodes waiting for a vector, oldest first, with the text to embed (speaker and words)."""
+    return [(r["id"], r["text"]) for r in store._all(
+        "SELECT id, user_message AS text FROM turns "
+        "WHERE visibility IS NOT NULL AND embedding IS NULL ORDER BY created_at, id LIMIT %(n)s", {"n": n})]
+
+
+def set_embeddings(store: Store, pairs: Sequence[tuple[UUID, Sequence[float]]], model: str, *,
+                   table: str = "facts") -> None:
+    """Store vectors by id in ``facts`` or, for episodes, ``turns``."""
+    from pgvector import Vector
+
+    if table not in ("facts", "turns"):
+        raise ValidationError(f"no vectors in table {table!r}")
+    rows = [{"v": Vector(list(vec)), "m": model, "id": fid} for fid, vec in pairs]
+    if not rows:
+        return
+    with store._tx() as conn:  # one executemany: psycopg pipelines the statements
+        conn.exec_driver_sql(f"UPDATE {table} SET embedding = %(v)s, embedding_model = %(m)s WHERE id = %(id)s",
+                             rows)
+
+
+def reset_embedding_column(store: Store, dim: int, model: str) -> int:
+    """Make the vector column ``dim``-dimensional and drop vectors of other models; returns how many."""
+    with store._tx() as conn:
+        meta = dict(conn.exec_driver_sql("SELECT key, value FROM factforge_meta").fetchall())
+        n = 0
+        for table in ("facts", "turns"):
+            if int(meta.get("embed_dim", 0)) != dim:
+                for graph in ("shared", "private"):  # one HNSW graph per visibility (migration 0012)
+                    conn.exec_driver_sql(f"DROP INDEX IF EXISTS {table}_embedding_{graph}_hnsw")
+                conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) "
+                                     "USING NULL")
+                conn.exec_driver_sql(f"UPDATE {table} SET embedding_model = NULL")
+                for graph, vis in (("shared", "<>"), ("private", "=")):
+                    conn.exec_driver_sql(f"CREATE INDEX {table}_embedding_{graph}_hnsw ON {table} USING hnsw "
+                                         f"(embedding vector_cosine_ops) WHERE visibility {vis} 'private'")
+            # Episodes without a vector wait for one anyway; only facts are counted (the return value).
+            only_vectors = " AND embedding IS NOT NULL" if table == "turns" else ""
+            changed = conn.exec_driver_sql(
+                f"UPDATE {table} SET embedding = NULL, embedding_model = NULL "
+                f"WHERE embedding_model IS DISTINCT FROM %(m)s{only_vectors}", {"m": model}).rowcount
+            n += changed if table == "facts" else 0
+        conn.exec_driver_sql("UPDATE factforge_meta SET value = %(v)s WHERE key = 'embed_dim'", {"v": str(dim)})
+        conn.exec_driver_sql("UPDATE factforge_meta SET value = %(v)s WHERE key = 'embed_model'", {"v": model})
+    # Pooled connections cached the old vector type modifier: start afresh.
+    store.engine.dispose()
+    return int(n)
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedReport:
+    """What one :func:`embed_pending` pass embedded."""
+
+    facts: int = 0
+    episodes: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.facts + self.episodes
+
+
+def embed_pending(store: Store, embedder: Embedder, *, batch: int = 64, limit: int | None = None) -> EmbedReport:
+    """Embed facts and episodes stored without a vector, ``batch`` texts per model call and transaction.
+
+    This is the background embedder's unit of work (``Memory``'s embedding thread, ``factforge embed
+    backfill``, a worker process): ``remember()`` stores an episode's words at once (BM25 finds it at once)
+    and leaves its vector to this. ``limit`` caps how many rows one call embeds (None: until none is left).
+    An :class:`EmbedderError` propagates; the rows stay without a vector for the next pass.
+    """
+    counts = {"facts": 0, "episodes": 0}
+    fetch = {"facts": store.facts_without_embedding, "episodes": store.episodes_without_embedding}
+    table = {"facts": "facts", "episodes": "turns"}
+    for kind in ("facts", "episodes"):
+        while limit is None or counts["facts"] + counts["episodes"] < limit:
+            left = batch if limit is None else min(batch, limit - counts["facts"] - counts["episodes"])
+            rows = fetch[kind](left)
+            if not rows:
+                break
+            vectors = embedder.embed([text for _, text in rows])
+            store.set_embeddings([(rid, vec) for (rid, _), vec in zip(rows, vectors)], embedder.model,
+                                 table=table[kind])
+            counts[kind] += len(rows)
+    return EmbedReport(**counts)
+
+
+def backfill_all(url: str, embedder: Embedder, *, batch: int = 64) -> EmbedReport:
+    """Embed every fact and episode stored without a vector (e.g. written while the embedder was down)."""
+    from .store import Store
+
+    store = Store.open(get_settings().with_(database_url=url), check_embedder=False)
+    try:
+        return embed_pending(store, embedder, batch=batch)
+    finally:
+        store.close()
+
+
+def backfill(url: str, embedder: Embedder, *, batch: int = 64) -> int:
+    """:func:`backfill_all`; returns how many facts it embedded."""
+    return backfill_all(url, embedder, batch=batch).facts
+
+
+def reset_embeddings(url: str, embedder: Embedder) -> int:
+    """Switch the schema to ``embedder``: the vector column takes its dimension (re-created if it differs),
+    vectors made by any other model are dropped, and :func:`backfill` then re-embeds those facts."""
+    from .store import Store
+
+    store = Store.open(get_settings().with_(database_url=url), check_embedder=False)
+    try:
+        return store.reset_embedding_column(embedder.dim, embedder.model)
+    finally:
+        store.close()

@@ -1,0 +1,337 @@
+"""Fact writes and reads: idempotent writes, mentions, paraphrase merge, supersession; listing and provenance.
+
+* the same fact again (same normalised content, same scope) is a *mention*: ``mention_count`` grows and a
+  ``fact_sources`` row records where it was said; nothing is duplicated;
+* a paraphrase (cosine similarity >= ``FACTFORGE_DEDUP_SIMILARITY``, same category, same entities, same
+  slots) is a mention of the fact already stored;
+* a fact that makes an older one outdated (``patterns/supersession.yaml``) marks it superseded: the old row
+  stays, with ``superseded_at``/``superseded_by``, so history and ``as_of`` queries keep working.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from ..errors import DatabaseError, NotFoundError, ValidationError
+from ..types import Entity, Fact, Relationship, Supersession, content_hash, normalize_content
+from .entities import canonical, link_entities, normalize_entity, save_relationships, upsert_entities
+from .records import FACT_COLS, Provenance, Scope, StoredFact, check_fact, stored
+from .scope import CONFLICT_TARGET, fact_filters, rule_sql, same_scope
+
+if TYPE_CHECKING:
+    from .store import Store
+
+logger = logging.getLogger("factforge.store")
+
+__all__ = ["save", "facts", "get", "sources", "MAX_TX_ATTEMPTS", "RETRY_SQLSTATES"]
+
+MAX_TX_ATTEMPTS = 5
+RETRY_SQLSTATES = frozenset({"40001", "40P01", "23505"})  # serialization failure, deadlock, unique race
+
+
+def _explanation_json(fact: Fact) -> str:
+    data = asdict(fact.explanation)
+    return json.dumps(data, ensure_ascii=False, default=str)
+
+
+def save(store: Store, facts: Sequence[Fact],
+    scope: Scope,
+    provenance: Provenance,
+    *,
+    entities: Sequence[Entity] = (),
+    relationships: Sequence[Relationship] = (),
+    embeddings: Sequence[Sequence[float] | None] | None = None,
+    embedding_model: str | None = None,
+) -> list[StoredFact]:
+    """Store facts in one transaction; the same fact again becomes a mention, never a duplicate row."""
+    if embeddings is not None and len(embeddings) != len(facts):
+        raise ValidationError(f"{len(facts)} facts but {len(embeddings)} embeddings")
+    for fact in facts:
+        check_fact(fact)
+    # Entities in a stable order: concurrent writers then lock rows in the same order.
+    entities = sorted(entities, key=lambda e: (normalize_entity(canonical(store, e.name)), e.type))
+    for attempt in range(1, MAX_TX_ATTEMPTS + 1):
+        try:
+            out: list[StoredFact] = []
+            with store._tx() as conn:
+                entity_ids = upsert_entities(store, conn, entities)
+                for i, fact in enumerate(facts):
+                    vector = embeddings[i] if embeddings is not None else None
+                    out.append(_save_one(store, conn, fact, scope, provenance, vector, embedding_model))
+                for sf in out:
+                    link_entities(store, conn, sf, entity_ids, entities)
+                if relationships:
+                    save_relationships(store, conn, relationships, entity_ids, out[0].id if out else None)
+            return out
+        except DatabaseError as exc:
+            # Deadlocks and serialisation failures between concurrent writers are retried, never surfaced.
+            code = getattr(getattr(exc.__cause__, "orig", None), "sqlstate", None)
+            if code not in RETRY_SQLSTATES or attempt == MAX_TX_ATTEMPTS or store._bound() is not None:
+                raise
+            logger.info("concurrent write conflict (%s); retrying (%d)", code, attempt)
+            time.sleep(0.01 * attempt)
+    raise AssertionError("unreachable")
+
+
+def _fact_params(conn: Any, fact: Fact, scope: Scope, prov: Provenance, vector: Sequence[float] | None,
+                 embedding_model: str | None) -> dict[str, Any]:
+    """The parameters of a fact's row (its source session only if that session is registered)."""
+    from pgvector import Vector
+
+    params: dict[str, Any] = {
+        "content": fact.content.strip(), "category": fact.category, "confidence": float(fact.confidence),
+        "method": fact.method, "rule_id": fact.rule_id, "entities": list(fact.entities),
+        "subject": fact.subject, "relation": fact.relation, "slots": json.dumps(dict(fact.slots), default=str),
+        "explanation": _explanation_json(fact), "session": prov.session_id,
+        "user_msg": prov.user_message, "assistant_msg": prov.assistant_message,
+        "activity": prov.activity_session, "agent": scope.agent_id, "team": scope.team_id,
+        "visibility": scope.visibility, "embedding": Vector(list(vector)) if vector is not None else None,
+        "model": embedding_model if vector is not None else None, "hash": content_hash(fact.content),
+        "seen": prov.message_ts or datetime.now(timezone.utc), "valid_from": fact.valid_from, "valid_to": fact.valid_to,
+    }
+    if params["session"] is not None:
+        exists = conn.exec_driver_sql("SELECT 1 FROM sessions WHERE id = %(s)s", {"s": params["session"]}).first()
+        if not exists:
+            params["session"] = None
+    return params
+
+
+def _save_one(store: Store, conn: Any, fact: Fact, scope: Scope, prov: Provenance, vector: Sequence[float] | None,
+              embedding_model: str | None) -> StoredFact:
+    params = _fact_params(conn, fact, scope, prov, vector, embedding_model)
+    seen = params["seen"]
+    row = None
+    action = "new"
+    if vector is not None:
+        row = _paraphrase_of(store, conn, fact, scope, params)
+        if row is not None:
+            action = "paraphrase"
+    if row is None:
+        row = conn.exec_driver_sql(
+            f"""
+            INSERT INTO facts (content, category, confidence, extraction_method, rule_id, entities, subject,
+                relation, slots, explanation, source_session, source_user_message, source_assistant_message,
+                source_activity_session, agent_id, team_id, visibility, embedding, embedding_model,
+                content_hash, first_seen_at, last_seen_at, valid_from, valid_to)
+            VALUES (%(content)s, %(category)s, %(confidence)s, %(method)s, %(rule_id)s, %(entities)s,
+                %(subject)s, %(relation)s, %(slots)s::jsonb, %(explanation)s::jsonb, %(session)s,
+                %(user_msg)s, %(assistant_msg)s, %(activity)s, %(agent)s, %(team)s, %(visibility)s,
+                %(embedding)s, %(model)s, %(hash)s, %(seen)s, %(seen)s, %(valid_from)s, %(valid_to)s)
+            ON CONFLICT {CONFLICT_TARGET[scope.visibility]}
+            DO UPDATE SET mention_count = facts.mention_count + 1,
+                last_seen_at = greatest(facts.last_seen_at, excluded.last_seen_at),
+                confidence = greatest(facts.confidence, excluded.confidence),
+                embedding = coalesce(facts.embedding, excluded.embedding),
+                embedding_model = coalesce(facts.embedding_model, excluded.embedding_model)
+            RETURNING {FACT_COLS}, (xmax = 0) AS inserted
+            """,
+            params,
+        ).mappings().one()
+        action = "new" if row["inserted"] else "mention"
+    added_source = conn.exec_driver_sql(
+        "INSERT INTO fact_sources (fact_id, source_key, session_id, activity_session, agent_id, user_message, "
+        "assistant_message, message_ts) VALUES (%(id)s, %(key)s, %(src_session)s, %(activity)s, %(agent)s, "
+        "%(user_msg)s, %(assistant_msg)s, %(ts)s) ON CONFLICT (fact_id, source_key) DO NOTHING RETURNING id",
+        # The session as said, even unregistered (no foreign key here): forgetting it must find the mention.
+        {**params, "id": row["id"], "key": prov.source_key, "ts": prov.message_ts, "src_session": prov.session_id},
+    ).first()
+    if action != "new" and added_source is None:
+        # The same source said it again (a retried queue item): not a new mention.
+        row = conn.exec_driver_sql(
+            f"UPDATE facts SET mention_count = greatest(1, mention_count - 1) WHERE id = %(id)s "
+            f"AND %(undo)s RETURNING {FACT_COLS}",
+            {"id": row["id"], "undo": action == "mention"},
+        ).mappings().first() or row
+    superseded: list[UUID] = []
+    if action == "new":
+        decisions = store.supersession(fact, vector is not None)
+        superseded = _supersede(store, conn, {**row, "embedding": params["embedding"]}, seen, decisions)
+    return stored(row, action, superseded)
+
+
+def _paraphrase_of(store: Store, conn: Any, fact: Fact, scope: Scope,
+                   params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The stored fact this one paraphrases (its mention counted), or None."""
+    threshold = store.settings.dedup_similarity
+    cand = conn.exec_driver_sql(
+        f"""
+        SELECT {FACT_COLS}, 1 - (embedding <=> %(embedding)s) AS similarity FROM facts
+        WHERE superseded_at IS NULL AND embedding IS NOT NULL AND category = %(category)s
+          AND {same_scope("facts", scope.visibility)} AND content_hash <> %(hash)s
+        ORDER BY embedding <=> %(embedding)s LIMIT 1
+        """,
+        params,
+    ).mappings().first()
+    if cand is None or float(cand["similarity"]) < threshold:
+        return None
+    if {normalize_entity(e) for e in cand["entities"]} != {normalize_entity(e) for e in fact.entities}:
+        return None
+    if cand["slots"] and fact.slots:
+        # Slots both rules captured must agree ("two dogs" / "three dogs" differ); a slot only one rule has
+        # (the verb of "likes" in "User likes dark mode" vs "User prefers dark mode") is wording.
+        old_slots, new_slots = dict(cand["slots"]), dict(fact.slots)
+        if any(normalize_content(str(old_slots[k])) != normalize_content(str(new_slots[k]))
+               for k in old_slots.keys() & new_slots.keys() if k != "verb"):
+            return None
+    old_words, new_words = normalize_content(cand["content"]).split(), normalize_content(fact.content).split()
+    if sorted(old_words) == sorted(new_words):
+        # Same words in another order ("X over Y" / "Y over X"): a different claim, not a paraphrase.
+        return None
+    return conn.exec_driver_sql(
+        f"UPDATE facts SET mention_count = mention_count + 1, "
+        f"last_seen_at = greatest(last_seen_at, %(seen)s), confidence = greatest(confidence, %(confidence)s) "
+        f"WHERE id = %(id)s RETURNING {FACT_COLS}",
+        {"id": cand["id"], "seen": params["seen"], "confidence": params["confidence"]},
+    ).mappings().one()
+
+
+def supersession_sql(decision: Supersession, vector: Any) -> tuple[str, dict[str, Any]]:
+    """A decision as a WHERE condition on ``facts f`` (``vector``: the new fact's embedding)."""
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
+    if decision.relations:
+        clauses.append("f.relation = ANY(%(r_relations)s)")
+        params["r_relations"] = list(decision.relations)
+    for i, (name, value) in enumerate(decision.equal):
+        key = f"r_same{i}"
+        if name.startswith("slot:"):
+            clauses.append(f"lower(f.slots->>'{_identifier(name[5:])}') = lower(%({key})s)")
+        elif name in _SAME_FIELDS:
+            clauses.append(f"f.{name} = %({key})s")
+        else:
+            raise ValidationError(f"supersession rule {decision.rule_id}: cannot compare {name!r}")
+        params[key] = value
+    for j, (old_slots, value) in enumerate(decision.link):
+        key = f"r_link{j}"
+        params[key] = value
+        clauses.append("(" + " OR ".join(f"lower(f.slots->>'{_identifier(s)}') = lower(%({key})s)"
+                                         for s in old_slots) + ")")
+    for j, (slot, marker, text) in enumerate(decision.suffix):
+        key, slot = f"r_suffix{j}", _identifier(slot)
+        params[key] = text
+        params[key + "m"] = marker
+        clauses.append(f"strpos(f.slots->>'{slot}', %({key}m)s) > 0 AND lower(btrim(substr(f.slots->>'{slot}', "
+                       f"strpos(f.slots->>'{slot}', %({key}m)s) + length(%({key}m)s)))) = %({key})s")
+    if decision.similar_above is not None:
+        clauses.append("f.embedding IS NOT NULL AND 1 - (f.embedding <=> %(r_vec)s) >= %(r_sim)s")
+        params["r_vec"] = vector
+        params["r_sim"] = decision.similar_above
+    return " AND ".join(clauses), params
+
+
+_SAME_FIELDS = ("subject", "relation", "category")
+
+
+def _identifier(name: str) -> str:
+    """A slot name goes into SQL text: only an identifier may (the rule loader checks it; this makes sure)."""
+    if not name.isidentifier():
+        raise ValidationError(f"slot name {name!r} is not an identifier")
+    return name
+
+
+def _supersede(store: Store, conn: Any, new: Mapping[str, Any], at: datetime,
+               decisions: Sequence[Supersession]) -> list[UUID]:
+    """Apply the supersession decisions for a newly stored fact; returns the ids it made outdated."""
+    done: list[UUID] = []
+    for decision in decisions:
+        where, params = supersession_sql(decision, new["embedding"])
+        rows = conn.exec_driver_sql(
+            f"""
+            UPDATE facts AS f SET superseded_at = %(at)s, superseded_by = %(new_id)s,
+                valid_to = CASE WHEN f.valid_to IS NULL THEN greatest(coalesce(f.valid_from, %(at)s), %(at)s)
+                                ELSE f.valid_to END
+            WHERE f.superseded_at IS NULL AND f.id <> %(new_id)s
+              AND {same_scope("f", new["visibility"], vis="vis")}
+              AND f.first_seen_at <= %(at)s
+              AND {where}
+            RETURNING f.id
+            """,
+            {**params, "at": at, "new_id": new["id"], "vis": new["visibility"], "team": new["team_id"],
+             "agent": new["agent_id"]},
+        ).fetchall()
+        if rows:
+            logger.info("rule %s: %s supersedes %d fact(s)", decision.rule_id, new["content"], len(rows))
+        done += [r[0] for r in rows]
+    return done
+
+
+def facts(store: Store, *,
+    agent_id: str | None = None,
+    team_id: str | None = None,
+    categories: Iterable[str] | None = None,
+    include_history: bool = False,
+    as_of: datetime | None = None,
+    session_id: str | None = None,
+    entity: str | None = None,
+    limit: int = 100,
+) -> list[StoredFact]:
+    """Facts visible to an agent (all facts when agent and team are None), newest first.
+
+    ``as_of``: the facts that were current at that moment (superseded ones included if they were
+    still current then). ``include_history``: superseded facts too.
+    """
+    where, params = fact_filters(agent_id, team_id, include_history=include_history, as_of=as_of,
+                                 categories=categories, session_id=session_id, entity=entity, scope_index=True)
+    params["limit"] = max(1, int(limit))
+    rows = store._all(
+        f"SELECT {FACT_COLS} FROM facts f WHERE {where} "
+        "ORDER BY f.last_seen_at DESC, f.created_at DESC LIMIT %(limit)s",
+        params,
+    )
+    return [stored(r) for r in rows]
+
+
+def get(store: Store, fact_id: UUID | str) -> StoredFact:
+    try:
+        fid = UUID(str(fact_id))
+    except ValueError:
+        raise ValidationError(f"not a fact id: {fact_id!r}") from None
+    rows = store._all(f"SELECT {FACT_COLS} FROM facts WHERE id = %(id)s", {"id": fid})
+    if not rows:
+        raise NotFoundError(f"no fact with id {fact_id}")
+    return stored(rows[0])
+
+
+def sources(store: Store, fact_id: UUID | str, *, agent_id: str | None = None,
+            team_id: str | None = None) -> list[dict[str, Any]]:
+    """Every place a fact was said (provenance), oldest first.
+
+    The message is the one stored copy in ``turns`` (older rows kept their own copy). With a caller's
+    scope (``agent_id``/``team_id``), a message the caller may not read - another agent's private turn
+    behind a team or global fact - is replaced by the evidence: the sentence the fact came from
+    (``evidence``), never the private message around it; ``redacted`` says so. Without a scope: the
+    analyst's view, every message.
+    """
+    try:
+        fid = UUID(str(fact_id))
+    except ValueError:
+        raise ValidationError(f"not a fact id: {fact_id!r}") from None
+    # The turn's own scope: an episode's visibility, a turn that is none stays its agent's own.
+    readable = "TRUE" if agent_id is None and team_id is None else rule_sql(
+        "coalesce(t.visibility, 'private')", "t.team_id", "coalesce(t.agent_id, s.agent_id)")
+    rows = store._all(
+        f"""
+        SELECT s.source_key, s.session_id, s.activity_session, s.agent_id,
+               coalesce(s.user_message, t.user_message) AS user_message,
+               coalesce(s.assistant_message, t.assistant_message) AS assistant_message,
+               s.message_ts, s.seen_at, t.id AS episode_id, t.user_name, t.assistant_name,
+               f.explanation->'span'->>'text' AS evidence, coalesce({readable}, false) AS readable
+        FROM fact_sources s JOIN facts f ON f.id = s.fact_id LEFT JOIN turns t ON t.key = s.source_key
+        WHERE s.fact_id = %(id)s ORDER BY s.seen_at, s.id
+        """,
+        {"id": fid, "v_agent": agent_id, "v_team": team_id},
+    )
+    for row in rows:
+        readable_row = row.pop("readable")
+        row["redacted"] = not readable_row
+        if not readable_row:
+            row["user_message"] = row["assistant_message"] = row["episode_id"] = None
+    return rows
+

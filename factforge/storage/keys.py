@@ -1,0 +1,142 @@
+"""API keys for ``factforge serve``: created once, stored as a SHA-256 hash, each bound to a scope.
+
+A :class:`Principal` is what a key stands for. ``agent`` keys read and write as their agent and team,
+``readonly`` keys only read that view, and ``analyst`` keys read every agent's and team's facts and write
+nothing. Callers never name their scope in a request: it comes from the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..errors import AuthError, NotFoundError, ValidationError
+from ..inputs import check_text
+
+__all__ = ["ROLES", "Principal", "KeyInfo", "KeyStore", "hash_key"]
+
+ROLES = ("agent", "readonly", "analyst")
+KEY_PREFIX = "ffk_"
+# How often a key's last_used_at is written: on every request it would be a write per read.
+_TOUCH_EVERY_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a request acts as: an agent (and team), read-only or not, or an analyst seeing every scope."""
+
+    role: str
+    agent_id: str | None
+    team_id: str | None
+    key_id: int | None = None
+
+    @property
+    def can_write(self) -> bool:
+        return self.role == "agent"
+
+    @property
+    def all_scopes(self) -> bool:
+        return self.role == "analyst"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyInfo:
+    """One stored key, without its secret: what `factforge keys list` shows."""
+
+    id: int
+    prefix: str
+    role: str
+    agent_id: str | None
+    team_id: str | None
+    name: str | None
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+def hash_key(key: str) -> str:
+    """The stored form of a key. Keys are 256 random bits, so one SHA-256 leaves nothing to guess."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+class KeyStore:
+    """The ``api_keys`` table, over a :class:`factforge.store.Store`'s engine (always the primary)."""
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self._touched: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def _rows(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from ..errors import DatabaseError
+
+        try:
+            # One statement, autocommit: one round trip instead of BEGIN, statement, COMMIT (every request
+            # checks its key).
+            with self._engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                return [dict(r) for r in conn.exec_driver_sql(sql, params).mappings()]
+        except SQLAlchemyError as exc:
+            first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+            raise DatabaseError(f"database error: {first[0] if first else type(exc).__name__}") from None
+
+    def create(self, *, role: str = "agent", agent_id: str | None = None, team_id: str | None = None,
+               name: str | None = None) -> tuple[KeyInfo, str]:
+        """A new key: its stored description and the plain key (shown once, never stored)."""
+        if role not in ROLES:
+            raise ValidationError(f"role {role!r} must be one of {', '.join(ROLES)}")
+        agent_id = check_text("agent_id", agent_id, required=role != "analyst")
+        team_id = check_text("team_id", team_id)
+        name = check_text("name", name)
+        if role == "analyst" and (agent_id or team_id):
+            raise ValidationError("an analyst key sees every scope: give it no agent or team")
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        rows = self._rows(
+            "INSERT INTO api_keys (key_hash, prefix, role, agent_id, team_id, name) "
+            "VALUES (%(h)s, %(p)s, %(r)s, %(a)s, %(t)s, %(n)s) RETURNING *",
+            {"h": hash_key(key), "p": key[: len(KEY_PREFIX) + 6], "r": role, "a": agent_id, "t": team_id, "n": name},
+        )
+        return _info(rows[0]), key
+
+    def list(self, *, include_revoked: bool = False) -> list[KeyInfo]:
+        where = "" if include_revoked else "WHERE revoked_at IS NULL"
+        return [_info(r) for r in self._rows(f"SELECT * FROM api_keys {where} ORDER BY id", {})]
+
+    def revoke(self, key_id: int) -> KeyInfo:
+        """Revoke a key by id; it stops working at once (every request looks the key up)."""
+        rows = self._rows("UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = %(id)s "
+                          "RETURNING *", {"id": int(key_id)})
+        if not rows:
+            raise NotFoundError(f"no API key with id {key_id}")
+        return _info(rows[0])
+
+    def verify(self, key: str | None) -> Principal:
+        """The principal of a presented key; :class:`AuthError` when it is missing, unknown or revoked."""
+        if not key:
+            raise AuthError("missing API key: send 'Authorization: Bearer <key>'")
+        rows = self._rows("SELECT id, role, agent_id, team_id, revoked_at FROM api_keys WHERE key_hash = %(h)s",
+                          {"h": hash_key(key)})
+        if not rows or rows[0]["revoked_at"] is not None:
+            raise AuthError("invalid or revoked API key")
+        row = rows[0]
+        self._touch(row["id"])
+        return Principal(row["role"], row["agent_id"], row["team_id"], row["id"])
+
+    def _touch(self, key_id: int) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._touched.get(key_id, -_TOUCH_EVERY_S) < _TOUCH_EVERY_S:
+                return
+            self._touched[key_id] = now
+        self._rows("UPDATE api_keys SET last_used_at = now() WHERE id = %(id)s RETURNING id", {"id": key_id})
+
+
+def _info(row: dict[str, Any]) -> KeyInfo:
+    return KeyInfo(row["id"], row["prefix"], row["role"], row["agent_id"], row["team_id"], row["name"],
+                   row["created_at"], row["last_used_at"], row["revoked_at"])

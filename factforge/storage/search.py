@@ -1,0 +1,484 @@
+"""Scoped hybrid search: HNSW vector neighbours + real BM25 over the stored tsvector, fused by RRF (k=60).
+
+Two kinds of memory are ranked: *facts* and *episodes* (the gate-passed turns themselves, in ``turns``).
+Each kind is ranked on its own (its own BM25 statistics, its own vector neighbours) and all rank lists are
+fused by RRF, so a turn no rule could read yet is still found, and a fact is not crowded out by the episode
+it came from: when both are found, the better ranked stands for both (``collapse``; see ``search``).
+
+Scope is enforced in SQL on every path: an agent sees its own private facts and episodes, its team's team
+ones and global ones. BM25 uses the term statistics that triggers keep in ``bm25_terms``/``bm25_corpus`` (document
+frequency per lexeme, corpus size and total length), so IDF and length normalisation cost no scan.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from ..errors import DatabaseError, EmbedderError, ValidationError
+from .bm25 import BM25_B, BM25_K1, SCOPED_TSV, bm25_query, bm25_ranks  # noqa: F401 (re-exported)
+from .scope import episode_filters, fact_filters, scope_keys  # noqa: F401 (scope_keys re-exported)
+
+logger = logging.getLogger("factforge.search")
+
+__all__ = ["SearchHit", "search", "KINDS", "RRF_K", "BM25_K1", "BM25_B"]
+
+RRF_K = 60
+MODES = ("hybrid", "vector", "bm25")
+KINDS = ("fact", "episode")
+FUSIONS = ("calibrated", "per-kind", "joint")
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One result, when it held and why it was found: its rank on each path (None = not found there) and
+    fused score.
+
+    ``kind`` is "fact" or "episode" (a stored turn: ``content`` is its words, ``category``/``method`` are
+    "episode"). Dates: ``valid_from``/``valid_to`` (the time the fact or turn speaks of, when stated),
+    ``first_seen_at``/``last_seen_at``, and ``source_ts``/``session_id``/``speaker`` of the (first) turn it
+    came from. ``related`` names what was folded into this hit: a fact's own episode, or an episode's facts.
+    ``evidence`` (facts): the words it came from - its folded episode's text, else the sentence it was
+    extracted from (never more of another scope's private message than that sentence).
+    """
+
+    id: UUID
+    content: str
+    category: str
+    confidence: float
+    method: str
+    visibility: str
+    agent_id: str | None
+    team_id: str | None
+    entities: tuple[str, ...]
+    fused_score: float
+    vector_rank: int | None
+    bm25_rank: int | None
+    vector_distance: float | None
+    bm25_score: float | None
+    superseded_at: datetime | None
+    last_seen_at: datetime
+    kind: str = "fact"
+    first_seen_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    source_ts: datetime | None = None
+    session_id: str | None = None
+    speaker: str | None = None
+    related: tuple[UUID, ...] = ()
+    evidence: str | None = None
+
+
+# Cosine distance beyond which a vector neighbour that BM25 did not also find is left out, for the default
+# local embedder (MiniLM int8). Measured with bench/vector_cutoff.py on LoCoMo (questions against the facts
+# the rules store from each conversation): at 0.80 the vector half finds a fact of an evidence turn among its
+# 10 nearest for 71.4% of questions (74.8% with no cut-off) and returns 8.3 instead of 10 facts; on the
+# bundled team chat, unrelated neighbours sit at 0.83-0.98 and paraphrases that matter ("dark theme" ->
+# "User prefers dark mode") at 0.50. Other embedders have other distance scales: no cut-off unless given.
+LOCAL_MAX_DISTANCE = 0.80
+_EXCLUDED = re.compile(r'(?:^|\s)(-(?:"[^"]*"|[^\s"]+))')
+
+
+def _vector_filter(query: str, params: dict[str, Any]) -> str:
+    """The vector half's share of the query's operators: a fact with an excluded term (``-Jenkins``,
+    ``-"exact phrase"``) is excluded on every path, not only where the words are matched."""
+    excluded = _EXCLUDED.findall(query)
+    if not excluded:
+        return ""
+    params["q_not"] = " ".join(excluded)
+    return " AND ts_match_vq(f.tsv, websearch_to_tsquery('english', %(q_not)s))"
+
+
+def _agreeing(ranks_v: dict[UUID, tuple[int, float]], ranks_b: dict[UUID, tuple[int, float]],
+              max_distance: float | None) -> dict[UUID, tuple[int, float]]:
+    """The vector neighbours worth returning: those BM25 also found, and the others within ``max_distance``."""
+    if max_distance is None:
+        return ranks_v
+    return {fid: rd for fid, rd in ranks_v.items() if fid in ranks_b or rd[1] <= max_distance}
+
+
+_ITERATIVE: dict[str, bool] = {}
+
+
+def _has_iterative_scan(conn: Any, source: Any) -> bool:
+    """Whether the server's pgvector (>= 0.8) has iterative index scans; asked once per database."""
+    key = source if isinstance(source, str) else str(getattr(source, "url", id(source)))
+    if key not in _ITERATIVE:
+        row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        version = tuple(int(p) for p in re.findall(r"\d+", row[0])[:2]) if row else (0, 0)
+        _ITERATIVE[key] = version >= (0, 8)
+    return _ITERATIVE[key]
+
+
+@contextmanager
+def _connection(source: Any, *, need_vector: bool) -> Iterator[Any]:
+    """A psycopg connection in a transaction: pooled from a Store, or a new one for a URL."""
+    import psycopg
+
+    if isinstance(source, str):
+        from .db import conninfo
+
+        with psycopg.connect(conninfo(source)) as conn:
+            if need_vector:
+                from pgvector.psycopg import register_vector
+
+                register_vector(conn)
+            yield conn
+        return
+    raw = source.engine.raw_connection()  # vector types were registered when the pool opened it
+    try:
+        conn = raw.driver_connection
+        try:
+            yield conn
+        finally:
+            conn.rollback()  # read-only: end the transaction (and its SET LOCALs)
+    finally:
+        raw.close()
+
+
+def vector_sql(table: str, where: str, params: dict[str, Any]) -> str:
+    """The ``%(n)s`` nearest rows of ``table`` to ``%(v)s`` under ``where``: the caller's private rows,
+    exactly (read by the agent's btree and sorted: in the private graph the caller's rows are one agent's
+    share, and the planner, which cannot see that, would walk it for 50 ms and stop short), and the shared
+    ones by the shared graph (migration 0012), where the caller's team and global rows are a large share;
+    merged. The analyst's view walks both graphs."""
+    agent = params.get("v_agent") is not None
+    scoped = "v_agent" in params or "v_team" in params
+    # "+ 0" keeps the private branch off the graph: an exact scan
+    branches = [("f.visibility <> 'private'", "")]
+    if agent:
+        branches.insert(0, ("f.visibility = 'private' AND f.agent_id = %(v_agent)s", " + 0"))
+    elif not scoped:  # a team-only caller has no private rows
+        branches.insert(0, ("f.visibility = 'private'", ""))
+    parts = [f"(SELECT f.id, f.embedding <=> %(v)s AS d FROM {table} f WHERE {vis} AND f.embedding IS NOT NULL "
+             f"AND {where} ORDER BY (f.embedding <=> %(v)s){exact} LIMIT %(n)s)" for vis, exact in branches]
+    return f"SELECT id, d FROM ({' UNION ALL '.join(parts)}) x ORDER BY d LIMIT %(n)s"
+
+
+def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], vector: Sequence[float], n: int,
+                  ef_search: int, table: str = "facts") -> dict[UUID, tuple[int, float]]:
+    import numpy as np
+
+    # One round trip for both settings (set_config(..., true) is SET LOCAL).
+    if _has_iterative_scan(conn, source):
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', "
+                     "'relaxed_order', true)", (str(int(max(ef_search, n))),))
+    else:
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(int(max(ef_search, n))),))
+    rows = conn.execute(vector_sql(table, where, params), {**params, "v": np.array(vector, dtype=np.float32)}
+                        ).fetchall()
+    # relaxed_order may return neighbours slightly out of order: rank by the exact distance.
+    return {fid: (rank, float(d)) for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1]), 1)}
+
+
+_EXECUTOR: list[ThreadPoolExecutor] = []
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    """One small thread pool per process for the vector half of hybrid searches."""
+    with _EXECUTOR_LOCK:
+        if not _EXECUTOR:
+            _EXECUTOR.append(ThreadPoolExecutor(max_workers=4, thread_name_prefix="factforge-search"))
+        return _EXECUTOR[0]
+
+
+def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], vector: Sequence[float], n: int,
+                              ef_search: int, table: str = "facts") -> dict[UUID, tuple[int, float]]:
+    with _connection(source, need_vector=True) as conn:
+        return _vector_ranks(conn, source, where, params, vector, n, ef_search, table)
+
+
+def _bm25_ranks(conn: Any, where: str, params: dict[str, Any], query: str, n: int,
+                table: str = "facts") -> dict[UUID, tuple[int, float]]:
+    """The exact BM25 top ``n`` (see ``factforge.storage.bm25``)."""
+    return bm25_ranks(conn, where, params, query, n, table)
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """One kind of memory to rank: its table for vectors, its table for BM25 and its filter."""
+
+    name: str
+    table: str
+    terms_table: str
+    where: str
+    params: dict[str, Any]
+
+
+def _kinds(kinds: Iterable[str] | None, agent_id: str | None, team_id: str | None, cats: Sequence[str],
+           include_history: bool, since: datetime | None, until: datetime | None, entity: str | None,
+           method: str | None) -> list[_Kind]:
+    wanted = list(dict.fromkeys(kinds)) if kinds is not None else list(KINDS)
+    for kind in wanted:
+        if kind not in KINDS:
+            raise ValidationError(f"kind {kind!r} must be one of {', '.join(KINDS)}")
+    if not wanted:
+        raise ValidationError(f"kinds must name at least one of {', '.join(KINDS)}")
+    out = []
+    if "fact" in wanted:
+        where, params = fact_filters(agent_id, team_id, include_history=include_history, categories=cats,
+                                     since=since, until=until, entity=entity or None, method=method)
+        # Scope and history live in the narrow fact_terms too; other filters need the facts table itself.
+        terms = "facts" if (cats or since or until or entity or method) else "fact_terms"
+        out.append(_Kind("fact", "facts", terms, where, params))
+    # Episodes have no category or extraction method: such a filter asks for facts only.
+    if "episode" in wanted and not cats and not method:
+        where, params = episode_filters(agent_id, team_id, since=since, until=until, entity=entity or None)
+        out.append(_Kind("episode", "turns", "turns", where, params))
+    return out
+
+
+def search(
+    source: Any,
+    query: str,
+    *,
+    agent_id: str | None,
+    team_id: str | None = None,
+    k: int = 10,
+    embedder: Any = None,
+    categories: Iterable[str] | None = None,
+    include_history: bool = False,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    entity: str | None = None,
+    method: str | None = None,
+    mode: Literal["hybrid", "vector", "bm25"] | str = "hybrid",
+    kinds: Iterable[str] | None = None,
+    collapse: bool = True,
+    fusion: Literal["calibrated", "per-kind", "joint"] | str = "calibrated",
+    candidates: int | None = None,
+    ef_search: int = 100,
+    max_distance: float | None | Literal["auto"] = "auto",
+) -> list[SearchHit]:
+    """The ``k`` best facts and episodes for ``query`` that the caller may see; see the module docstring.
+
+    ``max_distance``: vector neighbours farther than this (cosine distance) that BM25 did not find are left
+    out, so fewer, better facts come back; "auto" is ``LOCAL_MAX_DISTANCE`` for the local embedder, else none.
+
+    ``source`` is a :class:`~factforge.store.Store` (its pooled connections are reused: no connection
+    set-up per query) or a database URL (one connection for this call). ``kinds``: "fact", "episode" or both
+    (default; a category or method filter means facts only). ``collapse``: a fact and the episode it came
+    from count once, as the better ranked of the two, with the other in its ``related``. ``fusion``: how
+    the rank lists of the kinds are fused (LoCoMo dev, conversation 1, evidence recall@10 LLM off:
+    calibrated 0.71, per-kind 0.68, joint 0.59; see bench/eval_locomo.py):
+
+    * ``calibrated``: RRF over each kind's vector and BM25 lists, a kind's rank scaled by (all documents /
+      that kind's documents), so rank 1 of a few facts does not count as much as rank 1 of many episodes;
+    * ``per-kind``: plain RRF over the four lists;
+    * ``joint``: one list per path over both kinds (short facts then win on distance and length).
+    """
+    import psycopg
+
+    if mode not in MODES:
+        raise ValidationError(f"search mode {mode!r} must be one of {', '.join(MODES)}")
+    if fusion not in FUSIONS:
+        raise ValidationError(f"fusion {fusion!r} must be one of {', '.join(FUSIONS)}")
+    if not isinstance(k, int) or k < 1 or k > 1000:
+        raise ValidationError("k must be an integer between 1 and 1000")
+    if not query or not query.strip():
+        raise ValidationError("query must not be empty")
+    n = candidates or max(40, k * 4)
+    cats = list(categories or ())
+    plan = _kinds(kinds, agent_id, team_id, cats, include_history, since, until, entity, method)
+    for kind in plan:
+        kind.params.update(q=query, n=n)
+    # The vector half obeys the query's exclusions too (-Jenkins), for every kind.
+    vector_where = {kind.name: kind.where + _vector_filter(query, kind.params) for kind in plan}
+    if max_distance == "auto":
+        from ..settings import LOCAL_EMBED_MODEL
+
+        max_distance = LOCAL_MAX_DISTANCE if getattr(embedder, "model", None) == LOCAL_EMBED_MODEL else None
+    vector = None
+    if mode != "bm25" and embedder is not None:
+        try:
+            vector = embedder.embed([query])[0]
+        except EmbedderError as exc:
+            logger.warning("query embedding failed (%s); keyword search only", exc)
+    if mode == "vector" and vector is None:
+        raise ValidationError("vector search needs an embedder (FACTFORGE_EMBEDDER is 'none' or it failed)")
+    # Rank lists: (kind, path) -> {id: (rank, score)}; fact and episode ids are distinct UUIDs.
+    ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]] = {}
+    try:
+        with _connection(source, need_vector=vector is not None) as conn:
+            pending = {}
+            if vector is not None and mode == "hybrid" and not isinstance(source, str):
+                # Other pooled connections: the HNSW queries run while this one does BM25.
+                pending = {kind.name: _executor().submit(_vector_on_own_connection, source,
+                                                         vector_where[kind.name], kind.params, vector, n,
+                                                         ef_search, kind.table) for kind in plan}
+            for kind in plan:
+                if vector is not None and kind.name not in pending:
+                    ranks[kind.name, "vector"] = _vector_ranks(conn, source, vector_where[kind.name], kind.params,
+                                                               vector, n, ef_search, kind.table)
+                if mode != "vector":
+                    ranks[kind.name, "bm25"] = _bm25_ranks(conn, kind.where, kind.params, query, n, kind.terms_table)
+            for name, future in pending.items():
+                ranks[name, "vector"] = future.result()
+            for kind in plan:
+                if (kind.name, "vector") in ranks:
+                    ranks[kind.name, "vector"] = _agreeing(ranks[kind.name, "vector"],
+                                                           ranks.get((kind.name, "bm25"), {}), max_distance)
+            kind_of = {rid: name for (name, _path), found in ranks.items() for rid in found}
+            fused: dict[UUID, float] = {}
+            scale = _rank_scale(conn, plan) if fusion == "calibrated" else {}
+            for (name, _path), found in (_joint(ranks) if fusion == "joint" else ranks).items():
+                for rid, (rank, _) in found.items():
+                    fused[rid] = fused.get(rid, 0.0) + 1.0 / (RRF_K + rank * scale.get(name, 1.0))
+            order = sorted(fused, key=lambda i: (-fused[i], str(i)))
+            links = _links(conn, order, kind_of) if collapse else {}
+            top, related = _collapse(order, links, kind_of, k)
+            if not top:
+                return []
+            folded = {rid: next((x for x in related.get(rid, ()) if kind_of[x] == "episode"), None) for rid in top
+                      if kind_of[rid] == "fact"}
+            rows = _rows(conn, [i for i in top if kind_of[i] == "fact"],
+                         [i for i in top if kind_of[i] == "episode"] + [e for e in folded.values() if e])
+    except psycopg.Error as exc:
+        raise DatabaseError(f"search failed: {str(exc).strip().splitlines()[0]}") from None
+    hits = []
+    for rid in top:
+        r = rows.get(rid)
+        if r is None:  # deleted between the two queries
+            continue
+        hit_kind = kind_of[rid]
+        v, b = ranks.get((hit_kind, "vector"), {}).get(rid), ranks.get((hit_kind, "bm25"), {}).get(rid)
+        episode = folded.get(rid)
+        hits.append(SearchHit(
+            id=rid, content=r["content"], category=r["category"], confidence=float(r["confidence"]),
+            method=r["method"], visibility=r["visibility"], agent_id=r["agent_id"], team_id=r["team_id"],
+            entities=tuple(r["entities"] or ()),
+            fused_score=max(fused[x] for x in (rid, *related.get(rid, ()))),  # the group's place in the ranking
+            vector_rank=v[0] if v else None,
+            bm25_rank=b[0] if b else None, vector_distance=v[1] if v else None, bm25_score=b[1] if b else None,
+            superseded_at=r["superseded_at"], last_seen_at=r["last_seen_at"], kind=hit_kind,
+            first_seen_at=r["first_seen_at"], valid_from=r["valid_from"], valid_to=r["valid_to"],
+            source_ts=r["source_ts"], session_id=r["session_id"], speaker=r["speaker"],
+            related=tuple(related.get(rid, ())),
+            evidence=rows[episode]["content"] if episode is not None and episode in rows else r.get("evidence"),
+        ))
+    return hits
+
+
+def _joint(ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]]
+           ) -> dict[tuple[str, str], dict[UUID, tuple[int, float]]]:
+    """One rank list per path over every kind: vector neighbours by cosine distance (one embedder, so one
+    scale), BM25 by score (the same formula, each kind with its own term statistics)."""
+    out: dict[tuple[str, str], dict[UUID, tuple[int, float]]] = {}
+    for path in ("vector", "bm25"):
+        scored = [(rid, score) for (_kind, p), found in ranks.items() if p == path
+                  for rid, (_rank, score) in found.items()]
+        scored.sort(key=lambda x: (x[1] if path == "vector" else -x[1], str(x[0])))
+        if scored:
+            out["all", path] = {rid: (rank, score) for rank, (rid, score) in enumerate(scored, 1)}
+    return out
+
+
+def _rank_scale(conn: Any, plan: Sequence[_Kind]) -> dict[str, float]:
+    """How far down a list of every kind each kind's rank r would be: r * (all documents / this kind's).
+
+    Rank 1 of 80 facts is not as good a match as rank 1 of 400 episodes; without this, RRF would give a
+    small kind half of the top k whatever its matches are worth."""
+    if len(plan) < 2:
+        return {}
+    facts, episodes = conn.execute(
+        "SELECT coalesce((SELECT n_docs FROM bm25_corpus WHERE id = 1), 0), "
+        "coalesce((SELECT n_docs FROM episode_bm25_corpus WHERE id = 1), 0)").fetchone()
+    sizes = {"fact": int(facts), "episode": int(episodes)}
+    if not all(sizes[k.name] for k in plan):  # one kind is empty: nothing to weigh against
+        return {}
+    total = sum(sizes[k.name] for k in plan)
+    return {k.name: total / sizes[k.name] for k in plan}
+
+
+def _links(conn: Any, order: Sequence[UUID], kind_of: dict[UUID, str]) -> dict[UUID, set[UUID]]:
+    """Which candidate facts came from which candidate episodes (both ways), through ``fact_sources``."""
+    facts = [i for i in order if kind_of[i] == "fact"]
+    episodes = [i for i in order if kind_of[i] == "episode"]
+    if not facts or not episodes:
+        return {}
+    links: dict[UUID, set[UUID]] = {}
+    for fid, eid in conn.execute(
+            "SELECT s.fact_id, t.id FROM fact_sources s JOIN turns t ON t.key = s.source_key "
+            "WHERE s.fact_id = ANY(%(f)s) AND t.id = ANY(%(e)s)", {"f": facts, "e": episodes}).fetchall():
+        links.setdefault(fid, set()).add(eid)
+        links.setdefault(eid, set()).add(fid)
+    return links
+
+
+def _collapse(order: Sequence[UUID], links: dict[UUID, set[UUID]], kind_of: dict[UUID, str], k: int
+              ) -> tuple[list[UUID], dict[UUID, list[UUID]]]:
+    """The first ``k`` hits of ``order``, where an episode is its facts' evidence rather than a hit of its own:
+    an episode ranked below one of its facts is folded into that fact (``related``); an episode ranked above
+    its facts keeps its place but the first of them takes the slot, the episode folded into it. Two facts of
+    one turn are different information and keep a slot each."""
+    slots: list[UUID] = []
+    related: dict[UUID, list[UUID]] = {}
+    slot_of: dict[UUID, int] = {}  # a placed id (or folded episode) -> its slot
+    for rid in order:
+        if kind_of[rid] == "episode":
+            holder = next((slot_of[f] for f in links.get(rid, ()) if f in slot_of), None)
+            if holder is not None:
+                related.setdefault(slots[holder], []).append(rid)
+                slot_of[rid] = holder
+                continue
+        else:
+            # the fact's own episode holds a slot no fact has claimed yet: the fact takes it over
+            free = next((slot_of[e] for e in links.get(rid, ()) if e in slot_of
+                         and kind_of[slots[slot_of[e]]] == "episode"), None)
+            if free is not None:
+                episode = slots[free]
+                slots[free] = rid
+                related[rid] = [episode, *related.pop(episode, [])]
+                slot_of[rid] = free
+                continue
+        if len(slots) < k:
+            slot_of[rid] = len(slots)
+            slots.append(rid)
+    return slots, related
+
+
+def _rows(conn: Any, fact_ids: Sequence[UUID], episode_ids: Sequence[UUID]) -> dict[UUID, dict[str, Any]]:
+    """The stored columns of the hits, facts with their first source's time, session and speaker."""
+    out: dict[UUID, dict[str, Any]] = {}
+    if fact_ids:
+        cur = conn.execute(
+            """
+            SELECT f.id, f.content, f.category, f.confidence, f.extraction_method AS method, f.visibility,
+                   f.agent_id, f.team_id, f.entities, f.superseded_at, f.last_seen_at, f.first_seen_at,
+                   f.valid_from, f.valid_to, src.message_ts AS source_ts,
+                   coalesce(src.session_id, src.activity_session, f.source_session, f.source_activity_session)
+                       AS session_id, src.user_name AS speaker, f.explanation->'span'->>'text' AS evidence
+            FROM facts f LEFT JOIN LATERAL (
+                SELECT s.message_ts, s.session_id, s.activity_session, t.user_name FROM fact_sources s
+                LEFT JOIN turns t ON t.key = s.source_key WHERE s.fact_id = f.id ORDER BY s.seen_at, s.id LIMIT 1
+            ) src ON true
+            WHERE f.id = ANY(%(ids)s)
+            """,
+            {"ids": list(fact_ids)},
+        )
+        names = [d.name for d in cur.description]
+        out.update({r[0]: dict(zip(names, r)) for r in cur.fetchall()})
+    if episode_ids:
+        cur = conn.execute(
+            """
+            SELECT id, user_message AS content, 'episode' AS category, 1.0 AS confidence, 'episode' AS method,
+                   visibility, agent_id, team_id, entities, NULL::timestamptz AS superseded_at,
+                   coalesce(message_ts, created_at) AS last_seen_at, coalesce(message_ts, created_at) AS first_seen_at,
+                   valid_from, valid_to, message_ts AS source_ts, coalesce(session_id, activity_session) AS session_id,
+                   user_name AS speaker
+            FROM turns WHERE id = ANY(%(ids)s) AND visibility IS NOT NULL
+            """,
+            {"ids": list(episode_ids)},
+        )
+        names = [d.name for d in cur.description]
+        out.update({r[0]: dict(zip(names, r)) for r in cur.fetchall()})
+    return out

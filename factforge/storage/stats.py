@@ -1,0 +1,87 @@
+"""Statistics: pattern misses (for rule writers) and the counts of `factforge stats`."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from ..types import normalize_content
+from .queue import queue_counts
+from .records import Miss
+
+if TYPE_CHECKING:
+    from .store import Store
+
+__all__ = ["record_miss", "top_misses", "stats", "miss_hash"]
+
+
+def miss_hash(text: str) -> str:
+    return hashlib.sha256(normalize_content(text)[:2000].encode()).hexdigest()
+
+
+def record_miss(store: Store, text: str, *, session_id: str | None = None, agent_id: str | None = None) -> None:
+    """Count an informative message that no pattern answered (for rule writers: `patterns misses`).
+
+    ``session_id``/``agent_id`` say whose message it was, so forgetting them removes it too."""
+    store._all(
+        "INSERT INTO pattern_misses AS p (text_hash, text, session_ids, agent_ids) VALUES (%(h)s, %(t)s, "
+        "%(sessions)s, %(agents)s) ON CONFLICT (text_hash) DO UPDATE SET count = p.count + 1, "
+        "last_seen_at = now(), "
+        "session_ids = (SELECT coalesce(array_agg(DISTINCT x), '{}') FROM unnest(p.session_ids || excluded.session_ids) x), "
+        "agent_ids = (SELECT coalesce(array_agg(DISTINCT x), '{}') FROM unnest(p.agent_ids || excluded.agent_ids) x) "
+        "RETURNING count",
+        {"h": miss_hash(text), "t": text[:2000], "sessions": [session_id] if session_id else [],
+         "agents": [agent_id] if agent_id else []},
+    )
+
+
+def top_misses(store: Store, n: int = 20) -> list[Miss]:
+    return [Miss(r["text"], int(r["count"]), r["first_seen_at"], r["last_seen_at"], int(r["agents"]))
+            for r in store._all(
+        "SELECT text, count, first_seen_at, last_seen_at, cardinality(agent_ids) AS agents FROM pattern_misses "
+        "ORDER BY count DESC, last_seen_at DESC LIMIT %(n)s", {"n": n})]
+
+
+def stats(store: Store) -> dict[str, Any]:
+    """Counts for `factforge stats`: facts by category/method/scope, turns, gate drops, queue, LLM cost."""
+    one = store._all(
+        """
+        SELECT
+          (SELECT count(*) FROM facts WHERE superseded_at IS NULL) AS facts,
+          (SELECT count(*) FROM facts WHERE superseded_at IS NOT NULL) AS superseded,
+          (SELECT count(*) FROM turns) AS turns,
+          (SELECT count(*) FROM turns WHERE visibility IS NOT NULL) AS episodes,
+          (SELECT count(*) FROM turns WHERE visibility IS NOT NULL AND embedding IS NULL) AS episodes_without_vector,
+          (SELECT count(*) FROM entities) AS entities,
+          (SELECT count(*) FROM relationships) AS relationships,
+          (SELECT count(*) FROM facts WHERE embedding IS NULL AND superseded_at IS NULL) AS facts_without_vector,
+          (SELECT count(*) FROM llm_calls) AS llm_calls,
+          (SELECT count(*) FROM llm_calls WHERE NOT ok) AS llm_errors,
+          (SELECT coalesce(sum(prompt_tokens), 0) FROM llm_calls) AS llm_prompt_tokens,
+          (SELECT coalesce(sum(output_tokens), 0) FROM llm_calls) AS llm_output_tokens,
+          (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) FROM llm_calls WHERE ok) AS llm_median_ms,
+          (SELECT coalesce(sum(count), 0) FROM pattern_misses) AS pattern_misses,
+          (SELECT count(*) FROM turns WHERE gate_reason IS NULL) AS turns_passed_gate,
+          (SELECT count(*) FROM turns t WHERE t.gate_reason IS NULL
+              AND EXISTS (SELECT 1 FROM extraction_queue q WHERE q.source_key = t.key)) AS turns_needing_llm
+        """
+    )[0]
+    out: dict[str, Any] = {k: (float(v) if isinstance(v, float) else (int(v) if v is not None else None))
+                           for k, v in one.items()}
+
+    def grouped(sql: str) -> dict[str, int]:
+        return {str(r["k"]): int(r["n"]) for r in store._all(sql)}
+
+    passed = out.get("turns_passed_gate") or 0
+    # The headline figure: of the turns that could carry a fact, the share no HIGH rule answered.
+    out["llm_share"] = round((out.get("turns_needing_llm") or 0) / passed, 4) if passed else None
+    out["by_category"] = grouped("SELECT category AS k, count(*) AS n FROM facts WHERE superseded_at IS NULL GROUP BY 1 ORDER BY 1")
+    out["by_method"] = grouped("SELECT extraction_method AS k, count(*) AS n FROM facts WHERE superseded_at IS NULL GROUP BY 1 ORDER BY 1")
+    out["by_visibility"] = grouped("SELECT visibility AS k, count(*) AS n FROM facts WHERE superseded_at IS NULL GROUP BY 1 ORDER BY 1")
+    out["llm_rejections"] = grouped(
+        "SELECT r.key AS k, sum(r.value::bigint) AS n FROM llm_calls, jsonb_each_text(llm_calls.rejections) r "
+        "GROUP BY 1 ORDER BY 1")
+    out["dropped_by_reason"] = grouped("SELECT gate_reason AS k, count(*) AS n FROM turns WHERE gate_reason IS NOT NULL GROUP BY 1 ORDER BY 1")
+    out["queue"] = queue_counts(store)
+    return out
+

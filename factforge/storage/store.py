@@ -1,0 +1,233 @@
+"""The facts database: a thin :class:`Store` (connections, transactions) over plain storage operations.
+
+Each group of operations is a module of plain functions over a store - :mod:`.sessions` (sessions and turns),
+:mod:`.facts` (writes, dedup, paraphrase merge, supersession, listing), :mod:`.entities`, :mod:`.forget`,
+:mod:`.embeddings`, :mod:`.queue` (LLM work and call accounting), :mod:`.stats` - and the Store exposes
+them as its methods. Who may see what is :mod:`.scope`'s; reads for search live in :mod:`.search`.
+A :class:`Store` is safe to share between threads (SQLAlchemy's pool hands each call its own connection).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ..errors import DatabaseError
+from ..settings import Settings
+from ..types import Fact, Supersession, content_hash, normalize_content
+from . import embeddings as _embeddings
+from . import entities as _entities
+from . import facts as _facts
+from . import forget as _forget
+from . import queue as _queue
+from . import sessions as _sessions
+from . import stats as _stats
+from .entities import normalize_entity
+from .facts import MAX_TX_ATTEMPTS, RETRY_SQLSTATES
+from .records import Miss, Provenance, QueueItem, Scope, StoredFact, check_fact, check_text
+
+__all__ = ["Provenance", "QueueItem", "Miss", "Scope", "Store", "StoredFact", "content_hash", "normalize_content"]
+
+# What a new fact supersedes (the fact, whether it has a vector) and an entity name's known spelling (None:
+# unknown): decided by the rules, given to the store when it is opened.
+Supersede = Callable[[Fact, bool], Sequence[Supersession]]
+Canonical = Callable[[str], "str | None"]
+
+
+def _no_supersession(fact: Fact, has_vector: bool) -> Sequence[Supersession]:
+    return ()
+
+
+def _no_canonical_name(name: str) -> str | None:
+    return None
+
+
+# Importable from here as before the split.
+_REEXPORTED = (normalize_entity, MAX_TX_ATTEMPTS, RETRY_SQLSTATES, check_fact, check_text)
+
+
+class Store:
+    """The facts database. Open with :meth:`open`; it migrates a new database to the current schema."""
+
+    def __init__(self, url: str, settings: Settings, engine: Any, *, supersession: Supersede | None = None,
+                 canonical_name: Canonical | None = None) -> None:
+        self.url = url
+        self.settings = settings
+        self.engine = engine
+        # Decided by the rules, applied here (see factforge.memory.open_store): what a new fact supersedes,
+        # and the known spelling of an entity name. Without them nothing is superseded and names stay as given.
+        self.supersession: Supersede = supersession or _no_supersession
+        self.canonical_name: Canonical = canonical_name or _no_canonical_name
+        # The open unit of work of each thread (see unit_of_work); other threads keep their own transactions.
+        self._local = threading.local()
+
+    @classmethod
+    def open(cls, settings: Settings, *, check_embedder: bool = True, supersession: Supersede | None = None,
+             canonical_name: Canonical | None = None) -> Store:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from . import db
+        from .pooling import create_pooled_engine
+
+        url = db.database_url(settings)
+        db.ensure_schema(url, settings, check_embedder=check_embedder)
+        try:
+            engine = create_pooled_engine(url, pool_size=settings.db_pool_size)
+            with engine.connect():
+                pass
+        except SQLAlchemyError as exc:
+            raise DatabaseError(db.describe_connect_error(exc, url)) from None
+        return cls(url, settings, engine, supersession=supersession, canonical_name=canonical_name)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def _tx(self) -> Iterator[Any]:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            bound = self._bound()
+            if bound is not None:  # part of this thread's unit of work: it commits at the end of the unit
+                yield bound
+                return
+            with self.engine.begin() as conn:
+                yield conn
+        except SQLAlchemyError as exc:
+            raise self._database_error(getattr(exc, "orig", None) or exc) from exc
+
+    def _database_error(self, orig: BaseException) -> DatabaseError:
+        """One line for a failed statement; a full disk says which disk and what to do."""
+        from .embedded import disk_full_error
+
+        first = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+        if disk_full_error(self.settings.home, orig) is not None:
+            where = (f"the embedded server's disk (FACTFORGE_HOME={self.settings.home})"
+                     if self.settings.database_url is None else "the database server's disk")
+            return DatabaseError(f"{where} is full ({first}): free some space; this write was rolled back, "
+                                 "nothing else was lost")
+        return DatabaseError(f"database error: {first}")
+
+    def _bound(self) -> Any:
+        return getattr(self._local, "conn", None)
+
+    @contextmanager
+    def unit_of_work(self, *, savepoints: bool = True) -> Iterator[None]:
+        """Run every write of this thread in one transaction until the block ends (a batch of turns).
+
+        It commits when the block ends and rolls back if it raises, so either all of it is stored or none.
+        Inside it a conflicting write (deadlock, serialisation failure) is not retried: the transaction is
+        aborted by then, the :class:`DatabaseError` ends the unit and the caller redoes the work without it.
+        Work registered with :meth:`after_commit` runs once the commit is done. A nested call joins the
+        outer unit. ``savepoints=False``: the unit holds one call, so a failing call ends the unit anyway and
+        the savepoint around it (two round trips) is left out.
+        """
+        if self._bound() is not None:
+            yield
+            return
+        hooks: list[Callable[[], object]] = []
+        with self._tx() as conn:
+            self._local.conn, self._local.hooks, self._local.savepoints = conn, hooks, savepoints
+            try:
+                yield
+            finally:
+                self._local.conn = self._local.hooks = None
+                self._local.savepoints = True
+        for hook in hooks:
+            hook()
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Inside a unit of work, undo only this block's writes if it raises; elsewhere, do nothing."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        conn = self._bound()
+        if conn is None or not self._local.savepoints:
+            yield
+            return
+        # Plain SQL rather than Connection.begin_nested(): one round trip each way, a sixth of the cost per turn.
+        try:
+            conn.exec_driver_sql("SAVEPOINT ff_call")
+            try:
+                yield
+            except BaseException:
+                conn.exec_driver_sql("ROLLBACK TO SAVEPOINT ff_call")
+                raise
+            conn.exec_driver_sql("RELEASE SAVEPOINT ff_call")
+        except SQLAlchemyError as exc:
+            raise self._database_error(getattr(exc, "orig", None) or exc) from exc
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One call's writes as one transaction: its own when none is open, else a savepoint of the open unit
+        of work (so a failing call inside a batch leaves nothing behind and the batch goes on)."""
+        if self._bound() is not None:
+            with self.savepoint():
+                yield
+        else:
+            with self.unit_of_work():
+                yield
+
+    def retryable(self, exc: DatabaseError) -> bool:
+        """Whether a failed write is a conflict with a concurrent writer (deadlock, serialisation, unique race)
+        that a fresh transaction may redo; never inside an open unit of work (it is aborted by then)."""
+        code = getattr(getattr(exc.__cause__, "orig", None), "sqlstate", None)
+        return code in RETRY_SQLSTATES and self._bound() is None
+
+    def after_commit(self, hook: Callable[[], object]) -> None:
+        """Call ``hook`` once this thread's unit of work has committed (at once outside one); the same hook
+        registered twice in a unit runs once."""
+        hooks = getattr(self._local, "hooks", None)
+        if hooks is None:
+            hook()
+        elif hook not in hooks:
+            hooks.append(hook)
+
+    def _all(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        with self._tx() as conn:
+            return [dict(r) for r in conn.exec_driver_sql(sql, dict(params or {})).mappings()]
+
+    @property
+    def claim_seconds(self) -> float:
+        """How long a claim lasts before another worker may take the item."""
+        return self.settings.claim_seconds
+
+
+    # -- the operations: plain functions over a store (see each module) ------------------------------
+
+    upsert_session = _sessions.upsert_session
+    turn_seen = _sessions.turn_seen
+    seen_keys = _sessions.seen_keys
+    record_turn = _sessions.record_turn
+    set_turn_fact_count = _sessions.set_turn_fact_count
+    last_assistant_message = _sessions.last_assistant_message
+
+    save = _facts.save
+    facts = _facts.facts
+    get = _facts.get
+    sources = _facts.sources
+
+    known_entities = _entities.known_entities
+    forget = _forget.forget
+
+    facts_without_embedding = _embeddings.facts_without_embedding
+    episodes_without_embedding = _embeddings.episodes_without_embedding
+    set_embeddings = _embeddings.set_embeddings
+    reset_embedding_column = _embeddings.reset_embedding_column
+
+    enqueue = _queue.enqueue
+    claim_due = _queue.claim_due
+    release_claims = _queue.release_claims
+    fail = _queue.fail
+    release = _queue.release
+    complete = _queue.complete
+    retry_failed = _queue.retry_failed
+    queue_counts = _queue.queue_counts
+    queue_waiting = _queue.queue_waiting
+    record_llm_call = _queue.record_llm_call
+
+    record_miss = _stats.record_miss
+    top_misses = _stats.top_misses
+    stats = _stats.stats

@@ -1,0 +1,84 @@
+"""``factforge serve --workers N``: N uvicorn processes over one database, each answering with the key's scope."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+from factforge.settings import Settings
+from factforge.storage.keys import KeyStore
+from factforge.storage.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_two_worker_processes_serve_one_database(db_url: str, tmp_path: Path) -> None:
+    env = {**os.environ, "FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path), "FACTFORGE_LLM": "off"}
+    store = Store.open(Settings.from_env(env))
+    try:
+        keys = KeyStore(store.engine)
+        key_a = keys.create(agent_id="a", team_id="t")[1]
+        key_b = keys.create(agent_id="b", team_id="t")[1]
+    finally:
+        store.close()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen([sys.executable, "-m", "factforge", "serve", "--workers", "2", "--port", str(port),
+                             "--no-llm", "--db-pool", "2", "--log-level", "warning"], cwd=ROOT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "factforge serve --workers 2 did not start"
+            time.sleep(0.2)
+        workers = [p for p in psutil.Process(proc.pid).children() if "factforge" in " ".join(p.cmdline())
+                   or "multiprocessing" in " ".join(p.cmdline())]
+        assert len([p for p in workers if "resource_tracker" not in " ".join(p.cmdline())]) == 2
+        with httpx.Client(base_url=url, timeout=60) as http:
+            for i in range(6):  # new connections: the kernel spreads them over both processes
+                r = http.post("/v1/remember", json={"user": f"I prefer tabs over spaces in project {i}"},
+                              headers={"Authorization": f"Bearer {key_a}", "Connection": "close"})
+                assert r.status_code == 200, r.text
+            mine = http.post("/v1/search", json={"query": "tabs spaces", "k": 10},
+                             headers={"Authorization": f"Bearer {key_a}"}).json()["hits"]
+            theirs = http.post("/v1/search", json={"query": "tabs spaces", "k": 10},
+                               headers={"Authorization": f"Bearer {key_b}"}).json()["hits"]
+            assert mine and all(h["agent_id"] == "a" for h in mine)
+            assert theirs == []  # a's private preferences, whichever process answers
+            assert http.post("/v1/search", json={"query": "x"}).status_code == 401
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    assert not psutil.pid_exists(workers[0].pid) or workers[0].status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_workers_listening_socket_is_tcp_so_asyncio_turns_nagle_off() -> None:
+    from factforge.cli_service import listen_socket
+
+    sock = listen_socket("127.0.0.1", 0)
+    try:
+        # asyncio sets TCP_NODELAY only on connections whose socket says IPPROTO_TCP (uvicorn's own shared
+        # socket says 0, and each of its responses then waited for the client's delayed ACK, ~40 ms)
+        assert sock.proto == socket.IPPROTO_TCP and sock.get_inheritable()
+        sock.listen()
+        client = socket.create_connection(sock.getsockname())
+        accepted, _ = sock.accept()
+        with client, accepted:
+            assert accepted.proto == socket.IPPROTO_TCP
+    finally:
+        sock.close()
