@@ -125,7 +125,6 @@ class Extraction:
     redactions: int = 0
 
 
-
 @dataclass(frozen=True, slots=True)
 class Supersession:
     """What a supersession rule decided a new fact makes outdated: the current facts of its scope that match

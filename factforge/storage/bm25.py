@@ -12,7 +12,8 @@ document (``min_dl``) is below ``theta`` is skipped without touching the index, 
 document whose bound at its own length is not above ``theta`` is not scored. Nothing skipped could have
 entered the top ``n`` (a document scoring exactly ``theta`` ties the ``n``-th: ties stand in for each
 other), so the result is the exact BM25 top ``n`` over everything the caller may see; the scores of the
-ranks are those of exact BM25, and among documents of equal score the ones returned may differ. In a step of a common lexeme, the ``n`` shortest of its documents are scored first (a seed: real
+ranks are those of exact BM25, and among documents of equal score the ones returned may differ. In a step of
+a common lexeme, the ``n`` shortest of its documents are scored first (a seed: real
 scores, so a valid ``theta``), so that ``theta`` prunes the scoring of the others even when the earlier
 steps found fewer than ``n`` documents.
 
@@ -32,7 +33,7 @@ from typing import Any
 
 from .scope import scope_keys
 
-__all__ = ["BM25_K1", "BM25_B", "bm25_query", "bm25_ranks", "scope_keys", "SCOPED_TSV"]
+__all__ = ["BM25_K1", "BM25_B", "bm25_query", "bm25_ranks", "SCOPED_TSV"]
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -120,6 +121,11 @@ def _f(x: float) -> str:
     return repr(float(x)) + "::float8"
 
 
+def _union(names: Sequence[str]) -> str:
+    """SQL: the (id, score) rows of the named steps, one after another (a document may be in several)."""
+    return " UNION ALL ".join(f"SELECT id, score FROM {name}" for name in names)
+
+
 def _beats(terms: Sequence[_Term], dl: str, theta: str) -> str:
     """SQL: a document of length ``dl`` holding (at most) ``terms`` may score above ``theta``: its bound does.
     Scores within a relative 1e-8 of theta count as ties (float rounding of the bound stays far below)."""
@@ -159,8 +165,7 @@ def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table:
 
     def theta(found: Sequence[str]) -> str:
         """SQL: the n-th best score of the distinct documents scored so far (0 while fewer)."""
-        union = " UNION ALL ".join(f"SELECT id, score FROM {name}" for name in found)
-        return (f"(SELECT coalesce((SELECT max(score) AS score FROM ({union}) x GROUP BY id ORDER BY 1 DESC "
+        return (f"(SELECT coalesce((SELECT max(score) AS score FROM ({_union(found)}) x GROUP BY id ORDER BY 1 DESC "
                 "OFFSET %(n)s - 1 LIMIT 1), 0))")
 
     base = f"SELECT f.id, f.tsv FROM {table} f WHERE {{match}} AND {where}{extra}"
@@ -189,8 +194,7 @@ def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table:
             ctes.append(f"r{j} AS MATERIALIZED ({scored(scan)})")
         found.append(f"r{j}")
     # a seed's documents that tie theta are in no step's result (only better ones are): they count here
-    union = " UNION ALL ".join(f"SELECT id, score FROM {name}" for name in found)
-    sql = (f"WITH {', '.join(ctes)} SELECT id, max(score) AS score FROM ({union}) x GROUP BY id "
+    sql = (f"WITH {', '.join(ctes)} SELECT id, max(score) AS score FROM ({_union(found)}) x GROUP BY id "
            "ORDER BY score DESC, id LIMIT %(n)s")
     return sql, params
 
