@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import wraps
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -25,6 +25,7 @@ from .redaction import DROPPED, Redactor
 from .rules.extract import Extractor
 from .rules.inline import parse_inline
 from .rules.lifecycle import SupersessionRules
+from .rules.temporal import when_said
 from .rules.load import RuleSet
 from .settings import Settings, get_settings
 from .storage.embeddings import EmbedReport, embed_pending
@@ -318,8 +319,9 @@ class Memory:
         from .storage.search import search
 
         query = check_text("query", query, required=True) or ""
-        return search(self.store, query, agent_id=agent_id, team_id=team_id, k=k, embedder=self._embedder,
+        hits = search(self.store, query, agent_id=agent_id, team_id=team_id, k=k, embedder=self._embedder,
                       mode=mode, kinds=kinds, **filters)
+        return [_dated(hit) for hit in hits]
 
     def sources(self, fact_id: UUID | str, *, agent_id: str | None = None,
                 team_id: str | None = None) -> list[dict[str, Any]]:
@@ -391,6 +393,14 @@ def open_store(settings: Settings, *, check_embedder: bool = True, rules: RuleSe
     supersession = rules.supersession if rules is not None else SupersessionRules.from_dir(settings.patterns_dir)
     return Store.open(settings, check_embedder=check_embedder, supersession=supersession.decide,
                       canonical_name=canonical_name)
+
+
+def _dated(hit: SearchHit) -> SearchHit:
+    """``hit`` with ``when``: the time its words speak of, against the day they were said (a fact's evidence
+    sentence, an episode's text)."""
+    words = hit.evidence or hit.content if hit.kind == "fact" else hit.content
+    when = when_said(words, hit.source_ts) if hit.source_ts is not None else None
+    return replace(hit, when=when) if when else hit
 
 
 def turn_key(user: str, assistant: str | None, agent_id: str, team_id: str | None, session_id: str | None,

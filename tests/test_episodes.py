@@ -278,3 +278,15 @@ def test_cli_search_json_has_kind_dates_and_evidence(memory: Memory, db_url: str
         assert hit["kind"] == kind and hit["session_id"] == "s9" and hit["speaker"] == "Maria"
         assert hit["valid_from"].startswith("2023-05-07") and hit["source_ts"].startswith("2023-05-08")
         assert {"valid_to", "first_seen_at", "last_seen_at", "related", "evidence"} <= set(hit)
+        assert hit["when"] == "7 May 2023"
+
+
+@pytest.mark.parametrize(("said", "when"), [
+    ("I ran a charity race last weekend", "the weekend before 8 May 2023"),
+    ("We adopted a puppy last Friday", "the Friday before 8 May 2023"),
+    ("I have two kids and a dog", None),  # no time in its words
+])
+def test_every_hit_says_in_words_when_it_speaks_of(memory: Memory, said: str, when: str | None) -> None:
+    memory.remember(user=said, agent_id=A, session_id="s1", timestamp="2023-05-08T13:56:00Z")
+    (hit,) = memory.search(said, agent_id=A, mode="bm25", kinds=["episode"])
+    assert hit.when == when

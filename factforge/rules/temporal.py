@@ -82,8 +82,12 @@ EXPRESSION = regex.compile(
 
 _YEAR = regex.compile(r"(?:in\s+)?((?:19|20)\d\d)")
 _MONTH = regex.compile(rf"(?:in\s+|early\s+|late\s+)?({_MONTH_RX})(?:,?\s+((?:19|20)\d\d))?")
+_MONTH_DAY = regex.compile(rf"(?:on\s+)?({_MONTH_RX})\s+(\d{{1,2}})(?:,?\s+((?:19|20)\d\d))?")
 _ISO = regex.compile(r"(?:on\s+)?(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?))?")
 _RELATIVE_PERIOD = regex.compile(r"(last|this|next|past)\s+(week|month|year)")
+_WEEKEND = regex.compile(r"(last|this|next|past)\s+weekend")
+_WEEKDAY = regex.compile(rf"(?:(last|this|next|past|on)\s+)?({_WEEKDAY_RX})")
+_WEEKDAY_NUMBER = {name: n for n, name in enumerate(_WORDS_DATA["weekdays"])}
 _AGO = regex.compile(rf"({_NUMBER_RX})\s+({_UNIT_RX})\s+ago")
 _OPEN = regex.compile(r"(since|from|as\s+of|starting|until|till)\s+(.+)")
 _RANGE = regex.compile(rf"(?:from|between)\s+({_CORE})\s+(?:to|until|till|through|and)\s+({_CORE})")
@@ -188,6 +192,15 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
         else:
             year = today.year if month <= today.month else today.year - 1
         return _month(year, month, tz)
+    if m := _MONTH_DAY.fullmatch(e):
+        month, day = MONTHS[m.group(1)], int(m.group(2))
+        years = [int(m.group(3))] if m.group(3) else \
+            ([today.year, today.year + 1] if future else [today.year, today.year - 1])
+        for year in years:  # without a year: the most recent such day, or for a plan the coming one
+            if day <= calendar.monthrange(year, month)[1] and (
+                    m.group(3) or (date(year, month, day) >= today if future else date(year, month, day) <= today)):
+                return _day(date(year, month, day), tz)
+        return None
     if m := _RELATIVE_PERIOD.fullmatch(e):
         step = {"last": -1, "past": -1, "this": 0, "next": 1}[m.group(1)]
         if m.group(2) == "year":
@@ -196,6 +209,15 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
             return _month(*_shift_months(today.year, today.month, step), tz)
         monday = today - timedelta(days=today.weekday()) + timedelta(weeks=step)
         return _day(monday, tz)[0], _day(monday + timedelta(days=6), tz)[1]
+    if m := _WEEKEND.fullmatch(e):
+        saturday = today - timedelta(days=today.weekday()) + timedelta(days=5)  # this week's (Monday-first)
+        if m.group(1) in ("last", "past") and saturday >= today:
+            saturday -= timedelta(weeks=1)
+        elif m.group(1) == "next":
+            saturday += timedelta(weeks=1)
+        return _day(saturday, tz)[0], _day(saturday + timedelta(days=1), tz)[1]
+    if m := _WEEKDAY.fullmatch(e):
+        return _day(_weekday(today, _WEEKDAY_NUMBER[m.group(2)], m.group(1), future), tz)
     if m := _AGO.fullmatch(e):
         n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[regex.sub(r"\s+", " ", m.group(1))]
         unit = m.group(2).rstrip("s")
@@ -213,6 +235,17 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
     if not ctx.hasDate:
         return None
     return _day(parsed.date(), tz)
+
+
+def _weekday(today: date, weekday: int, qualifier: str | None, future: bool) -> date:
+    """The day a weekday names: "last Friday" the one before today, "next Friday" the one after; a plain
+    "Friday" / "on Friday" / "this Friday" the most recent one (today included), or for a plan the coming one."""
+    back = (today.weekday() - weekday) % 7
+    if qualifier in ("last", "past"):
+        return today - timedelta(days=back or 7)
+    if qualifier == "next" or future:
+        return today + timedelta(days=(weekday - today.weekday()) % 7 or (7 if qualifier == "next" else 0))
+    return today - timedelta(days=back)
 
 
 def _normalise(expression: str) -> str:
@@ -303,3 +336,52 @@ def find_anchor(
         return Anchor(span, valid_from, valid_to if closed else None,
                       relative=any(_ABSOLUTE.search(p) is None for p in parts))
     return None
+
+
+def _said(day: date) -> str:
+    return f"{day.day} {day:%B} {day.year}"
+
+
+def describe(expression: str, said_at: datetime) -> str | None:
+    """The time ``expression`` names, in words a reader can check: as a date where the words name a day
+    ("yesterday" said on 8 May 2023: "7 May 2023"), a month or a year ("last month": "April 2023"), and
+    relative to the day it was said where the words are that vague ("last week": "the week before 8 May
+    2023", "last Friday": "the Friday before 8 May 2023", "two weeks ago": "two weeks before 8 May 2023").
+    None if it does not resolve."""
+    e = _normalise(_from_chinese(expression) or expression)
+    if (m := _RANGE.fullmatch(e)) is not None:
+        first, last = describe(m.group(1), said_at), describe(m.group(2), said_at)
+        return f"from {first} to {last}" if first and last else None
+    if (m := _OPEN.fullmatch(e)) is not None:
+        rest = describe(m.group(2), said_at)
+        return f"{'until' if m.group(1) in ('until', 'till') else 'since'} {rest}" if rest else None
+    valid_from, valid_to = resolve(e, said_at)
+    if valid_from is None or valid_to is None:
+        return None
+    said, start = said_at.date(), valid_from.date()
+    side = "before" if start < said else "after" if start > said else "of"
+    if m := _WEEKEND.fullmatch(e):
+        return f"the weekend {'of' if valid_from.date() <= said <= valid_to.date() else side} {_said(said)}"
+    if m := _RELATIVE_PERIOD.fullmatch(e):
+        if m.group(2) == "week":
+            return f"the week {'of' if m.group(1) == 'this' else side} {_said(said)}"
+    if (m := _WEEKDAY.fullmatch(e)) is not None and side != "of":
+        return f"the {m.group(2).capitalize()} {side} {_said(said)}"
+    if (m := _AGO.fullmatch(e)) is not None:  # "3 months ago" names a month at most, "a few years ago" a year
+        unit = m.group(2).rstrip("s")
+        if unit in ("week", "fortnight"):
+            return f"{m.group(1)} {m.group(2)} before {_said(said)}"
+        if unit != "day":
+            return f"{start:%B} {start.year}" if unit == "month" else str(start.year)
+    days = (valid_to - valid_from).days
+    if days < 1:
+        return _said(start)
+    if days < 32:
+        return f"{start:%B} {start.year}"
+    return str(start.year)
+
+
+def when_said(text: str, said_at: datetime) -> str | None:
+    """The first time ``text`` speaks of, described (:func:`describe`) relative to ``said_at``; None if none."""
+    anchor = find_anchor(text, said_at)
+    return describe(anchor.span.text, said_at) if anchor is not None else None
