@@ -157,6 +157,11 @@ def test_find_anchor_stays_inside_its_bounds() -> None:
         ("July 4th", (day(2024, 7, 4), day(2024, 7, 4, True)), True),
         ("June 1, 2022", (day(2022, 6, 1), day(2022, 6, 1, True)), False),
         ("February 30", (None, None), False),
+        ("last Fri", (day(2024, 6, 14), day(2024, 6, 14, True)), False),  # short names after last/next/on
+        ("next tues", (day(2024, 6, 18), day(2024, 6, 18, True)), False),
+        ("last night", (day(2024, 6, 14), day(2024, 6, 14, True)), False),
+        ("this morning", (day(2024, 6, 15), day(2024, 6, 15, True)), False),
+        ("two weekends ago", (day(2024, 6, 1), day(2024, 6, 2, True)), False),
     ],
 )
 def test_weekends_weekdays_and_days_of_a_month_resolve_the_way_the_tense_reads(
@@ -184,6 +189,12 @@ def test_weekends_weekdays_and_days_of_a_month_resolve_the_way_the_tense_reads(
         ("I've lived here since 2016", "since 2016"),
         ("I worked there from 2019 to 2021", "from 2019 to 2021"),
         ("I love painting", None),
+        ("Hi Anna! Yesterday I baked bread", "14 June 2024"),  # a capital after a sentence's end is no title
+        ("So glad. Last Friday I went to a council meeting", "the Friday before 15 June 2024"),
+        ("I watch Last Week Tonight", None),  # a capital in mid-sentence is a title
+        ("We went camping two weekends ago", "two weekends before 15 June 2024"),
+        ("I joined a new group last Tues", "the Tuesday before 15 June 2024"),
+        ("I sat in the sun all day", None),  # a short weekday name needs last/next/on before it
     ],
 )
 def test_when_said_describes_the_time_a_sentence_speaks_of(sentence: str, expected: str | None) -> None:

@@ -40,7 +40,8 @@ def _time_words() -> dict[str, Any]:
     """data/time_words.yaml: the words of the time expressions (the grammar below combines them)."""
     path = resources.files("factforge").joinpath("data/time_words.yaml")
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    shapes = {"number_words": dict, "weekdays": list, "seasons": list, "relative": list, "zh": dict}
+    shapes = {"number_words": dict, "weekdays": list, "weekday_short": dict, "seasons": list, "relative": list,
+              "zh": dict}
     given = data if isinstance(data, dict) else {}
     wrong = [key for key, kind in shapes.items() if not isinstance(given.get(key), kind)]
     if not wrong and not all(isinstance(data["zh"].get(k), dict) for k in ("fixed", "digits", "units")):
@@ -58,16 +59,20 @@ for _n, (_full, _abbr) in enumerate(zip(calendar.month_name[1:], calendar.month_
     MONTHS[_abbr.lower()] = _n
 MONTHS["sept"] = 9
 _MONTH_RX = "|".join(sorted(MONTHS, key=len, reverse=True))
-_UNIT_RX = r"(?:day|week|month|year|fortnight)s?"
+_UNIT_RX = r"(?:day|week|weekend|month|year|fortnight)s?"
 _NUMBER_WORDS: dict[str, int] = _WORDS_DATA["number_words"]
 _NUMBER_RX = r"(?:\d+|" + "|".join(w.replace(" ", r"\s+") for w in _NUMBER_WORDS) + ")"
 _WEEKDAY_RX = "(?:" + "|".join(_WORDS_DATA["weekdays"]) + ")"
+_WEEKDAY_SHORT: dict[str, str] = _WORDS_DATA["weekday_short"]
+_SHORT_RX = "(?:" + "|".join(sorted(_WEEKDAY_SHORT, key=len, reverse=True)) + r")\.?"
 _SEASON_RX = "|".join(_WORDS_DATA["seasons"])
 
 # The expressions :func:`resolve` understands, for finding them in running text.
 _CORE = (
-    rf"(?:yesterday|today|tonight|tomorrow|the\s+day\s+before\s+yesterday"
+    rf"(?:yesterday|today|tonight|tomorrow|the\s+day\s+before\s+yesterday|last\s+night"
+    rf"|this\s+(?:morning|afternoon|evening)"
     rf"|(?:last|this|next|past)\s+(?:{_WEEKDAY_RX}|week|month|year|weekend|{_SEASON_RX})"
+    rf"|(?:last|this|next|past|on)\s+{_SHORT_RX}"
     rf"|(?:on\s+)?{_WEEKDAY_RX}"
     rf"|{_NUMBER_RX}\s+{_UNIT_RX}\s+ago"
     rf"|(?:in\s+|early\s+|late\s+)?(?:{_MONTH_RX})(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?(?:,?\s+(?:19|20)\d\d)?\b"
@@ -86,7 +91,7 @@ _MONTH_DAY = regex.compile(rf"(?:on\s+)?({_MONTH_RX})\s+(\d{{1,2}})(?:,?\s+((?:1
 _ISO = regex.compile(r"(?:on\s+)?(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?))?")
 _RELATIVE_PERIOD = regex.compile(r"(last|this|next|past)\s+(week|month|year)")
 _WEEKEND = regex.compile(r"(last|this|next|past)\s+weekend")
-_WEEKDAY = regex.compile(rf"(?:(last|this|next|past|on)\s+)?({_WEEKDAY_RX})")
+_WEEKDAY = regex.compile(rf"(?:(last|this|next|past|on)\s+)?({_WEEKDAY_RX})|(last|this|next|past|on)\s+({_SHORT_RX})")
 _WEEKDAY_NUMBER = {name: n for n, name in enumerate(_WORDS_DATA["weekdays"])}
 _AGO = regex.compile(rf"({_NUMBER_RX})\s+({_UNIT_RX})\s+ago")
 _OPEN = regex.compile(r"(since|from|as\s+of|starting|until|till)\s+(.+)")
@@ -98,8 +103,10 @@ _AMBIGUOUS = regex.compile(rf"(?:(?:early|late)\s+)?(?:{_MONTH_RX})|{_WEEKDAY_RX
 # Every expression find_anchor accepts holds one of these words or a year-like number: a cheap test that
 # spares the full expression scan on the many sentences that hold no time at all.
 _TRIGGERS = frozenset(_WORDS_DATA["relative"]) | frozenset(_WORDS_DATA["seasons"]) | \
-    frozenset(_WORDS_DATA["weekdays"]) | frozenset(MONTHS)
+    frozenset(_WORDS_DATA["weekdays"]) | frozenset(_WEEKDAY_SHORT) | frozenset(MONTHS)
 _WORDS = regex.compile(r"[a-z]+")
+# Where a sentence ends: a capital after it starts a sentence ("Hi! Yesterday I ..."), it is no title.
+_SENTENCE_END = regex.compile(r"[.!?\n]+[\s\"')\]]*|\s+[-\u2013\u2014]\s+")
 _YEARISH = regex.compile(r"(?:19|20)\d\d|[\u4e00-\u9fff]")
 # Expressions whose meaning does not depend on when they were said: they name a year or an ISO date.
 _ABSOLUTE = regex.compile(r"(?:19|20)\d\d")
@@ -170,8 +177,10 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
     """
     tz = ref.tzinfo or timezone.utc
     today = ref.date()
-    if e in ("today", "tonight"):
+    if e in ("today", "tonight") or e.startswith("this ") and e[5:] in ("morning", "afternoon", "evening"):
         return _day(today, tz)
+    if e == "last night":
+        return _day(today - timedelta(days=1), tz)
     if e == "the day before yesterday":
         return _day(today - timedelta(days=2), tz)
     if m := _ISO.fullmatch(e):
@@ -217,7 +226,7 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
             saturday += timedelta(weeks=1)
         return _day(saturday, tz)[0], _day(saturday + timedelta(days=1), tz)[1]
     if m := _WEEKDAY.fullmatch(e):
-        return _day(_weekday(today, _WEEKDAY_NUMBER[m.group(2)], m.group(1), future), tz)
+        return _day(_weekday(today, _WEEKDAY_NUMBER[_weekday_name(m)], m.group(1) or m.group(3), future), tz)
     if m := _AGO.fullmatch(e):
         n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[regex.sub(r"\s+", " ", m.group(1))]
         unit = m.group(2).rstrip("s")
@@ -227,6 +236,9 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
         if unit == "year":
             y = today.year - n
             return _day(date(y, today.month, min(today.day, calendar.monthrange(y, today.month)[1])), tz)
+        if unit == "weekend":  # "two weekends ago": the Saturday and Sunday n weekends back
+            saturday = today - timedelta(days=(today.weekday() - 5) % 7 or 7) - timedelta(weeks=n - 1)
+            return _day(saturday, tz)[0], _day(saturday + timedelta(days=1), tz)[1]
         days = n * {"day": 1, "week": 7, "fortnight": 14}[unit]
         return _day(today - timedelta(days=days), tz)
     # Day-level expressions ("yesterday", "last Tuesday", "next Friday", "on Monday"): parsedatetime.
@@ -235,6 +247,11 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
     if not ctx.hasDate:
         return None
     return _day(parsed.date(), tz)
+
+
+def _weekday_name(m: regex.Match[str]) -> str:
+    """The full weekday name a :data:`_WEEKDAY` match names ("fri." -> "friday")."""
+    return m.group(2) or _WEEKDAY_SHORT[m.group(4).rstrip(".")]
 
 
 def _weekday(today: date, weekday: int, qualifier: str | None, future: bool) -> date:
@@ -325,7 +342,7 @@ def find_anchor(
         words = _normalise(span.text)
         if _AMBIGUOUS.fullmatch(words):
             continue
-        if span.text[:1].isupper() and text[start:span.start].strip(" \t\n\"'(") and \
+        if span.text[:1].isupper() and _SENTENCE_END.split(text[start:span.start])[-1].strip(" \t\n\"'(") and \
                 regex.match(rf"(?:{_MONTH_RX}|{_WEEKDAY_RX})\b", words) is None:
             continue
         valid_from, valid_to = resolve(span.text, reference, future=future)
@@ -366,10 +383,10 @@ def describe(expression: str, said_at: datetime) -> str | None:
         if m.group(2) == "week":
             return f"the week {'of' if m.group(1) == 'this' else side} {_said(said)}"
     if (m := _WEEKDAY.fullmatch(e)) is not None and side != "of":
-        return f"the {m.group(2).capitalize()} {side} {_said(said)}"
+        return f"the {_weekday_name(m).capitalize()} {side} {_said(said)}"
     if (m := _AGO.fullmatch(e)) is not None:  # "3 months ago" names a month at most, "a few years ago" a year
         unit = m.group(2).rstrip("s")
-        if unit in ("week", "fortnight"):
+        if unit in ("week", "weekend", "fortnight"):
             return f"{m.group(1)} {m.group(2)} before {_said(said)}"
         if unit != "day":
             return f"{start:%B} {start.year}" if unit == "month" else str(start.year)
