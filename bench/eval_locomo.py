@@ -187,10 +187,15 @@ class RawTurns:
 
 
 _NORM = re.compile(r"[^a-z0-9 ]+")
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 
 
 def _norm(text: str) -> str:
-    return " ".join(_NORM.sub(" ", text.lower()).split())
+    """Lower case, punctuation out, and one spelling per date, in the gold answers and the returned texts
+    alike: "14September, 2022", "September 14th, 2022" and "14 September 2022" all read "14 september 2022"."""
+    text = re.sub(r"(\d+)(?:st|nd|rd|th)\b", r"\1", text.lower())
+    text = " ".join(_NORM.sub(" ", re.sub(r"(\d)([a-z])", r"\1 \2", text)).split())
+    return re.sub(rf"\b({_MONTHS}) (\d{{1,2}}) (\d{{4}})\b", r"\2 \1 \3", text)
 
 
 def score(convs: list[dict[str, Any]], retrieve: Callable[[str, str], list[Found]]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from functools import wraps
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
@@ -25,7 +25,7 @@ from .redaction import DROPPED, Redactor
 from .rules.extract import Extractor
 from .rules.inline import parse_inline
 from .rules.lifecycle import SupersessionRules
-from .rules.temporal import when_said
+from .rules.temporal import asked_period, when_said
 from .rules.load import RuleSet
 from .settings import Settings, get_settings
 from .storage.embeddings import EmbedReport, embed_pending
@@ -314,13 +314,21 @@ class Memory:
 
         ``mode``: "hybrid", "vector" or "bm25". ``kinds``: "fact", "episode" or both (default). Other
         filters: see :func:`factforge.storage.search.search`. Every hit is dated (validity, first/last seen, the
-        source's timestamp and session) and says which ``kind`` it is.
+        source's timestamp and session, ``when`` in words) and says which ``kind`` it is. A query that names a
+        time ("what did I cook in March 2023?", "... last week?") puts first, among its best ``3 k``, what
+        happened or was said then.
         """
         from .storage.search import search
 
         query = check_text("query", query, required=True) or ""
-        hits = search(self.store, query, agent_id=agent_id, team_id=team_id, k=k, embedder=self._embedder,
+        period = asked_period(query, datetime.now(timezone.utc))
+        # a question naming a time looks further down, so what happened or was said then can come first
+        wide = k if period is None or isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000 \
+            else min(max(3 * k, k + 20), 1000)
+        hits = search(self.store, query, agent_id=agent_id, team_id=team_id, k=wide, embedder=self._embedder,
                       mode=mode, kinds=kinds, **filters)
+        if period is not None:
+            hits = sorted(hits, key=lambda hit: not _within(hit, period))[:k]
         return [_dated(hit) for hit in hits]
 
     def sources(self, fact_id: UUID | str, *, agent_id: str | None = None,
@@ -393,6 +401,14 @@ def open_store(settings: Settings, *, check_embedder: bool = True, rules: RuleSe
     supersession = rules.supersession if rules is not None else SupersessionRules.from_dir(settings.patterns_dir)
     return Store.open(settings, check_embedder=check_embedder, supersession=supersession.decide,
                       canonical_name=canonical_name)
+
+
+def _within(hit: SearchHit, period: tuple[datetime, datetime]) -> bool:
+    """Whether the time ``hit`` speaks of (its validity), or the time it was said, falls in ``period``."""
+    first, last = period
+    if hit.valid_from is not None and hit.valid_from <= last and (hit.valid_to or hit.valid_from) >= first:
+        return True
+    return hit.source_ts is not None and first <= hit.source_ts <= last
 
 
 def _dated(hit: SearchHit) -> SearchHit:

@@ -195,6 +195,7 @@ def test_weekends_weekdays_and_days_of_a_month_resolve_the_way_the_tense_reads(
         ("We went camping two weekends ago", "two weekends before 15 June 2024"),
         ("I joined a new group last Tues", "the Tuesday before 15 June 2024"),
         ("I sat in the sun all day", None),  # a short weekday name needs last/next/on before it
+        ("On Friday I got the news. Next month I leave for Ireland", "the Friday before 15 June 2024; July 2024"),
     ],
 )
 def test_when_said_describes_the_time_a_sentence_speaks_of(sentence: str, expected: str | None) -> None:

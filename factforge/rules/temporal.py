@@ -378,7 +378,8 @@ def describe(expression: str, said_at: datetime) -> str | None:
     said, start = said_at.date(), valid_from.date()
     side = "before" if start < said else "after" if start > said else "of"
     if m := _WEEKEND.fullmatch(e):
-        return f"the weekend {'of' if valid_from.date() <= said <= valid_to.date() else side} {_said(said)}"
+        inside = m.group(1) == "this" or valid_from.date() <= said <= valid_to.date()
+        return f"the weekend {'of' if inside else side} {_said(said)}"
     if m := _RELATIVE_PERIOD.fullmatch(e):
         if m.group(2) == "week":
             return f"the week {'of' if m.group(1) == 'this' else side} {_said(said)}"
@@ -398,7 +399,24 @@ def describe(expression: str, said_at: datetime) -> str | None:
     return str(start.year)
 
 
-def when_said(text: str, said_at: datetime) -> str | None:
-    """The first time ``text`` speaks of, described (:func:`describe`) relative to ``said_at``; None if none."""
-    anchor = find_anchor(text, said_at)
-    return describe(anchor.span.text, said_at) if anchor is not None else None
+def when_said(text: str, said_at: datetime, most: int = 3) -> str | None:
+    """The times ``text`` speaks of (the first ``most``), each described (:func:`describe`) relative to
+    ``said_at``, joined by "; "; None if it names none."""
+    told: list[str] = []
+    start = 0
+    while len(told) < most and (anchor := find_anchor(text, said_at, start)) is not None:
+        words = describe(anchor.span.text, said_at)
+        if words and words not in told:
+            told.append(words)
+        start = anchor.span.end
+    return "; ".join(told) or None
+
+
+def asked_period(question: str, now: datetime) -> tuple[datetime, datetime] | None:
+    """The closed period a question asks about ("what did I cook in March 2023?", "... last week?"), or None
+    where it names none, or names only an open end ("since 2016")."""
+    anchor = find_anchor(question, now)
+    if anchor is None:
+        return None
+    valid_from, valid_to = resolve(anchor.span.text, now)
+    return (valid_from, valid_to) if valid_from is not None and valid_to is not None else None
