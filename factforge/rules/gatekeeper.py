@@ -34,12 +34,19 @@ logger = logging.getLogger("factforge.gatekeeper")
 
 SOCIAL_KINDS: tuple[str, ...] = ("greeting", "thanks", "goodbye", "acknowledgement", "reaction", "filler")
 REASONS: tuple[str, ...] = ("empty", "injection", *SOCIAL_KINDS, "question", "too_short")
-WORD_KINDS: tuple[str, ...] = ("wh_words", "aux_words", "subject_words", "first_person", "question_particles")
+WORD_KINDS: tuple[str, ...] = ("wh_words", "aux_words", "subject_words", "first_person", "question_particles",
+                                "bare_answers", "open_tail_stop")
 GATE_KEYS = frozenset({"version", "thresholds", "reason_priority", "languages", "shapes", "segment", "examples",
                        "counter_examples"})
 SHAPE_KEYS = frozenset({"classes", "kinds"})
 # A shape slot is a class name, optionally followed by "?" (zero or one) or "*" (zero or more).
 _SLOT = regex.compile(r"([a-z_]+)([?*]?)")
+# The open slot: a shape slot may be ``rest``, one or more words of any kind within the clause except
+# first-person ones and the language's ``open_tail_stop`` ("That's so cool how you ...": talk about the
+# listener; "... my sister" is content), and no capitalised word (a name: :data:`NAME`).
+REST = "rest"
+# Stands for a capitalised word (a name, a place, a title) in the words the social check reads.
+NAME = "\x00name"
 THRESHOLD_KEYS = frozenset({"min_cjk_chars", "min_letters", "max_social_tokens"})
 INJECTION_KEYS = frozenset({"id", "language", "description", "keywords", "regex", "examples", "counter_examples"})
 
@@ -117,8 +124,10 @@ class Shape:
 
     kind: str
     text: str
-    slots: tuple[tuple[PhraseSet, bool, bool], ...]  # (class, optional, repeated)
-    starts: frozenset[str]  # the words a match can begin with
+    slots: tuple[tuple[PhraseSet | None, bool, bool], ...]  # (class or None for ``rest``, optional, repeated)
+    starts: frozenset[str]  # the words a match can begin with ("" when any word can: it opens with ``rest``)
+    # The words an open slot may not hold.
+    stop: frozenset[str] = frozenset()
 
     def ends(self, tokens: Sequence[str], i: int) -> set[int]:
         """Every position at which a match of this shape that starts at ``tokens[i]`` can end."""
@@ -144,6 +153,13 @@ class Shape:
                 out.add(i)
                 continue
             words, optional, repeated = slots[k]
+            if words is None:
+                # The open slot: one or more words of the clause, up to a comma or a stop word.
+                j = i
+                while j < n and tokens[j] != "," and tokens[j] not in self.stop:
+                    j += 1
+                    stack.append((k + 1, j))
+                continue
             if i < n:
                 lengths = words.by_start.get(tokens[i])
                 if lengths is not None:
@@ -173,6 +189,8 @@ class InjectionRule:
 class _Sentence:
     words: list[str]
     question_mark: bool
+    # Positions of capitalised words in ``words`` (a name is only ever one of these).
+    capitals: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +207,9 @@ class Gatekeeper:
     # Every word of a social phrase or shape class (and ","): a sentence with any other word is content.
     vocabulary: frozenset[str]
     words: Mapping[str, PhraseSet]
+    # Per shape with an open slot, its required classes: a sentence with words outside ``vocabulary`` may
+    # still be social when, for some such shape, a phrase of each of them occurs in it.
+    open_keys: tuple[tuple[PhraseSet, ...], ...]
     reason_priority: tuple[str, ...]
     min_cjk_chars: int
     min_letters: int
@@ -244,7 +265,8 @@ class Gatekeeper:
         kinds: set[str] = set()
         content: list[_Sentence] = []
         for sentence in sentences:
-            sentence_kinds = self._social_kinds(sentence.words) if n_tokens <= self.max_social_tokens else None
+            sentence_kinds = self._social_kinds(self._social_words(sentence)) \
+                if n_tokens <= self.max_social_tokens else None
             if sentence_kinds is None:
                 content.append(sentence)
             else:
@@ -266,27 +288,62 @@ class Gatekeeper:
         """Word tokens per sentence (lowercased, apostrophes unified), with whether a '?' ended it."""
         out: list[_Sentence] = []
         words: list[str] = []
-        for token in self.tokenizer.findall(text.lower().translate(_APOSTROPHES)):
-            if token in self.question_marks:
+        capitals: set[int] = set()
+        for raw in self.tokenizer.findall(text.translate(_APOSTROPHES)):
+            token = raw.lower()
+            if token in self.question_marks or token in self.enders:
                 if words:
-                    out.append(_Sentence(words, True))
+                    out.append(_Sentence(words, token in self.question_marks, frozenset(capitals)))
                     words = []
-            elif token in self.enders:
-                if words:
-                    out.append(_Sentence(words, False))
-                    words = []
+                    capitals = set()
             elif token in self.clause_marks:
                 # Kept as a token so a first-person pronoun after a comma reads as a new clause.
                 if words:
                     words.append(",")
             else:
+                # "Caroline", "NASA" (a lone "I" is never a name; "I'm" is first-person, "OK" a social word).
+                if raw[:1].isupper() and len(raw) > 1:
+                    capitals.add(len(words))
                 words.append(token)
         if words:
-            out.append(_Sentence(words, False))
+            out.append(_Sentence(words, False, frozenset(capitals)))
         for sentence in out:
             while sentence.words and sentence.words[-1] == ",":
                 sentence.words.pop()
         return [s for s in out if s.words]
+
+    def _social_words(self, sentence: _Sentence) -> list[str]:
+        """The words the social check reads: names addressed to the listener cut ("Thanks, Caroline!", "Hey
+        John, ..."), and any other capitalised word outside the vocabulary replaced by :data:`NAME`, which no
+        open tail may hold ("You look great in that dress from Zara" names something, so it is content).
+
+        A vocative is a capitalised word outside the gate's vocabulary that stands alone between clause
+        marks - after a comma, at the sentence start or after a one-word social phrase ("hey", "thanks"),
+        and before a comma or the sentence end. So "Caroline moved to Boston" keeps its name, and a bare
+        answer ("Yes, Boston.") keeps it too: with the name gone, only ``bare_answers`` would be left.
+        """
+        words = sentence.words
+        if not sentence.capitals:
+            return words
+        n = len(words)
+        names = {i for i in sentence.capitals
+                 if words[i] not in self.vocabulary and words[i] not in self.words["first_person"].starts}
+        drop: set[int] = set()
+        for i in names:
+            if i + 1 < n and words[i + 1] != ",":
+                continue
+            prev = words[i - 1] if i else ","
+            if prev == "," or self.social.phrases.get((prev,)) is not None:
+                drop.add(i)
+        # A sentence's first word is capitalised whatever it is, so it says nothing about a name.
+        names.discard(0)
+        kept = [NAME if i in names else w for i, w in enumerate(words) if i not in drop]
+        # Commas left doubled or at an edge by the cut carry nothing.
+        out = [w for i, w in enumerate(kept) if w != "," or (0 < i < len(kept) - 1 and kept[i - 1] != ",")]
+        content = [w for w in out if w != ","]
+        if drop and (not content or (len(content) == 1 and self.words["bare_answers"].match_at(content, 0)[0])):
+            return [NAME if i in names else w for i, w in enumerate(words)]
+        return out
 
     def _social_kinds(self, words: list[str]) -> set[str] | None:
         """The social kinds that make up the whole sentence, or None if any clause is not social talk.
@@ -296,21 +353,46 @@ class Gatekeeper:
         """
         # Every word must belong to some phrase or class: one set lookup per word settles most content.
         vocabulary = self.vocabulary
+        foreign: list[bool] | None = None
         if not all(w in vocabulary for w in words):
-            return None
+            if not self._may_be_open(words):
+                return None
+            # Per position: does a word outside the vocabulary follow in its clause? Only an open slot can
+            # cover it, so the closed shapes need not be tried there.
+            foreign = [False] * len(words)
+            ahead = False
+            for i in range(len(words) - 1, -1, -1):
+                w = words[i]
+                ahead = False if w == "," else ahead or w not in vocabulary
+                foreign[i] = ahead
         key = tuple(words)
         cache = self.social_cache
         if key in cache:
             found = cache[key]
             return None if found is None else set(found)
         kinds: set[str] = set()
-        result = kinds if self._tile(words, 0, kinds, set()) else None
+        result = kinds if self._tile(words, 0, kinds, set(), foreign) else None
         if len(cache) >= _SOCIAL_CACHE_SIZE:
             cache.clear()
         cache[key] = None if result is None else frozenset(result)
         return result
 
-    def _tile(self, words: list[str], i: int, kinds: set[str], dead: set[int]) -> bool:
+    def _may_be_open(self, words: list[str]) -> bool:
+        """Whether some shape with an open slot could cover ``words``: a phrase of each of its classes occurs."""
+        present: set[str] | None = None
+        for keys in self.open_keys:
+            if present is None:
+                present = set(words)
+            for key in keys:
+                if key.starts.isdisjoint(present):
+                    break
+            else:
+                if all(_occurs(key, words) for key in keys):
+                    return True
+        return False
+
+    def _tile(self, words: list[str], i: int, kinds: set[str], dead: set[int],
+              foreign: list[bool] | None = None) -> bool:
         n = len(words)
         while i < n and words[i] == ",":
             i += 1
@@ -319,15 +401,21 @@ class Gatekeeper:
         if i in dead:
             return False
         length, kind = self.social.match_at(words, i)
-        if kind is not None and self._tile(words, i + length, kinds, dead):
+        if kind is not None and self._tile(words, i + length, kinds, dead, foreign):
             kinds.add(kind)
             return True
-        for shape in self.shapes.get(words[i], ()):
+        shapes = self.shapes.get(words[i], ())
+        if i == 0 or words[i - 1] == ",":
+            # A shape that opens with the open slot (a general subject) starts a clause, never inside one.
+            shapes += self.shapes.get("", ())
+        if foreign is not None and foreign[i]:
+            shapes = tuple(shape for shape in shapes if shape.stop)
+        for shape in shapes:
             for end in sorted(shape.ends(words, i), reverse=True):
                 # A shape closes a clause: two shapes back to back ("he said" + "it was just") are not one.
                 if end < n and words[end] != "," and not self.social.match_at(words, end)[0]:
                     continue
-                if self._tile(words, end, kinds, dead):
+                if self._tile(words, end, kinds, dead, foreign):
                     kinds.add(shape.kind)
                     return True
         dead.add(i)
@@ -526,19 +614,23 @@ def _load_shapes(data: Any, where: str, problems: Problems) -> dict[str, Any]:
             slots: list[tuple[str, str]] = []
             for part in text.split():
                 m = _SLOT.fullmatch(part)
-                if m is None or m.group(1) not in classes:
+                if m is None or (m.group(1) not in classes and m.group(1) != REST):
                     problems.add(where, f"shapes.kinds.{kind}: {text!r}: {part!r} is not a class of shapes.classes")
                 else:
                     slots.append((m.group(1), m.group(2)))
-            if slots and all(mod for _, mod in slots):
+            if any(name == REST and mod for name, mod in slots):
+                problems.add(where, f"shapes.kinds.{kind}: {text!r}: {REST!r} takes no ? or *")
+            if slots and all(mod or name == REST for name, mod in slots):
                 problems.add(where, f"shapes.kinds.{kind}: {text!r} has no required class, so it matches nothing")
             parsed.setdefault(kind, []).append((text, slots))
     return {"classes": classes, "kinds": parsed}
 
 
 def _build_shapes(tokenizer: regex.Pattern[str], spec: Mapping[str, Any], where: str,
-                  problems: Problems) -> dict[str, tuple[Shape, ...]]:
-    """Compile the checked ``shapes`` block and index each shape by the words it may start with."""
+                  problems: Problems, stop: frozenset[str] = frozenset()) -> dict[str, tuple[Shape, ...]]:
+    """Compile the checked ``shapes`` block and index each shape by the words it may start with.
+
+    ``stop``: the words an open slot (``rest``) may not hold."""
     classes: dict[str, PhraseSet] = {}
     for name, values in spec["classes"].items():
         phrases: dict[tuple[str, ...], str] = {}
@@ -552,16 +644,30 @@ def _build_shapes(tokenizer: regex.Pattern[str], spec: Mapping[str, Any], where:
     index: dict[str, list[Shape]] = {}
     for kind, shapes in spec["kinds"].items():
         for text, slots in shapes:
-            compiled = tuple((classes[name], mod != "", mod == "*") for name, mod in slots)
+            compiled = tuple((None if name == REST else classes[name], mod != "", mod == "*") for name, mod in slots)
             starts: set[str] = set()
             for words, optional, _ in compiled:
+                if words is None:
+                    starts.add("")
+                    break
                 starts |= words.starts
                 if not optional:
                     break
-            shape = Shape(kind, text, compiled, frozenset(starts))
+            rest = any(words is None for words, _, _ in compiled)
+            shape = Shape(kind, text, compiled, frozenset(starts), stop if rest else frozenset())
             for word in starts:
                 index.setdefault(word, []).append(shape)
     return {word: tuple(shapes) for word, shapes in index.items()}
+
+
+def _key_words(shape: Shape) -> tuple[PhraseSet, ...]:
+    """The required classes of a shape: a phrase of each occurs in every match."""
+    return tuple(words for words, optional, _ in shape.slots if words is not None and not optional)
+
+
+def _occurs(phrases: PhraseSet, words: Sequence[str]) -> bool:
+    starts = phrases.starts
+    return any(w in starts and phrases.match_at(words, i)[0] for i, w in enumerate(words))
 
 
 def _load_injection(path: Path, problems: Problems) -> tuple[list[InjectionRule], Normaliser]:
@@ -636,7 +742,8 @@ def _build(patterns_dir: Path) -> Gatekeeper:
                     social.setdefault(phrase, key)
                 else:
                     words[key][phrase] = key
-    shapes = _build_shapes(tokenizer, gate["shapes"], str(patterns_dir / "gate.yaml"), problems)
+    stop = frozenset({NAME, *(w for kind in ("first_person", "open_tail_stop") for p in words[kind] for w in p)})
+    shapes = _build_shapes(tokenizer, gate["shapes"], str(patterns_dir / "gate.yaml"), problems, stop)
     automaton = keyword_automaton(rule.keywords for rule in rules)
     thresholds = gate["thresholds"]
     keeper = Gatekeeper(
@@ -648,8 +755,10 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         shapes=shapes,
         vocabulary=frozenset({",", *(w for p in social for w in p),
                               *(w for shape_list in shapes.values() for shape in shape_list
-                                for words, _, _ in shape.slots for p in words.phrases for w in p)}),
+                                for words, _, _ in shape.slots if words is not None for p in words.phrases for w in p)}),
         words={k: PhraseSet.build(v) for k, v in words.items()},
+        open_keys=tuple(_key_words(shape) for shape in {(s.kind, s.text): s for shape_list in shapes.values()
+                                                        for s in shape_list if s.stop}.values()),
         reason_priority=gate["priority"],
         min_cjk_chars=thresholds["min_cjk_chars"],
         min_letters=thresholds["min_letters"],
