@@ -190,3 +190,55 @@ def test_replies_that_answer_nothing(question: str, answer: str) -> None:
 def test_readme_confirmation_example() -> None:
     got = Extractor().extract_turn("yes", prior_assistant="You're on Postgres 16, right?")
     assert [(f.content, f.speaker) for f in got.facts] == [("User is on Postgres 16", "assistant")]
+
+
+# Everyday chat (issue 14): sentences written for these tests, each with the fact it must give (or None), and
+# whether that fact may be HIGH. A question, a hedge or talk to the listener never gives a HIGH fact.
+@pytest.mark.parametrize(
+    ("text", "content", "high"),
+    [
+        # an emoji in front of the subject
+        ("🌟 I got the scholarship for nursing school!", "User got the scholarship for nursing school", False),
+        ("✨I joined a choir last month.", "User joined a choir", True),
+        # a question after a dash or a semicolon asks in its own clause only
+        ("I moved to Tucson last spring - have you ever been?", "User moved to Tucson", True),
+        ("I sold my old bike yesterday; do you still ride?", "User sold their old bike", True),
+        ("Have you ever been to Tucson?", None, False),
+        ("Did I move to Tucson last spring?", None, False),
+        # "this"/"these"/"those" + a noun, and "that" + a noun after a past verb, name a thing
+        ("I knitted this scarf over the winter.", "User knitted this scarf over the winter", False),
+        ("I repainted that old dresser yesterday.", "User repainted that old dresser", True),
+        ("I made this for you.", None, False),
+        ("I find that podcasts are more fun.", None, False),
+        # "set up", "had" + an event
+        ("I set up a saltwater aquarium last weekend.", "User set up a saltwater aquarium", True),
+        ("Last Saturday I had a yard sale with my neighbours.", "User had a yard sale with their neighbours", True),
+        ("I had a great time at the fair.", None, False),
+        ("I had a feeling you'd say that.", None, False),
+        # no subject
+        ("Went to a pottery class yesterday.", "User went to a pottery class", False),
+        ("Been learning to knit lately.", "User has been learning to knit lately", False),
+        ("Took a while, but it finally works.", None, False),
+        ("Been busy lately!", None, False),
+        # wanna, passions
+        ("I wanna adopt a greyhound.", "User wants to adopt a greyhound", False),
+        ("Woodworking is a big part of my life.", "User likes Woodworking", False),
+        ("I've been into birdwatching since college.", "User likes birdwatching", False),
+        # adopting a pet is no technology
+        ("We adopted a kitten from the shelter.", None, False),
+        # talk to the listener, hedges and questions give no HIGH fact
+        ("Thanks, Tomasz! That's so sweet.", None, False),
+        ("Wow, you moved to Lisbon last year?", None, False),
+        ("I might sell my car next month.", "User might sell their car next month", False),
+    ],
+)
+def test_everyday_chat(text: str, content: str | None, high: bool) -> None:
+    got = EX.extract(text, timestamp=TS)
+    contents = [f.content for f in got.facts]
+    if content is None:
+        assert all(f.confidence < EX.settings.high_confidence for f in got.facts), contents
+        assert not any(f.category in ("technology",) for f in got.facts), contents
+        return
+    assert content in contents, contents
+    fact = next(f for f in got.facts if f.content == content)
+    assert (fact.confidence >= EX.settings.high_confidence) is high, (fact.confidence, fact.rule_id)
