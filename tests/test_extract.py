@@ -242,3 +242,35 @@ def test_everyday_chat(text: str, content: str | None, high: bool) -> None:
     assert content in contents, contents
     fact = next(f for f in got.facts if f.content == content)
     assert (fact.confidence >= EX.settings.high_confidence) is high, (fact.confidence, fact.rule_id)
+
+
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        # "we" in everyday chat is the user with others - never the team, and never with a work word
+        ("We went kayaking on the river last Sunday.", "User and others went kayaking on the river"),
+        ("We baked three kinds of cookies for the fair.", "User and others baked three kinds of cookies for the fair"),
+        ("We deployed the billing service yesterday.", None),
+        ("We went through a rough patch.", None),
+        # a question after a comma asks in its own clause
+        ("I'm Priya, what's yours?", "User's name is Priya"),
+        ("I teach chemistry, how about you?", None),
+        ("If I move to Lisbon, what should I pack?", None),
+        # states and roles
+        ("I'm separated with two daughters.", "User is separated with two daughters"),
+        ("I'm a little boy who loves trains.", "User is a little boy"),
+        ("I'm a little tired.", None),
+        ("I'm a kid named (name).", None),
+    ],
+)
+def test_everyday_chat_more(text: str, content: str | None) -> None:
+    got = EX.extract(text, timestamp=TS)
+    contents = [f.content for f in got.facts]
+    if content is None:
+        assert not any(c.startswith("User and others") or c.endswith("named") for c in contents), contents
+        if text.startswith("I teach"):
+            assert "User teaches chemistry" in contents, contents
+        return
+    assert content in contents, contents
+    fact = next(f for f in got.facts if f.content == content)
+    assert fact.confidence < EX.settings.high_confidence or not content.startswith("User and others"), fact
