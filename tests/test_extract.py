@@ -261,6 +261,12 @@ def test_everyday_chat(text: str, content: str | None, high: bool) -> None:
         ("I'm a little boy who loves trains.", "User is a little boy"),
         ("I'm a little tired.", None),
         ("I'm a kid named (name).", None),
+        # membership, readiness, what "we" love outside work
+        ("I'm now part of the neighborhood watch.", "User is part of the neighborhood watch"),
+        ("I'm part of the problem.", None),
+        ("I'm getting ready for a bake-off next week.", "User is getting ready for a bake-off next week"),
+        ("We love going to flea markets on Sundays.", "User and others love going to flea markets on Sundays"),
+        ("We love Kubernetes.", None),
     ],
 )
 def test_everyday_chat_more(text: str, content: str | None) -> None:
