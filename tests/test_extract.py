@@ -280,3 +280,27 @@ def test_everyday_chat_more(text: str, content: str | None) -> None:
     assert content in contents, contents
     fact = next(f for f in got.facts if f.content == content)
     assert fact.confidence < EX.settings.high_confidence or not content.startswith("User and others"), fact
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # no fact that only makes sense inside the conversation, or that is not English
+        "I'll send the recipe to you tonight!",
+        "I chatted with him for hours.",
+        "I'm a mix of nervous and thrilled about the move.",
+        "This is what keeps me going.",
+        "Going to the farmers market tomorrow!",
+        "Going to yoga classes and eating better has changed my life.",
+    ],
+)
+def test_no_fact_that_means_nothing(text: str) -> None:
+    contents = [f.content for f in EX.extract(text, timestamp=TS).facts]
+    assert not any(" you" in c or " him" in c or "a mix of" in c or c.startswith(("This ", "User plans to the",
+                                                                                       "User plans to yoga"))
+                   for c in contents), contents
+
+
+def test_a_dash_stuck_to_a_word_ends_the_fact() -> None:
+    contents = [f.content for f in EX.extract("I sewed a quilt for my niece- she loved it.", timestamp=TS).facts]
+    assert "User sewed a quilt for their niece" in contents, contents

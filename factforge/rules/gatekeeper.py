@@ -56,6 +56,8 @@ _CJK_RANGES: tuple[tuple[int, int], ...] = (
     (0x20000, 0x2FA1F),
 )
 _SOCIAL_CACHE_SIZE = 4096
+# Content sentences up to this many words are cached too: short ones recur, long ones would only churn the cache.
+_SHORT_SENTENCE = 8
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 
 
@@ -353,9 +355,19 @@ class Gatekeeper:
         """
         # Every word must belong to some phrase or class: one set lookup per word settles most content.
         vocabulary = self.vocabulary
+        all_known = all(w in vocabulary for w in words)
+        if not all_known and not self.open_keys:
+            return None
+        key = tuple(words)
+        cache = self.social_cache
+        if key in cache:
+            found = cache[key]
+            return None if found is None else set(found)
         foreign: list[bool] | None = None
-        if not all(w in vocabulary for w in words):
+        if not all_known:
             if not self._may_be_open(words):
+                if len(words) <= _SHORT_SENTENCE:
+                    self._remember(key, None)  # short replies recur ("I'm in", "Boston, yes")
                 return None
             # Per position: does a word outside the vocabulary follow in its clause? Only an open slot can
             # cover it, so the closed shapes need not be tried there.
@@ -365,17 +377,16 @@ class Gatekeeper:
                 w = words[i]
                 ahead = False if w == "," else ahead or w not in vocabulary
                 foreign[i] = ahead
-        key = tuple(words)
-        cache = self.social_cache
-        if key in cache:
-            found = cache[key]
-            return None if found is None else set(found)
         kinds: set[str] = set()
         result = kinds if self._tile(words, 0, kinds, set(), foreign) else None
+        self._remember(key, result)
+        return result
+
+    def _remember(self, key: tuple[str, ...], result: set[str] | None) -> None:
+        cache = self.social_cache
         if len(cache) >= _SOCIAL_CACHE_SIZE:
             cache.clear()
         cache[key] = None if result is None else frozenset(result)
-        return result
 
     def _may_be_open(self, words: list[str]) -> bool:
         """Whether some shape with an open slot could cover ``words``: a phrase of each of its classes occurs."""

@@ -548,7 +548,8 @@ def _clean(value: str) -> str:
         close = out.find(lead[0])
         if close > 0 and not out[close + 1:close + 2].isalpha():
             out = lead[0] + out
-    return _CJK_GAP.sub("", out)
+    # A dash left at the end ("to feel closer to my faith- it was ...") closes nothing.
+    return _CJK_GAP.sub("", out.rstrip("-–— "))
 
 
 def _parse_template(template: str) -> tuple[_Piece, ...]:
