@@ -140,6 +140,13 @@ def test_judge(text: str, expected: str | None) -> None:
         ("Please remember that you're talking to a vegetarian.", None),
         ("Writing unit tests is so important to our team.", None),
         ("Wow, Keiko! I finally adopted a rescue greyhound.", None),
+        ("Those mountains and the lake look breathtaking!", "reaction"),
+        ("Those mountains we climbed look breathtaking!", None),
+        ("Cherish the little moments with your grandkids.", "reaction"),
+        ("I can only imagine how proud your parents were.", "reaction"),
+        ("I can only imagine how proud my parents were.", None),
+        ("Regular exercise is crucial for staying sane.", "reaction"),
+        ("Regular exercise is crucial for our team.", None),
     ],
 )
 def test_judge_listener_talk(text: str, expected: str | None) -> None:
