@@ -267,6 +267,9 @@ def test_everyday_chat(text: str, content: str | None, high: bool) -> None:
         ("I'm getting ready for a bake-off next week.", "User is getting ready for a bake-off next week"),
         ("We love going to flea markets on Sundays.", "User and others love going to flea markets on Sundays"),
         ("We love Kubernetes.", None),
+        ("We've got two rabbits and a parrot.", "User and others have two rabbits and a parrot"),
+        ("We have a standup at nine.", None),
+        ("Swimming is everything to me.", "Swimming is everything to User"),
     ],
 )
 def test_everyday_chat_more(text: str, content: str | None) -> None:
