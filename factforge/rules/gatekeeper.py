@@ -209,9 +209,15 @@ class Gatekeeper:
     # Every word of a social phrase or shape class (and ","): a sentence with any other word is content.
     vocabulary: frozenset[str]
     words: Mapping[str, PhraseSet]
-    # Per shape with an open slot, its required classes: a sentence with words outside ``vocabulary`` may
-    # still be social when, for some such shape, a phrase of each of them occurs in it.
-    open_keys: tuple[tuple[PhraseSet, ...], ...]
+    # Per shape with an open slot (by ``id``), its required classes: a sentence with words outside
+    # ``vocabulary`` may still be social when, for some such shape, a phrase of each of them occurs in it.
+    open_keys: tuple[tuple[int, tuple[PhraseSet, ...]], ...]
+    # The same shapes by a first word of their most selective required class (the one with fewest first
+    # words): only shapes indexed under a word of the sentence are checked further.
+    open_index: Mapping[str, tuple[tuple[int, tuple[PhraseSet, ...]], ...]]
+    # ``shapes`` split by start word into the closed ones and the ones with an open slot.
+    closed_shapes: Mapping[str, tuple[Shape, ...]]
+    open_shapes: Mapping[str, tuple[Shape, ...]]
     reason_priority: tuple[str, ...]
     min_cjk_chars: int
     min_letters: int
@@ -290,22 +296,25 @@ class Gatekeeper:
         """Word tokens per sentence (lowercased, apostrophes unified), with whether a '?' ended it."""
         out: list[_Sentence] = []
         words: list[str] = []
-        capitals: set[int] = set()
-        for raw in self.tokenizer.findall(text.translate(_APOSTROPHES)):
-            token = raw.lower()
-            if token in self.question_marks or token in self.enders:
+        capitals: list[int] = []
+        raws = self.tokenizer.findall(text.translate(_APOSTROPHES))
+        # One lower() for all tokens (the separator is no token character, so the split keeps them aligned).
+        tokens = "\x01".join(raws).lower().split("\x01") if raws else []
+        question_marks, enders, clause_marks = self.question_marks, self.enders, self.clause_marks
+        for raw, token in zip(raws, tokens, strict=True):
+            if token in question_marks or token in enders:
                 if words:
-                    out.append(_Sentence(words, token in self.question_marks, frozenset(capitals)))
+                    out.append(_Sentence(words, token in question_marks, frozenset(capitals)))
                     words = []
-                    capitals = set()
-            elif token in self.clause_marks:
+                    capitals = []
+            elif token in clause_marks:
                 # Kept as a token so a first-person pronoun after a comma reads as a new clause.
                 if words:
                     words.append(",")
             else:
                 # "Caroline", "NASA" (a lone "I" is never a name; "I'm" is first-person, "OK" a social word).
-                if raw[:1].isupper() and len(raw) > 1:
-                    capitals.add(len(words))
+                if raw != token and raw[0].isupper() and len(raw) > 1:
+                    capitals.append(len(words))
                 words.append(token)
         if words:
             out.append(_Sentence(words, False, frozenset(capitals)))
@@ -325,7 +334,9 @@ class Gatekeeper:
         answer ("Yes, Boston.") keeps it too: with the name gone, only ``bare_answers`` would be left.
         """
         words = sentence.words
-        if not sentence.capitals:
+        caps = sentence.capitals
+        # Most sentences hold only their capitalised first word, which is neither a vocative nor a name.
+        if not caps or (len(caps) == 1 and 0 in caps and (len(words) < 2 or words[1] != ",")):
             return words
         n = len(words)
         names = {i for i in sentence.capitals
@@ -364,8 +375,10 @@ class Gatekeeper:
             found = cache[key]
             return None if found is None else set(found)
         foreign: list[bool] | None = None
+        # The open shapes worth a try: a phrase of each of their required classes occurs in the sentence.
+        allowed = self._open_candidates(words) if self.open_keys else set()
         if not all_known:
-            if not self._may_be_open(words):
+            if not allowed:
                 if len(words) <= _SHORT_SENTENCE:
                     self._remember(key, None)  # short replies recur ("I'm in", "Boston, yes")
                 return None
@@ -378,7 +391,7 @@ class Gatekeeper:
                 ahead = False if w == "," else ahead or w not in vocabulary
                 foreign[i] = ahead
         kinds: set[str] = set()
-        result = kinds if self._tile(words, 0, kinds, set(), foreign) else None
+        result = kinds if self._tile(words, 0, kinds, set(), foreign, allowed) else None
         self._remember(key, result)
         return result
 
@@ -388,22 +401,29 @@ class Gatekeeper:
             cache.clear()
         cache[key] = None if result is None else frozenset(result)
 
-    def _may_be_open(self, words: list[str]) -> bool:
-        """Whether some shape with an open slot could cover ``words``: a phrase of each of its classes occurs."""
+    def _open_candidates(self, words: list[str]) -> set[int]:
+        """The shapes with an open slot that could cover part of ``words``: a phrase of each of their required
+        classes occurs (by ``id``)."""
+        index = self.open_index
+        out: set[int] = set()
+        seen: set[int] = set()
         present: set[str] | None = None
-        for keys in self.open_keys:
-            if present is None:
-                present = set(words)
-            for key in keys:
-                if key.starts.isdisjoint(present):
-                    break
-            else:
-                if all(_occurs(key, words) for key in keys):
-                    return True
-        return False
+        for word in words:
+            entries = index.get(word)
+            if entries is None:
+                continue
+            for shape_id, keys in entries:
+                if shape_id in seen:
+                    continue
+                seen.add(shape_id)
+                if present is None:
+                    present = set(words)
+                if all(not key.starts.isdisjoint(present) for key in keys) and all(_occurs(key, words) for key in keys):
+                    out.add(shape_id)
+        return out
 
     def _tile(self, words: list[str], i: int, kinds: set[str], dead: set[int],
-              foreign: list[bool] | None = None) -> bool:
+              foreign: list[bool] | None = None, allowed: set[int] | frozenset[int] = frozenset()) -> bool:
         n = len(words)
         while i < n and words[i] == ",":
             i += 1
@@ -412,21 +432,23 @@ class Gatekeeper:
         if i in dead:
             return False
         length, kind = self.social.match_at(words, i)
-        if kind is not None and self._tile(words, i + length, kinds, dead, foreign):
+        if kind is not None and self._tile(words, i + length, kinds, dead, foreign, allowed):
             kinds.add(kind)
             return True
-        shapes = self.shapes.get(words[i], ())
-        if i == 0 or words[i - 1] == ",":
-            # A shape that opens with the open slot (a general subject) starts a clause, never inside one.
-            shapes += self.shapes.get("", ())
-        if foreign is not None and foreign[i]:
-            shapes = tuple(shape for shape in shapes if shape.stop)
+        only_open = foreign is not None and foreign[i]
+        shapes: tuple[Shape, ...] = () if only_open else self.closed_shapes.get(words[i], ())
+        if allowed:
+            opened = self.open_shapes.get(words[i], ())
+            if i == 0 or words[i - 1] == ",":
+                # A shape that opens with the open slot (a general subject) starts a clause, never inside one.
+                opened += self.open_shapes.get("", ())
+            shapes += tuple(shape for shape in opened if id(shape) in allowed)
         for shape in shapes:
             for end in sorted(shape.ends(words, i), reverse=True):
                 # A shape closes a clause: two shapes back to back ("he said" + "it was just") are not one.
                 if end < n and words[end] != "," and not self.social.match_at(words, end)[0]:
                     continue
-                if self._tile(words, end, kinds, dead, foreign):
+                if self._tile(words, end, kinds, dead, foreign, allowed):
                     kinds.add(shape.kind)
                     return True
         dead.add(i)
@@ -757,6 +779,13 @@ def _build(patterns_dir: Path) -> Gatekeeper:
     shapes = _build_shapes(tokenizer, gate["shapes"], str(patterns_dir / "gate.yaml"), problems, stop)
     automaton = keyword_automaton(rule.keywords for rule in rules)
     thresholds = gate["thresholds"]
+    open_keys = tuple((id(shape), _key_words(shape)) for shape in
+                      {id(s): s for shape_list in shapes.values() for s in shape_list if s.stop}.values())
+    open_index: dict[str, list[tuple[int, tuple[PhraseSet, ...]]]] = {}
+    for entry in open_keys:
+        if entry[1]:
+            for word in min(entry[1], key=lambda key: len(key.starts)).starts:
+                open_index.setdefault(word, []).append(entry)
     keeper = Gatekeeper(
         tokenizer=tokenizer,
         enders=enders,
@@ -768,8 +797,10 @@ def _build(patterns_dir: Path) -> Gatekeeper:
                               *(w for shape_list in shapes.values() for shape in shape_list
                                 for words, _, _ in shape.slots if words is not None for p in words.phrases for w in p)}),
         words={k: PhraseSet.build(v) for k, v in words.items()},
-        open_keys=tuple(_key_words(shape) for shape in {(s.kind, s.text): s for shape_list in shapes.values()
-                                                        for s in shape_list if s.stop}.values()),
+        open_keys=open_keys,
+        open_index={w: tuple(v) for w, v in open_index.items()},
+        closed_shapes={w: c for w, sl in shapes.items() if (c := tuple(x for x in sl if not x.stop))},
+        open_shapes={w: o for w, sl in shapes.items() if (o := tuple(x for x in sl if x.stop))},
         reason_priority=gate["priority"],
         min_cjk_chars=thresholds["min_cjk_chars"],
         min_letters=thresholds["min_letters"],
