@@ -190,3 +190,125 @@ def test_replies_that_answer_nothing(question: str, answer: str) -> None:
 def test_readme_confirmation_example() -> None:
     got = Extractor().extract_turn("yes", prior_assistant="You're on Postgres 16, right?")
     assert [(f.content, f.speaker) for f in got.facts] == [("User is on Postgres 16", "assistant")]
+
+
+# Everyday chat (issue 14): sentences written for these tests, each with the fact it must give (or None), and
+# whether that fact may be HIGH. A question, a hedge or talk to the listener never gives a HIGH fact.
+@pytest.mark.parametrize(
+    ("text", "content", "high"),
+    [
+        # an emoji in front of the subject
+        ("🌟 I got the scholarship for nursing school!", "User got the scholarship for nursing school", False),
+        ("✨I joined a choir last month.", "User joined a choir", True),
+        # a question after a dash or a semicolon asks in its own clause only
+        ("I moved to Tucson last spring - have you ever been?", "User moved to Tucson", True),
+        ("I sold my old bike yesterday; do you still ride?", "User sold their old bike", True),
+        ("Have you ever been to Tucson?", None, False),
+        ("Did I move to Tucson last spring?", None, False),
+        # "this"/"these"/"those" + a noun, and "that" + a noun after a past verb, name a thing
+        ("I knitted this scarf over the winter.", "User knitted this scarf over the winter", False),
+        ("I repainted that old dresser yesterday.", "User repainted that old dresser", True),
+        ("I made this for you.", None, False),
+        ("I find that podcasts are more fun.", None, False),
+        # "set up", "had" + an event
+        ("I set up a saltwater aquarium last weekend.", "User set up a saltwater aquarium", True),
+        ("Last Saturday I had a yard sale with my neighbours.", "User had a yard sale with their neighbours", True),
+        ("I had a great time at the fair.", None, False),
+        ("I had a feeling you'd say that.", None, False),
+        # no subject
+        ("Went to a pottery class yesterday.", "User went to a pottery class", False),
+        ("Been learning to knit lately.", "User has been learning to knit lately", False),
+        ("Took a while, but it finally works.", None, False),
+        ("Been busy lately!", None, False),
+        # wanna, passions
+        ("I wanna adopt a greyhound.", "User wants to adopt a greyhound", False),
+        ("Woodworking is a big part of my life.", "User likes Woodworking", False),
+        ("I've been into birdwatching since college.", "User likes birdwatching", False),
+        # adopting a pet is no technology
+        ("We adopted a kitten from the shelter.", None, False),
+        # talk to the listener, hedges and questions give no HIGH fact
+        ("Thanks, Tomasz! That's so sweet.", None, False),
+        ("Wow, you moved to Lisbon last year?", None, False),
+        ("I might sell my car next month.", "User might sell their car next month", False),
+    ],
+)
+def test_everyday_chat(text: str, content: str | None, high: bool) -> None:
+    got = EX.extract(text, timestamp=TS)
+    contents = [f.content for f in got.facts]
+    if content is None:
+        assert all(f.confidence < EX.settings.high_confidence for f in got.facts), contents
+        assert not any(f.category in ("technology",) for f in got.facts), contents
+        return
+    assert content in contents, contents
+    fact = next(f for f in got.facts if f.content == content)
+    assert (fact.confidence >= EX.settings.high_confidence) is high, (fact.confidence, fact.rule_id)
+
+
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        # "we" in everyday chat is the user with others - never the team, and never with a work word
+        ("We went kayaking on the river last Sunday.", "User and others went kayaking on the river"),
+        ("We baked three kinds of cookies for the fair.", "User and others baked three kinds of cookies for the fair"),
+        ("We deployed the billing service yesterday.", None),
+        ("We went through a rough patch.", None),
+        # a question after a comma asks in its own clause
+        ("I'm Priya, what's yours?", "User's name is Priya"),
+        ("I teach chemistry, how about you?", None),
+        ("If I move to Lisbon, what should I pack?", None),
+        # states and roles
+        ("I'm separated with two daughters.", "User is separated with two daughters"),
+        ("I'm a little boy who loves trains.", "User is a little boy"),
+        ("I'm a little tired.", None),
+        ("I'm a kid named (name).", None),
+        # membership, readiness, what "we" love outside work
+        ("I'm now part of the neighborhood watch.", "User is part of the neighborhood watch"),
+        ("I'm part of the problem.", None),
+        ("I'm getting ready for a bake-off next week.", "User is getting ready for a bake-off next week"),
+        ("We love going to flea markets on Sundays.", "User and others love going to flea markets on Sundays"),
+        ("We love Kubernetes.", None),
+        ("We've got two rabbits and a parrot.", "User and others have two rabbits and a parrot"),
+        ("We have a standup at nine.", None),
+        ("Swimming is everything to me.", "Swimming is everything to User"),
+    ],
+)
+def test_everyday_chat_more(text: str, content: str | None) -> None:
+    got = EX.extract(text, timestamp=TS)
+    contents = [f.content for f in got.facts]
+    if content is None:
+        assert not any(c.startswith("User and others") or c.endswith("named") for c in contents), contents
+        if text.startswith("I teach"):
+            assert "User teaches chemistry" in contents, contents
+        return
+    assert content in contents, contents
+    fact = next(f for f in got.facts if f.content == content)
+    assert fact.confidence < EX.settings.high_confidence or not content.startswith("User and others"), fact
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # no fact that only makes sense inside the conversation, or that is not English
+        "I'll send the recipe to you tonight!",
+        "I chatted with him for hours.",
+        "I'm a mix of nervous and thrilled about the move.",
+        "This is what keeps me going.",
+        "Going to the farmers market tomorrow!",
+        "Going to yoga classes and eating better has changed my life.",
+        "I want to help make it happen.",
+        "I chatted with someone at the bus stop.",
+        "I'm grateful for the help I've got from my neighbours.",
+        "I've grown a lot since moving out.",
+    ],
+)
+def test_no_fact_that_means_nothing(text: str) -> None:
+    contents = [f.content for f in EX.extract(text, timestamp=TS).facts]
+    assert not any(" you" in c or " him" in c or "a mix of" in c or c.startswith(("This ", "User plans to the",
+                                                                                       "User plans to yoga"))
+                   or c.endswith(("it happen", "someone", "since moving out")) or "User has from" in c
+                   for c in contents), contents
+
+
+def test_a_dash_stuck_to_a_word_ends_the_fact() -> None:
+    contents = [f.content for f in EX.extract("I sewed a quilt for my niece- she loved it.", timestamp=TS).facts]
+    assert "User sewed a quilt for their niece" in contents, contents

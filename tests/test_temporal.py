@@ -200,3 +200,25 @@ def test_weekends_weekdays_and_days_of_a_month_resolve_the_way_the_tense_reads(
 )
 def test_when_said_describes_the_time_a_sentence_speaks_of(sentence: str, expected: str | None) -> None:
     assert when_said(sentence, REF) == expected
+
+
+# Weekends and seasons (issue 14), against Wednesday 2024-06-12 and Saturday 2024-06-15.
+@pytest.mark.parametrize(
+    ("expression", "day", "start", "end"),
+    [
+        ("last weekend", 12, "2024-06-08", "2024-06-09"),
+        ("last weekend", 15, "2024-06-08", "2024-06-09"),
+        ("this weekend", 12, "2024-06-15", "2024-06-16"),
+        ("next weekend", 12, "2024-06-22", "2024-06-23"),
+        ("last spring", 12, "2024-03-01", "2024-05-31"),
+        ("last summer", 12, "2023-06-01", "2023-08-31"),
+        ("this summer", 15, "2024-06-01", "2024-08-31"),
+        ("next summer", 15, "2025-06-01", "2025-08-31"),
+        ("last winter", 15, "2023-12-01", "2024-02-29"),
+        ("next autumn", 15, "2024-09-01", "2024-11-30"),
+    ],
+)
+def test_weekends_and_seasons(expression: str, day: int, start: str, end: str) -> None:
+    valid_from, valid_to = resolve(expression, datetime(2024, 6, day, 12, tzinfo=timezone.utc))
+    assert valid_from is not None and valid_to is not None
+    assert (valid_from.date().isoformat(), valid_to.date().isoformat()) == (start, end)

@@ -34,12 +34,19 @@ logger = logging.getLogger("factforge.gatekeeper")
 
 SOCIAL_KINDS: tuple[str, ...] = ("greeting", "thanks", "goodbye", "acknowledgement", "reaction", "filler")
 REASONS: tuple[str, ...] = ("empty", "injection", *SOCIAL_KINDS, "question", "too_short")
-WORD_KINDS: tuple[str, ...] = ("wh_words", "aux_words", "subject_words", "first_person", "question_particles")
+WORD_KINDS: tuple[str, ...] = ("wh_words", "aux_words", "subject_words", "first_person", "question_particles",
+                                "bare_answers", "open_tail_stop")
 GATE_KEYS = frozenset({"version", "thresholds", "reason_priority", "languages", "shapes", "segment", "examples",
                        "counter_examples"})
 SHAPE_KEYS = frozenset({"classes", "kinds"})
 # A shape slot is a class name, optionally followed by "?" (zero or one) or "*" (zero or more).
 _SLOT = regex.compile(r"([a-z_]+)([?*]?)")
+# The open slot: a shape slot may be ``rest``, one or more words of any kind within the clause except
+# first-person ones and the language's ``open_tail_stop`` ("That's so cool how you ...": talk about the
+# listener; "... my sister" is content), and no capitalised word (a name: :data:`NAME`).
+REST = "rest"
+# Stands for a capitalised word (a name, a place, a title) in the words the social check reads.
+NAME = "\x00name"
 THRESHOLD_KEYS = frozenset({"min_cjk_chars", "min_letters", "max_social_tokens"})
 INJECTION_KEYS = frozenset({"id", "language", "description", "keywords", "regex", "examples", "counter_examples"})
 
@@ -49,6 +56,8 @@ _CJK_RANGES: tuple[tuple[int, int], ...] = (
     (0x20000, 0x2FA1F),
 )
 _SOCIAL_CACHE_SIZE = 4096
+# Content sentences up to this many words are cached too: short ones recur, long ones would only churn the cache.
+_SHORT_SENTENCE = 8
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 
 
@@ -117,8 +126,10 @@ class Shape:
 
     kind: str
     text: str
-    slots: tuple[tuple[PhraseSet, bool, bool], ...]  # (class, optional, repeated)
-    starts: frozenset[str]  # the words a match can begin with
+    slots: tuple[tuple[PhraseSet | None, bool, bool], ...]  # (class or None for ``rest``, optional, repeated)
+    starts: frozenset[str]  # the words a match can begin with ("" when any word can: it opens with ``rest``)
+    # The words an open slot may not hold.
+    stop: frozenset[str] = frozenset()
 
     def ends(self, tokens: Sequence[str], i: int) -> set[int]:
         """Every position at which a match of this shape that starts at ``tokens[i]`` can end."""
@@ -144,6 +155,13 @@ class Shape:
                 out.add(i)
                 continue
             words, optional, repeated = slots[k]
+            if words is None:
+                # The open slot: one or more words of the clause, up to a comma or a stop word.
+                j = i
+                while j < n and tokens[j] != "," and tokens[j] not in self.stop:
+                    j += 1
+                    stack.append((k + 1, j))
+                continue
             if i < n:
                 lengths = words.by_start.get(tokens[i])
                 if lengths is not None:
@@ -173,6 +191,8 @@ class InjectionRule:
 class _Sentence:
     words: list[str]
     question_mark: bool
+    # Positions of capitalised words in ``words`` (a name is only ever one of these).
+    capitals: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +209,15 @@ class Gatekeeper:
     # Every word of a social phrase or shape class (and ","): a sentence with any other word is content.
     vocabulary: frozenset[str]
     words: Mapping[str, PhraseSet]
+    # Per shape with an open slot (by ``id``), its required classes: a sentence with words outside
+    # ``vocabulary`` may still be social when, for some such shape, a phrase of each of them occurs in it.
+    open_keys: tuple[tuple[int, tuple[PhraseSet, ...]], ...]
+    # The same shapes by a first word of their most selective required class (the one with fewest first
+    # words): only shapes indexed under a word of the sentence are checked further.
+    open_index: Mapping[str, tuple[tuple[int, tuple[PhraseSet, ...]], ...]]
+    # ``shapes`` split by start word into the closed ones and the ones with an open slot.
+    closed_shapes: Mapping[str, tuple[Shape, ...]]
+    open_shapes: Mapping[str, tuple[Shape, ...]]
     reason_priority: tuple[str, ...]
     min_cjk_chars: int
     min_letters: int
@@ -244,7 +273,8 @@ class Gatekeeper:
         kinds: set[str] = set()
         content: list[_Sentence] = []
         for sentence in sentences:
-            sentence_kinds = self._social_kinds(sentence.words) if n_tokens <= self.max_social_tokens else None
+            sentence_kinds = self._social_kinds(self._social_words(sentence)) \
+                if n_tokens <= self.max_social_tokens else None
             if sentence_kinds is None:
                 content.append(sentence)
             else:
@@ -266,27 +296,67 @@ class Gatekeeper:
         """Word tokens per sentence (lowercased, apostrophes unified), with whether a '?' ended it."""
         out: list[_Sentence] = []
         words: list[str] = []
-        for token in self.tokenizer.findall(text.lower().translate(_APOSTROPHES)):
-            if token in self.question_marks:
+        capitals: list[int] = []
+        raws = self.tokenizer.findall(text.translate(_APOSTROPHES))
+        # One lower() for all tokens (the separator is no token character, so the split keeps them aligned).
+        tokens = "\x01".join(raws).lower().split("\x01") if raws else []
+        question_marks, enders, clause_marks = self.question_marks, self.enders, self.clause_marks
+        for raw, token in zip(raws, tokens, strict=True):
+            if token in question_marks or token in enders:
                 if words:
-                    out.append(_Sentence(words, True))
+                    out.append(_Sentence(words, token in question_marks, frozenset(capitals)))
                     words = []
-            elif token in self.enders:
-                if words:
-                    out.append(_Sentence(words, False))
-                    words = []
-            elif token in self.clause_marks:
+                    capitals = []
+            elif token in clause_marks:
                 # Kept as a token so a first-person pronoun after a comma reads as a new clause.
                 if words:
                     words.append(",")
             else:
+                # "Caroline", "NASA" (a lone "I" is never a name; "I'm" is first-person, "OK" a social word).
+                if raw != token and raw[0].isupper() and len(raw) > 1:
+                    capitals.append(len(words))
                 words.append(token)
         if words:
-            out.append(_Sentence(words, False))
+            out.append(_Sentence(words, False, frozenset(capitals)))
         for sentence in out:
             while sentence.words and sentence.words[-1] == ",":
                 sentence.words.pop()
         return [s for s in out if s.words]
+
+    def _social_words(self, sentence: _Sentence) -> list[str]:
+        """The words the social check reads: names addressed to the listener cut ("Thanks, Caroline!", "Hey
+        John, ..."), and any other capitalised word outside the vocabulary replaced by :data:`NAME`, which no
+        open tail may hold ("You look great in that dress from Zara" names something, so it is content).
+
+        A vocative is a capitalised word outside the gate's vocabulary that stands alone between clause
+        marks - after a comma, at the sentence start or after a one-word social phrase ("hey", "thanks"),
+        and before a comma or the sentence end. So "Caroline moved to Boston" keeps its name, and a bare
+        answer ("Yes, Boston.") keeps it too: with the name gone, only ``bare_answers`` would be left.
+        """
+        words = sentence.words
+        caps = sentence.capitals
+        # Most sentences hold only their capitalised first word, which is neither a vocative nor a name.
+        if not caps or (len(caps) == 1 and 0 in caps and (len(words) < 2 or words[1] != ",")):
+            return words
+        n = len(words)
+        names = {i for i in sentence.capitals
+                 if words[i] not in self.vocabulary and words[i] not in self.words["first_person"].starts}
+        drop: set[int] = set()
+        for i in names:
+            if i + 1 < n and words[i + 1] != ",":
+                continue
+            prev = words[i - 1] if i else ","
+            if prev == "," or self.social.phrases.get((prev,)) is not None:
+                drop.add(i)
+        # A sentence's first word is capitalised whatever it is, so it says nothing about a name.
+        names.discard(0)
+        kept = [NAME if i in names else w for i, w in enumerate(words) if i not in drop]
+        # Commas left doubled or at an edge by the cut carry nothing.
+        out = [w for i, w in enumerate(kept) if w != "," or (0 < i < len(kept) - 1 and kept[i - 1] != ",")]
+        content = [w for w in out if w != ","]
+        if drop and (not content or (len(content) == 1 and self.words["bare_answers"].match_at(content, 0)[0])):
+            return [NAME if i in names else w for i, w in enumerate(words)]
+        return out
 
     def _social_kinds(self, words: list[str]) -> set[str] | None:
         """The social kinds that make up the whole sentence, or None if any clause is not social talk.
@@ -296,21 +366,64 @@ class Gatekeeper:
         """
         # Every word must belong to some phrase or class: one set lookup per word settles most content.
         vocabulary = self.vocabulary
-        if not all(w in vocabulary for w in words):
+        all_known = all(w in vocabulary for w in words)
+        if not all_known and not self.open_keys:
             return None
         key = tuple(words)
         cache = self.social_cache
         if key in cache:
             found = cache[key]
             return None if found is None else set(found)
+        foreign: list[bool] | None = None
+        # The open shapes worth a try: a phrase of each of their required classes occurs in the sentence.
+        allowed = self._open_candidates(words) if self.open_keys else set()
+        if not all_known:
+            if not allowed:
+                if len(words) <= _SHORT_SENTENCE:
+                    self._remember(key, None)  # short replies recur ("I'm in", "Boston, yes")
+                return None
+            # Per position: does a word outside the vocabulary follow in its clause? Only an open slot can
+            # cover it, so the closed shapes need not be tried there.
+            foreign = [False] * len(words)
+            ahead = False
+            for i in range(len(words) - 1, -1, -1):
+                w = words[i]
+                ahead = False if w == "," else ahead or w not in vocabulary
+                foreign[i] = ahead
         kinds: set[str] = set()
-        result = kinds if self._tile(words, 0, kinds, set()) else None
+        result = kinds if self._tile(words, 0, kinds, set(), foreign, allowed) else None
+        self._remember(key, result)
+        return result
+
+    def _remember(self, key: tuple[str, ...], result: set[str] | None) -> None:
+        cache = self.social_cache
         if len(cache) >= _SOCIAL_CACHE_SIZE:
             cache.clear()
         cache[key] = None if result is None else frozenset(result)
-        return result
 
-    def _tile(self, words: list[str], i: int, kinds: set[str], dead: set[int]) -> bool:
+    def _open_candidates(self, words: list[str]) -> set[int]:
+        """The shapes with an open slot that could cover part of ``words``: a phrase of each of their required
+        classes occurs (by ``id``)."""
+        index = self.open_index
+        out: set[int] = set()
+        seen: set[int] = set()
+        present: set[str] | None = None
+        for word in words:
+            entries = index.get(word)
+            if entries is None:
+                continue
+            for shape_id, keys in entries:
+                if shape_id in seen:
+                    continue
+                seen.add(shape_id)
+                if present is None:
+                    present = set(words)
+                if all(not key.starts.isdisjoint(present) for key in keys) and all(_occurs(key, words) for key in keys):
+                    out.add(shape_id)
+        return out
+
+    def _tile(self, words: list[str], i: int, kinds: set[str], dead: set[int],
+              foreign: list[bool] | None = None, allowed: set[int] | frozenset[int] = frozenset()) -> bool:
         n = len(words)
         while i < n and words[i] == ",":
             i += 1
@@ -319,15 +432,23 @@ class Gatekeeper:
         if i in dead:
             return False
         length, kind = self.social.match_at(words, i)
-        if kind is not None and self._tile(words, i + length, kinds, dead):
+        if kind is not None and self._tile(words, i + length, kinds, dead, foreign, allowed):
             kinds.add(kind)
             return True
-        for shape in self.shapes.get(words[i], ()):
+        only_open = foreign is not None and foreign[i]
+        shapes: tuple[Shape, ...] = () if only_open else self.closed_shapes.get(words[i], ())
+        if allowed:
+            opened = self.open_shapes.get(words[i], ())
+            if i == 0 or words[i - 1] == ",":
+                # A shape that opens with the open slot (a general subject) starts a clause, never inside one.
+                opened += self.open_shapes.get("", ())
+            shapes += tuple(shape for shape in opened if id(shape) in allowed)
+        for shape in shapes:
             for end in sorted(shape.ends(words, i), reverse=True):
                 # A shape closes a clause: two shapes back to back ("he said" + "it was just") are not one.
                 if end < n and words[end] != "," and not self.social.match_at(words, end)[0]:
                     continue
-                if self._tile(words, end, kinds, dead):
+                if self._tile(words, end, kinds, dead, foreign, allowed):
                     kinds.add(shape.kind)
                     return True
         dead.add(i)
@@ -526,19 +647,23 @@ def _load_shapes(data: Any, where: str, problems: Problems) -> dict[str, Any]:
             slots: list[tuple[str, str]] = []
             for part in text.split():
                 m = _SLOT.fullmatch(part)
-                if m is None or m.group(1) not in classes:
+                if m is None or (m.group(1) not in classes and m.group(1) != REST):
                     problems.add(where, f"shapes.kinds.{kind}: {text!r}: {part!r} is not a class of shapes.classes")
                 else:
                     slots.append((m.group(1), m.group(2)))
-            if slots and all(mod for _, mod in slots):
+            if any(name == REST and mod for name, mod in slots):
+                problems.add(where, f"shapes.kinds.{kind}: {text!r}: {REST!r} takes no ? or *")
+            if slots and all(mod or name == REST for name, mod in slots):
                 problems.add(where, f"shapes.kinds.{kind}: {text!r} has no required class, so it matches nothing")
             parsed.setdefault(kind, []).append((text, slots))
     return {"classes": classes, "kinds": parsed}
 
 
 def _build_shapes(tokenizer: regex.Pattern[str], spec: Mapping[str, Any], where: str,
-                  problems: Problems) -> dict[str, tuple[Shape, ...]]:
-    """Compile the checked ``shapes`` block and index each shape by the words it may start with."""
+                  problems: Problems, stop: frozenset[str] = frozenset()) -> dict[str, tuple[Shape, ...]]:
+    """Compile the checked ``shapes`` block and index each shape by the words it may start with.
+
+    ``stop``: the words an open slot (``rest``) may not hold."""
     classes: dict[str, PhraseSet] = {}
     for name, values in spec["classes"].items():
         phrases: dict[tuple[str, ...], str] = {}
@@ -552,16 +677,30 @@ def _build_shapes(tokenizer: regex.Pattern[str], spec: Mapping[str, Any], where:
     index: dict[str, list[Shape]] = {}
     for kind, shapes in spec["kinds"].items():
         for text, slots in shapes:
-            compiled = tuple((classes[name], mod != "", mod == "*") for name, mod in slots)
+            compiled = tuple((None if name == REST else classes[name], mod != "", mod == "*") for name, mod in slots)
             starts: set[str] = set()
             for words, optional, _ in compiled:
+                if words is None:
+                    starts.add("")
+                    break
                 starts |= words.starts
                 if not optional:
                     break
-            shape = Shape(kind, text, compiled, frozenset(starts))
+            rest = any(words is None for words, _, _ in compiled)
+            shape = Shape(kind, text, compiled, frozenset(starts), stop if rest else frozenset())
             for word in starts:
                 index.setdefault(word, []).append(shape)
     return {word: tuple(shapes) for word, shapes in index.items()}
+
+
+def _key_words(shape: Shape) -> tuple[PhraseSet, ...]:
+    """The required classes of a shape: a phrase of each occurs in every match."""
+    return tuple(words for words, optional, _ in shape.slots if words is not None and not optional)
+
+
+def _occurs(phrases: PhraseSet, words: Sequence[str]) -> bool:
+    starts = phrases.starts
+    return any(w in starts and phrases.match_at(words, i)[0] for i, w in enumerate(words))
 
 
 def _load_injection(path: Path, problems: Problems) -> tuple[list[InjectionRule], Normaliser]:
@@ -636,9 +775,17 @@ def _build(patterns_dir: Path) -> Gatekeeper:
                     social.setdefault(phrase, key)
                 else:
                     words[key][phrase] = key
-    shapes = _build_shapes(tokenizer, gate["shapes"], str(patterns_dir / "gate.yaml"), problems)
+    stop = frozenset({NAME, *(w for kind in ("first_person", "open_tail_stop") for p in words[kind] for w in p)})
+    shapes = _build_shapes(tokenizer, gate["shapes"], str(patterns_dir / "gate.yaml"), problems, stop)
     automaton = keyword_automaton(rule.keywords for rule in rules)
     thresholds = gate["thresholds"]
+    open_keys = tuple((id(shape), _key_words(shape)) for shape in
+                      {id(s): s for shape_list in shapes.values() for s in shape_list if s.stop}.values())
+    open_index: dict[str, list[tuple[int, tuple[PhraseSet, ...]]]] = {}
+    for entry in open_keys:
+        if entry[1]:
+            for word in min(entry[1], key=lambda key: len(key.starts)).starts:
+                open_index.setdefault(word, []).append(entry)
     keeper = Gatekeeper(
         tokenizer=tokenizer,
         enders=enders,
@@ -648,8 +795,12 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         shapes=shapes,
         vocabulary=frozenset({",", *(w for p in social for w in p),
                               *(w for shape_list in shapes.values() for shape in shape_list
-                                for words, _, _ in shape.slots for p in words.phrases for w in p)}),
+                                for words, _, _ in shape.slots if words is not None for p in words.phrases for w in p)}),
         words={k: PhraseSet.build(v) for k, v in words.items()},
+        open_keys=open_keys,
+        open_index={w: tuple(v) for w, v in open_index.items()},
+        closed_shapes={w: c for w, sl in shapes.items() if (c := tuple(x for x in sl if not x.stop))},
+        open_shapes={w: o for w, sl in shapes.items() if (o := tuple(x for x in sl if x.stop))},
         reason_priority=gate["priority"],
         min_cjk_chars=thresholds["min_cjk_chars"],
         min_letters=thresholds["min_letters"],

@@ -288,7 +288,8 @@ class PatternLibrary:
     ) -> list[tuple[int, Fact]]:
         """The fact of one match, plus one per further item when its ``list_group`` opens a list."""
         start, end = sentences.bounds(m.start())
-        if not rule.allow_questions and sentences.is_question(start, end):
+        if not rule.allow_questions and sentences.is_question(start, end) and not self._statement_before_break(
+                m.string, m.end(), end):
             return []
         if rule.blockers is not None and rule.blockers.search(
             m.string, self._clause_start(m.string, start, m.start()), max(start, m.start())
@@ -346,6 +347,17 @@ class PatternLibrary:
         """Whether a slot value (before the pronoun swap) only points back at the conversation."""
         end, inside = self.dangling_ref, self.dangling_inside
         return any((end is not None and end.match(v)) or (inside is not None and inside.search(v)) for v in values)
+
+    def _statement_before_break(self, text: str, pos: int, end: int) -> bool:
+        """Whether a clause break (``clause_break``: a dash, a semicolon ...) lies between a match ending at
+        ``pos`` and the question mark ending its sentence at ``end``: "I moved to Denver - have you been?"
+        asks in its second clause only, so the first still states a fact."""
+        if self.clause_break is None or pos >= end:
+            return False
+        try:
+            return self.clause_break.search(text, pos, end, timeout=REGEX_TIMEOUT) is not None
+        except TimeoutError:
+            return False  # unsure: the whole sentence counts as a question, as before
 
     def _clause_start(self, text: str, start: int, pos: int) -> int:
         """Where the clause holding ``pos`` starts (a blocker before it belongs to another clause)."""
@@ -536,7 +548,8 @@ def _clean(value: str) -> str:
         close = out.find(lead[0])
         if close > 0 and not out[close + 1:close + 2].isalpha():
             out = lead[0] + out
-    return _CJK_GAP.sub("", out)
+    # A dash left at the end ("to feel closer to my faith- it was ...") closes nothing.
+    return _CJK_GAP.sub("", out.rstrip("-–— "))
 
 
 def _parse_template(template: str) -> tuple[_Piece, ...]:

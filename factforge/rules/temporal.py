@@ -40,8 +40,8 @@ def _time_words() -> dict[str, Any]:
     """data/time_words.yaml: the words of the time expressions (the grammar below combines them)."""
     path = resources.files("factforge").joinpath("data/time_words.yaml")
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    shapes = {"number_words": dict, "weekdays": list, "weekday_short": dict, "seasons": list, "relative": list,
-              "zh": dict}
+    shapes = {"number_words": dict, "weekdays": list, "weekday_short": dict, "seasons": list,
+              "season_start": dict, "relative": list, "zh": dict}
     given = data if isinstance(data, dict) else {}
     wrong = [key for key, kind in shapes.items() if not isinstance(given.get(key), kind)]
     if not wrong and not all(isinstance(data["zh"].get(k), dict) for k in ("fixed", "digits", "units")):
@@ -93,6 +93,8 @@ _RELATIVE_PERIOD = regex.compile(r"(last|this|next|past)\s+(week|month|year)")
 _WEEKEND = regex.compile(r"(last|this|next|past)\s+weekend")
 _WEEKDAY = regex.compile(rf"(?:(last|this|next|past|on)\s+)?({_WEEKDAY_RX})|(last|this|next|past|on)\s+({_SHORT_RX})")
 _WEEKDAY_NUMBER = {name: n for n, name in enumerate(_WORDS_DATA["weekdays"])}
+_SEASON = regex.compile(rf"(last|this|next|past)\s+({_SEASON_RX})")
+_SEASON_START: dict[str, int] = _WORDS_DATA["season_start"]
 _AGO = regex.compile(rf"({_NUMBER_RX})\s+({_UNIT_RX})\s+ago")
 _OPEN = regex.compile(r"(since|from|as\s+of|starting|until|till)\s+(.+)")
 _RANGE = regex.compile(rf"(?:from|between)\s+({_CORE})\s+(?:to|until|till|through|and)\s+({_CORE})")
@@ -165,6 +167,19 @@ def _year(year: int, tz: tzinfo) -> tuple[datetime, datetime]:
     return datetime(year, 1, 1, tzinfo=tz), datetime(year, 12, 31, 23, 59, 59, tzinfo=tz)
 
 
+def _season(which: str, first_month: int, today: date, tz: tzinfo) -> tuple[datetime, datetime]:
+    """Three months from ``first_month``: "last" the latest one over before today, "next" the first to start
+    after it, "this" the one of today's season year (the one under way, if it is)."""
+    starts = [_shift_months(today.year, first_month, 12 * k) for k in (-2, -1, 0, 1)]
+    spans = [(_month(y, m, tz)[0], _month(*_shift_months(y, m, 2), tz)[1]) for y, m in starts]
+    now = datetime.combine(today, time.min, tz)
+    if which in ("last", "past"):
+        return [s for s in spans if s[1] < now][-1]
+    if which == "next":
+        return next(s for s in spans if s[0] > now)
+    return next((s for s in spans if s[0] <= now <= s[1]), next(s for s in spans if s[0] > now))
+
+
 def _shift_months(year: int, month: int, delta: int) -> tuple[int, int]:
     index = year * 12 + (month - 1) + delta
     return index // 12, index % 12 + 1
@@ -219,12 +234,12 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
         monday = today - timedelta(days=today.weekday()) + timedelta(weeks=step)
         return _day(monday, tz)[0], _day(monday + timedelta(days=6), tz)[1]
     if m := _WEEKEND.fullmatch(e):
-        saturday = today - timedelta(days=today.weekday()) + timedelta(days=5)  # this week's (Monday-first)
-        if m.group(1) in ("last", "past") and saturday >= today:
-            saturday -= timedelta(weeks=1)
-        elif m.group(1) == "next":
-            saturday += timedelta(weeks=1)
+        # The Saturday and Sunday of the week named: last weekend is the one before this week's.
+        step = {"last": -1, "past": -1, "this": 0, "next": 1}[m.group(1)]
+        saturday = today - timedelta(days=today.weekday()) + timedelta(days=5, weeks=step)
         return _day(saturday, tz)[0], _day(saturday + timedelta(days=1), tz)[1]
+    if m := _SEASON.fullmatch(e):
+        return _season(m.group(1), _SEASON_START[m.group(2)], today, tz)
     if m := _WEEKDAY.fullmatch(e):
         return _day(_weekday(today, _WEEKDAY_NUMBER[_weekday_name(m)], m.group(1) or m.group(3), future), tz)
     if m := _AGO.fullmatch(e):
