@@ -322,12 +322,9 @@ class Memory:
 
         query = check_text("query", query, required=True) or ""
         period = asked_period(query, datetime.now(timezone.utc))
-        # a question naming a time looks further down, so what happened or was said then can come first
-        wide = k if period is None or isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000 \
-            else min(max(3 * k, k + 20), 1000)
-        hits = search(self.store, query, agent_id=agent_id, team_id=team_id, k=wide, embedder=self._embedder,
-                      mode=mode, kinds=kinds, **filters)
-        if period is not None:
+        hits = search(self.store, query, agent_id=agent_id, team_id=team_id, k=_looked_at(k, period),
+                      embedder=self._embedder, mode=mode, kinds=kinds, **filters)
+        if period is not None:  # what happened or was said then comes first
             hits = sorted(hits, key=lambda hit: not _within(hit, period))[:k]
         return [_dated(hit) for hit in hits]
 
@@ -401,6 +398,14 @@ def open_store(settings: Settings, *, check_embedder: bool = True, rules: RuleSe
     supersession = rules.supersession if rules is not None else SupersessionRules.from_dir(settings.patterns_dir)
     return Store.open(settings, check_embedder=check_embedder, supersession=supersession.decide,
                       canonical_name=canonical_name)
+
+
+def _looked_at(k: Any, period: tuple[datetime, datetime] | None) -> Any:
+    """How many hits a search ranks: ``k``, or for a question naming a time ``3 k`` (at least ``k + 20``, at
+    most 1000), so what happened then can come first. A bad ``k`` goes through as given, to be refused."""
+    if period is None or isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+        return k
+    return min(max(3 * k, k + 20), 1000)
 
 
 def _within(hit: SearchHit, period: tuple[datetime, datetime]) -> bool:
