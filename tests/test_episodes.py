@@ -303,3 +303,9 @@ def test_a_query_naming_a_time_puts_what_happened_then_first(memory: Memory) -> 
     # a time outside everything changes nothing but the number looked at
     never = memory.search("baked sourdough bread in 1999", agent_id=A, k=2, mode="bm25", kinds=["episode"])
     assert [h.source_ts for h in never] == [h.source_ts for h in plain]
+
+
+@pytest.mark.parametrize("k", [0, 1001, "5"])
+def test_a_bad_k_is_refused_the_same_with_a_time_in_the_query(memory: Memory, k: object) -> None:
+    with pytest.raises(ValidationError, match="k must be an integer between 1 and 1000"):
+        memory.search("what did I bake in April 2023", agent_id=A, k=k)  # type: ignore[arg-type]
