@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -215,15 +216,17 @@ class Factforge:
 class Lance:
     name = "LanceDB"
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, nprobes: int | None, ef: int | None, refine: int | None) -> None:
         import lancedb
 
         self.db = lancedb.connect(str(home / "lance"))
+        self.knobs = {"nprobes": nprobes, "ef": ef, "refine_factor": refine}
         self.table: Any = None
         self.facts: list[dict[str, Any]] = []
 
     def load(self, facts: list[dict[str, Any]], vectors: Any, batch: int) -> float:
         import pyarrow as pa
+        from lancedb.index import IvfHnswSq
 
         self.facts = facts
         schema = pa.schema([("rid", pa.int64()), ("content", pa.string()), ("scope", pa.string()),
@@ -243,10 +246,13 @@ class Lance:
         self.table = self.db.create_table("facts", chunk(0), mode="overwrite")
         for start in range(batch, len(facts), batch):
             self.table.add(chunk(start))
-        self.table.create_index(metric="cosine", index_type="IVF_HNSW_SQ", vector_column_name="vector")
+        # with a config, the first argument names the column
+        self.table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
         # No stemming or stop words: tokens the exact reference can reproduce (see lance_tokens).
         self.table.create_fts_index("content", use_tantivy=False, stem=False, remove_stop_words=False)
-        self.table.create_scalar_index("scope", index_type="BITMAP")
+        with warnings.catch_warnings():  # its replacement's signature is not settled across versions
+            warnings.simplefilter("ignore")
+            self.table.create_scalar_index("scope", index_type="BITMAP")
         return time.perf_counter() - t0
 
     def _where(self, agent: str, team: str) -> str:
@@ -258,11 +264,17 @@ class Lance:
         where = self._where(agent, team)
         if mode == "vector":
             q = self.table.search(vec, vector_column_name="vector")
+            for knob, value in self.knobs.items():
+                if value is not None:
+                    q = getattr(q, knob)(value)
         elif mode == "keyword":
             q = self.table.search(text, query_type="fts")
         else:
-            q = (self.table.search(query_type="hybrid", vector_column_name="vector").vector(vec).text(text)
-                 .rerank(RRFReranker()))
+            q = self.table.search(query_type="hybrid", vector_column_name="vector").vector(vec).text(text)
+            for knob, value in self.knobs.items():
+                if value is not None:
+                    q = getattr(q, knob)(value)
+            q = q.rerank(RRFReranker())
         score = {"vector": ["_distance"], "keyword": ["_score"]}.get(mode, [])  # else a warning per query
         rows = q.where(where, prefilter=True).select(["rid", "content", *score]).limit(K).to_arrow()
         return [(int(r), None) for r in rows.column("rid").to_pylist()]
@@ -302,6 +314,11 @@ def main() -> int:
     ap.add_argument("--noise", type=float, default=0.01)
     ap.add_argument("--batch", type=int, default=10_000, help="rows per COPY / add")
     ap.add_argument("--vectors-cache", metavar="NPZ", help="as bench_search.py")
+    ap.add_argument("--systems", default="factforge,lancedb", help="which to run (default both)")
+    ap.add_argument("--lance-nprobes", type=int, default=None, help="IVF partitions probed (default LanceDB's)")
+    ap.add_argument("--lance-ef", type=int, default=None, help="HNSW ef in a partition (default LanceDB's)")
+    ap.add_argument("--lance-refine", type=int, default=None,
+                    help="refine_factor: re-rank this many times k by the full vectors (default none)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -327,7 +344,12 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="ffpeers", dir="/tmp"))
     systems: list[Any] = []
     try:
-        systems = [Factforge(tmp / "ff"), Lance(tmp)]
+        wanted = args.systems.lower().split(",")
+        if "factforge" in wanted:
+            systems.append(Factforge(tmp / "ff"))
+        if "lancedb" in wanted:
+            systems.append(Lance(tmp, args.lance_nprobes, args.lance_ef, args.lance_refine))
+            res["lancedb_knobs"] = systems[-1].knobs
         for s in systems:
             secs = s.load(facts, vectors, args.batch)
             res.setdefault("load_facts_per_s", {})[s.name] = round(len(facts) / secs, 1)
@@ -395,7 +417,8 @@ def report(res: dict[str, Any]) -> None:
     print(f"\n{res['facts']:,} facts ({e['distinct_sentences']:,} distinct sentences, {e['facts_with_real_embedding']:,} "
           f"with a real MiniLM embedding, the others a pool vector + noise), 50 agents in 10 teams, "
           f"{res['queries']} queries x {res['rounds']} rounds, k={K}, seed {res['seed']}; load average "
-          f"{res['load_average_start']} at the start, {res['load_average_end']} at the end; {res['total_s']} s\n")
+          f"{res['load_average_start']} at the start, {res['load_average_end']} at the end (2 cores); "
+          f"{res['total_s']} s; LanceDB query knobs {res.get('lancedb_knobs')}\n")
     print("| system | load facts/s | vector p50/p95 ms | keyword p50/p95 ms | hybrid p50/p95 ms | vector recall@10 "
           "| keyword top-10 overlap with exact BM25 (tie-aware / by id) |")
     print("|---|---|---|---|---|---|---|")
