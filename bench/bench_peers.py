@@ -27,7 +27,8 @@ Usage::
     .venv/bin/python bench/bench_peers.py [--facts 20000] [--queries 200] [--rounds 2] [--pool 8000]
         [--vectors-cache /tmp/pool.npz] [--json]
 
-Needs the "bench" extra (``pip install -e '.[bench]'``: lancedb).
+``PEERS_DEBUG=1`` prints each question whose keyword top 10 is not the exact one, with both lists of scores.
+Figures and how they were taken: bench/README.md. Needs the "bench" extra (``pip install -e '.[bench]'``: lancedb).
 """
 
 from __future__ import annotations
