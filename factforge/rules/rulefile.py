@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import ahocorasick
 import regex
@@ -49,7 +49,11 @@ class Problems:
 
     def raise_if_any(self, header: str = "invalid pattern files") -> None:
         if self.items:
-            raise PatternError(f"{header} ({len(self.items)} problem(s)):\n  " + "\n  ".join(self.items))
+            self.raise_all(header)
+
+    def raise_all(self, header: str = "invalid pattern files") -> NoReturn:
+        """Raise the problems so far (a loader that cannot go on: its file failed a check that noted why)."""
+        raise PatternError(f"{header} ({len(self.items)} problem(s)):\n  " + "\n  ".join(self.items))
 
 
 def rule_header(raw: Mapping[str, Any], label: str, number: int, keys: frozenset[str],

@@ -171,6 +171,7 @@ class FactsFileSpec(Spec):
 
 SOCIAL_KINDS: tuple[str, ...] = ("greeting", "thanks", "goodbye", "acknowledgement", "reaction", "filler")
 REASONS: tuple[str, ...] = ("empty", "injection", *SOCIAL_KINDS, "question", "too_short")
+WORD_KINDS: tuple[str, ...] = ("wh_words", "aux_words", "subject_words", "first_person", "question_particles")
 SocialKind = Annotated[str, _one_of(SOCIAL_KINDS)]
 
 
@@ -184,22 +185,6 @@ class ThresholdsSpec(Spec):
     min_cjk_chars: Positive
     min_letters: Positive
     max_social_tokens: Positive
-
-
-class LanguageWordsSpec(Spec):
-    """One language's phrase lists: social kinds, and the words the question and first-person checks use."""
-
-    greeting: list[Text] = []
-    thanks: list[Text] = []
-    goodbye: list[Text] = []
-    acknowledgement: list[Text] = []
-    reaction: list[Text] = []
-    filler: list[Text] = []
-    wh_words: list[Text] = []
-    aux_words: list[Text] = []
-    subject_words: list[Text] = []
-    first_person: list[Text] = []
-    question_particles: list[Text] = []
 
 
 def _each_kind_once(value: list[str]) -> list[str]:
@@ -217,7 +202,8 @@ class GateFileSpec(Spec):
     version: int | None = None
     thresholds: ThresholdsSpec
     reason_priority: Annotated[list[str], AfterValidator(_each_kind_once)]
-    languages: dict[str, LanguageWordsSpec] = Field(min_length=1)
+    # language -> social kind or word kind -> phrases (in file order: a phrase under two kinds keeps the first)
+    languages: dict[str, dict[Annotated[str, _one_of(SOCIAL_KINDS + WORD_KINDS)], list[Text]]] = Field(min_length=1)
     shapes: GateShapesSpec = GateShapesSpec()
     segment: SegmentSpec
     examples: dict[Annotated[str, _one_of(REASONS)], list[str]] = {}
@@ -474,6 +460,9 @@ def read(spec: type[S], path: Path, problems: Problems, *, default: Any = None) 
         if raw is None:
             problems.add(str(path), "file is empty")
             return None
+        if not isinstance(raw, dict):
+            problems.add(str(path), "top level must be a mapping")
+            return None
     return check(spec, raw, str(path), problems)
 
 
@@ -589,7 +578,7 @@ def _describe(spec: type[Spec], raw: Any, error: Any, where: str) -> tuple[str, 
     elif kind == "missing":
         what = f"missing {loc[-1]}"
     elif kind in ("model_type", "dict_type"):
-        what = "must be a mapping" if loc else "top level must be a mapping"
+        what = "must be a mapping"
     elif message.startswith("is "):
         what = f"{_short(error['input'])} {message}"
     else:
