@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -54,26 +54,6 @@ class Problems:
     def raise_all(self, header: str = "invalid pattern files") -> NoReturn:
         """Raise the problems so far (a loader that cannot go on: its file failed a check that noted why)."""
         raise PatternError(f"{header} ({len(self.items)} problem(s)):\n  " + "\n  ".join(self.items))
-
-
-def rule_header(raw: Mapping[str, Any], label: str, number: int, keys: frozenset[str],
-                seen: set[str] | dict[str, str], problems: Problems) -> tuple[Any, str]:
-    """The part every rule file's rules share, checked once: returns the rule's ``id`` (as written) and where
-    it is for messages ("<label> rule <id>", or "rule #<number>" without a usable id), and notes unknown keys,
-    a missing id and a duplicate one. ``seen``: the ids so far (a dict also says where each was seen)."""
-    rule_id = raw.get("id")
-    at = f"{label} rule {rule_id if isinstance(rule_id, str) and rule_id else '#' + str(number)}"
-    for key in sorted(set(raw) - keys):
-        problems.add(at, f"unknown key {key!r}")
-    if not isinstance(rule_id, str) or not rule_id:
-        problems.add(at, "missing id")
-    elif rule_id in seen:
-        problems.add(at, f"duplicate id (also in {seen[rule_id]})" if isinstance(seen, dict) else "duplicate id")
-    elif isinstance(seen, dict):
-        seen[rule_id] = label.removesuffix(":")
-    else:
-        seen.add(rule_id)
-    return rule_id, at
 
 
 def keyword_automaton(keywords_per_rule: Iterable[Iterable[str]]) -> Any:
