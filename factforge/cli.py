@@ -104,7 +104,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
     if not args.no_llm and settings.llm_enabled:
         from .models.llm import OllamaLLM
 
-        llm = OllamaLLM(settings)
+        llm = OllamaLLM(settings, gatekeeper=extractor.gate)
     if args.json:
         from .streams import extract_stream
 
@@ -386,17 +386,15 @@ def cmd_patterns(args: argparse.Namespace) -> int:
         print(_table([(m.count, m.agents, f"{m.last_seen_at:%Y-%m-%d %H:%M}" if m.last_seen_at else "", m.text[:100])
                       for m in misses], ("count", "agents", "last seen", "message")) if misses else "no misses")
         return 0
-    from .rules.patterns import PatternLibrary
+    from .rules.load import default_rules
     from .rules.rulefile import full_speed_checks
     from .settings import get_settings
 
     if args.action == "check":
         full_speed_checks()  # time every regex against the adversarial strings, trusting no shipped verdict
-    library = PatternLibrary.from_dir(get_settings().patterns_dir)  # loading validates every rule
+    # Loading validates every rule file (facts, gate, injection, secrets, entities, turns, supersession).
+    library = default_rules(get_settings().patterns_dir).library
     if args.action == "check":
-        from .rules.extract import Extractor
-
-        Extractor(get_settings())  # and every other rule file: gate, injection, secrets, entities, turns
         print(f"{len(library.rules)} rules load and pass their examples")
         return 0
     failures = library.check()

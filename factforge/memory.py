@@ -24,8 +24,7 @@ from .inputs import check_text, check_timestamp, source_key
 from .redaction import DROPPED, Redactor
 from .rules.extract import Extractor
 from .rules.inline import parse_inline
-from .rules.lifecycle import SupersessionRules
-from .rules.load import RuleSet
+from .rules.load import RuleSet, default_rules
 from .settings import Settings, get_settings
 from .storage.embeddings import EmbedReport, embed_pending
 from .storage.store import Miss, Provenance, Store, StoredFact
@@ -85,7 +84,7 @@ class Memory:
         self.settings = settings or get_settings()
         if url is not None:
             self.settings = self.settings.with_(database_url=url)
-        self.rules = RuleSet.from_dir(self.settings.patterns_dir)  # every rule file, loaded once, passed on
+        self.rules = default_rules(self.settings.patterns_dir)  # every rule file, loaded once, passed on
         self.store = open_store(self.settings, rules=self.rules)
         self.supersession = self.rules.supersession
         self.extractor = Extractor(self.settings, rules=self.rules)
@@ -190,7 +189,7 @@ class Memory:
         """The inline tags of an assistant reply (already redacted): the facts, entities and relationships they
         supply, without any that still hold a secret, and the reply without its tags."""
         guard = self._redactor
-        parsed = parse_inline(reply)
+        parsed = parse_inline(reply, self.rules.gate)
         return _Inline(
             clean_reply=parsed.clean_reply,
             skipped=parsed.skipped,
@@ -377,20 +376,15 @@ class Memory:
 def open_store(settings: Settings, *, check_embedder: bool = True, rules: RuleSet | None = None) -> Store:
     """The store, given what the rules decide for it: what a new fact supersedes (patterns/supersession.yaml)
     and the gazetteer's spelling of entity names ("postgres" -> "PostgreSQL", patterns/entities.yaml).
-    ``rules``: the rule set to take them from (default: the settings' patterns folder, the gazetteer loaded
-    when the first entity is stored)."""
-    from .rules.ner import EntityRecognizer
+    ``rules``: the rule set to take them from (default: the settings' patterns folder's, loaded when the store
+    first needs a decision)."""
 
-    recognizer: list[EntityRecognizer] = [rules.ner] if rules is not None else []
+    def current() -> RuleSet:
+        return rules or default_rules(settings.patterns_dir)
 
-    def canonical_name(name: str) -> str | None:
-        if not recognizer:
-            recognizer.append(EntityRecognizer.from_dir(settings.patterns_dir))
-        return recognizer[0].canonical(name)
-
-    supersession = rules.supersession if rules is not None else SupersessionRules.from_dir(settings.patterns_dir)
-    return Store.open(settings, check_embedder=check_embedder, supersession=supersession.decide,
-                      canonical_name=canonical_name)
+    return Store.open(settings, check_embedder=check_embedder,
+                      supersession=lambda fact, has_vector: current().supersession.decide(fact, has_vector),
+                      canonical_name=lambda name: current().ner.canonical(name))
 
 
 def turn_key(user: str, assistant: str | None, agent_id: str, team_id: str | None, session_id: str | None,

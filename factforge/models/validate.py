@@ -29,6 +29,7 @@ import yaml
 
 from ..errors import PatternError
 from ..rules.gatekeeper import SOCIAL_KINDS, Gatekeeper
+from ..rules.load import default_rules
 from ..rules.rulefile import safe_search
 from ..settings import Settings
 from ..types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship, Span, normalize_content
@@ -399,7 +400,7 @@ def validate_items(
     one to its reason in ``rejections`` (see :data:`REJECTION_REASONS`). ``timestamp`` (when the source was
     said) becomes each fact's ``valid_from``. Spans are offsets into ``source_text``.
     """
-    keeper = gatekeeper or Gatekeeper.from_dir(settings.patterns_dir)
+    keeper = gatekeeper or default_rules(settings.patterns_dir).gate
     subjects = {settings.user_subject.casefold(), settings.team_subject.casefold()}
     source = _Source(source_text, _base_stopwords() | subjects)
     rejections: Counter[str] = Counter()

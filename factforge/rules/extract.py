@@ -221,10 +221,10 @@ class Extractor:
                  rules: RuleSet | None = None) -> None:
         """``rules``: the rule set to use (see :mod:`factforge.rules.load`); else the rules of ``patterns_dir``
         (default: the settings' patterns folder)."""
-        from .load import RuleSet
+        from .load import default_rules
 
         self.settings = settings or get_settings()
-        rules = rules or RuleSet.from_dir(patterns_dir or self.settings.patterns_dir)
+        rules = rules or default_rules(patterns_dir or self.settings.patterns_dir)
         self.gate = rules.gate
         self.library = rules.library
         self.ner = rules.ner

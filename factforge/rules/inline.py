@@ -12,8 +12,12 @@ import html
 import re
 from dataclasses import dataclass
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from ..types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship
+
+if TYPE_CHECKING:
+    from .gatekeeper import Gatekeeper
 
 __all__ = ["InlineResult", "inline_prompt", "parse_inline"]
 
@@ -49,11 +53,13 @@ def _snake(label: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", label.strip().lower()).strip("_")
 
 
-def parse_inline(reply: str) -> InlineResult:
-    """Facts, entities and relationships from the tags in ``reply``, and the reply without them."""
-    from .gatekeeper import Gatekeeper
+def parse_inline(reply: str, gate: Gatekeeper | None = None) -> InlineResult:
+    """Facts, entities and relationships from the tags in ``reply``, and the reply without them. ``gate``: the
+    rule set's gatekeeper (every tagged string is checked for injection); default: the shipped rules'."""
+    if gate is None:
+        from .load import default_rules
 
-    gate = Gatekeeper.from_dir()
+        gate = default_rules().gate
     facts: list[Fact] = []
     entities: list[Entity] = []
     rels: list[Relationship] = []

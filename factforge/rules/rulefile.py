@@ -219,14 +219,14 @@ def check_bundled() -> list[str]:
     import shutil
     import tempfile
 
-    from .extract import Extractor
+    from .load import RuleSet
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "patterns"
         shutil.copytree(default_patterns_dir(), copy)  # a new folder, so no loader cache answers for it
         full_speed_checks()
         try:
-            Extractor(patterns_dir=copy)
+            RuleSet.from_dir(copy)
             return sorted(_SEEN)
         finally:
             full_speed_checks(False)

@@ -117,4 +117,6 @@ def _cached_segmenter(patterns_dir: str) -> Segmenter:
 
 def segments(text: str, max_chars: int) -> list[Span]:
     """Split ``text`` into sentence/line spans of at most ``max_chars``, using the default pattern folder."""
-    return Segmenter.from_dir().segments(text, max_chars)
+    from .load import default_rules
+
+    return default_rules().segmenter.segments(text, max_chars)
