@@ -406,17 +406,15 @@ def cmd_patterns(args: argparse.Namespace) -> int:
 
 def cmd_embed(args: argparse.Namespace) -> int:
     from .models import embed
-    from .storage import embeddings
-    from .storage.db import database_url
 
-    settings = _settings(args)
-    embedder = embed.make_embedder(settings)
+    embedder = embed.make_embedder(_settings(args))
     if embedder is None:
         raise FactforgeError("no embedder configured (FACTFORGE_EMBEDDER=none)")
-    url = database_url(settings)
-    if args.action == "reset":
-        embeddings.reset_embeddings(url, embedder)
-    done = embeddings.backfill_all(url, embedder)
+    # Without the embedder check: `reset` is for a database that still holds another model's vectors.
+    with _memory(args, llm=None, embedder=embedder, background=False, check_embedder=False) as memory:
+        if args.action == "reset":
+            memory.reset_embeddings()
+        done = memory.embed_pending()
     print(f"embedded {done.facts} fact(s) and {done.episodes} episode(s) with {embedder.model}")
     return 0
 

@@ -13,13 +13,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from functools import wraps
+from functools import cached_property, wraps
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
 
 from .background import Background
 from .draining import Drainer, DrainReport
-from .errors import EmbedderError, InputError
+from .errors import ConfigError, EmbedderError, InputError
 from .inputs import check_text, check_timestamp, source_key
 from .redaction import DROPPED, Redactor
 from .rules.extract import Extractor
@@ -27,6 +27,7 @@ from .rules.inline import parse_inline
 from .rules.load import RuleSet, default_rules
 from .settings import Settings, get_settings
 from .storage.embeddings import EmbedReport, embed_pending
+from .storage.keys import KeyStore
 from .storage.store import Miss, Provenance, Store, StoredFact
 from .types import Entity, Extraction, Fact, GateDecision, Relationship
 from .writing import WriteRequest, WriteResult, Writer
@@ -80,12 +81,15 @@ class Memory:
         llm: Any = "auto",
         embedder: Any = "auto",
         background: bool = True,
+        check_embedder: bool = True,
     ) -> None:
+        """``check_embedder=False``: open a database that holds another embedder's vectors (to
+        :meth:`reset_embeddings` it)."""
         self.settings = settings or get_settings()
         if url is not None:
             self.settings = self.settings.with_(database_url=url)
         self.rules = default_rules(self.settings.patterns_dir)  # every rule file, loaded once, passed on
-        self.store = open_store(self.settings, rules=self.rules)
+        self.store = open_store(self.settings, check_embedder=check_embedder, rules=self.rules)
         self.supersession = self.rules.supersession
         self.extractor = Extractor(self.settings, rules=self.rules)
         self.secrets = self.rules.secrets
@@ -294,6 +298,18 @@ class Memory:
         if self._embedder is None:
             return EmbedReport()
         return embed_pending(self.store, self._embedder, batch=batch, limit=limit)
+
+    def reset_embeddings(self) -> int:
+        """Switch the stored vectors to this memory's embedder (see
+        :func:`factforge.storage.embeddings.reset_embeddings`); :meth:`embed_pending` then re-embeds."""
+        if self._embedder is None:
+            raise ConfigError("no embedder configured (FACTFORGE_EMBEDDER=none)")
+        return self.store.reset_embedding_column(self._embedder.dim, self._embedder.model)
+
+    @cached_property
+    def keys(self) -> KeyStore:
+        """The API keys of this memory's database (``factforge keys``, the HTTP server's principals)."""
+        return KeyStore(self.store.engine)
 
     # -- reading -------------------------------------------------------------------------------------
 
