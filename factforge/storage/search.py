@@ -34,6 +34,12 @@ __all__ = ["SearchHit", "search", "KINDS", "RRF_K", "BM25_K1", "BM25_B"]
 RRF_K = 60
 MODES = ("hybrid", "vector", "bm25")
 KINDS = ("fact", "episode")
+# How search() fuses the rank lists of the kinds (LoCoMo dev, conversation 1, evidence recall@10 LLM off:
+# calibrated 0.71, per-kind 0.68, joint 0.59; see bench/eval_locomo.py):
+# - calibrated: RRF over each kind's vector and BM25 lists, a kind's rank scaled by (all documents / that kind's
+#   documents), so rank 1 of a few facts does not count as much as rank 1 of many episodes;
+# - per-kind: plain RRF over the four lists;
+# - joint: one list per path over both kinds (short facts then win on distance and length).
 FUSIONS = ("calibrated", "per-kind", "joint")
 
 
@@ -238,26 +244,13 @@ def _kinds(kinds: Iterable[str] | None, agent_id: str | None, team_id: str | Non
 
 
 def search(
-    source: Any,
-    query: str,
-    *,
-    agent_id: str | None,
-    team_id: str | None = None,
-    k: int = 10,
-    embedder: Any = None,
-    categories: Iterable[str] | None = None,
-    include_history: bool = False,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    entity: str | None = None,
-    method: str | None = None,
-    mode: Literal["hybrid", "vector", "bm25"] | str = "hybrid",
-    kinds: Iterable[str] | None = None,
-    collapse: bool = True,
-    fusion: Literal["calibrated", "per-kind", "joint"] | str = "calibrated",
-    candidates: int | None = None,
-    ef_search: int = 100,
-    max_distance: float | None | Literal["auto"] = "auto",
+    source: Any, query: str, *, agent_id: str | None, team_id: str | None = None, k: int = 10,
+    embedder: Any = None, categories: Iterable[str] | None = None, include_history: bool = False,
+    since: datetime | None = None, until: datetime | None = None, entity: str | None = None,
+    method: str | None = None, mode: Literal["hybrid", "vector", "bm25"] | str = "hybrid",
+    kinds: Iterable[str] | None = None, collapse: bool = True,
+    fusion: Literal["calibrated", "per-kind", "joint"] | str = "calibrated", candidates: int | None = None,
+    ef_search: int = 100, max_distance: float | None | Literal["auto"] = "auto",
 ) -> list[SearchHit]:
     """The ``k`` best facts and episodes for ``query`` that the caller may see; see the module docstring.
 
@@ -268,13 +261,7 @@ def search(
     set-up per query) or a database URL (one connection for this call). ``kinds``: "fact", "episode" or both
     (default; a category or method filter means facts only). ``collapse``: a fact and the episode it came
     from count once, as the better ranked of the two, with the other in its ``related``. ``fusion``: how
-    the rank lists of the kinds are fused (LoCoMo dev, conversation 1, evidence recall@10 LLM off:
-    calibrated 0.71, per-kind 0.68, joint 0.59; see bench/eval_locomo.py):
-
-    * ``calibrated``: RRF over each kind's vector and BM25 lists, a kind's rank scaled by (all documents /
-      that kind's documents), so rank 1 of a few facts does not count as much as rank 1 of many episodes;
-    * ``per-kind``: plain RRF over the four lists;
-    * ``joint``: one list per path over both kinds (short facts then win on distance and length).
+    the rank lists of the kinds are fused, one of :data:`FUSIONS` (see there).
     """
     import psycopg
 
@@ -287,9 +274,7 @@ def search(
     # The vector half obeys the query's exclusions too (-Jenkins), for every kind.
     vector_where = {kind.name: kind.where + _vector_filter(query, kind.params) for kind in plan}
     if max_distance == "auto":
-        from ..settings import LOCAL_EMBED_MODEL
-
-        max_distance = LOCAL_MAX_DISTANCE if getattr(embedder, "model", None) == LOCAL_EMBED_MODEL else None
+        max_distance = _auto_distance(embedder)
     vector = _query_vector(query, embedder, mode)
     try:
         with _connection(source, need_vector=vector is not None) as conn:
@@ -297,10 +282,10 @@ def search(
             kind_of = {rid: name for (name, _path), found in ranks.items() for rid in found}
             fused = _fuse(conn, plan, ranks, fusion)
             order = sorted(fused, key=lambda i: (-fused[i], str(i)))
-            links = _links(conn, order, kind_of) if collapse else {}
-            top, related = _collapse(order, links, kind_of, k)
+            top, related = _collapse(order, _links(conn, order, kind_of) if collapse else {}, kind_of, k)
             if not top:
                 return []
+            # A fact's best episode among its group comes back as its evidence.
             folded = {rid: next((x for x in related.get(rid, ()) if kind_of[x] == "episode"), None) for rid in top
                       if kind_of[rid] == "fact"}
             rows = _rows(conn, [i for i in top if kind_of[i] == "fact"],
@@ -321,6 +306,13 @@ def _check_arguments(query: str, k: int, mode: str, fusion: str) -> None:
         raise ValidationError("k must be an integer between 1 and 1000")
     if not query or not query.strip():
         raise ValidationError("query must not be empty")
+
+
+def _auto_distance(embedder: Any) -> float | None:
+    """The vector cut-off of ``max_distance="auto"``: :data:`LOCAL_MAX_DISTANCE` for the local embedder."""
+    from ..settings import LOCAL_EMBED_MODEL
+
+    return LOCAL_MAX_DISTANCE if getattr(embedder, "model", None) == LOCAL_EMBED_MODEL else None
 
 
 def _query_vector(query: str, embedder: Any, mode: str) -> list[float] | None:
