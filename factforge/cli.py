@@ -12,12 +12,14 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import FactforgeError
 from .jsonout import to_jsonable
 from .types import CATEGORIES
 
+if TYPE_CHECKING:
+    from .cli_service import Add
 
 
 def _print_json(obj: Any) -> None:
@@ -471,6 +473,17 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(fn=fn)
         return sp
 
+    _add_writing_commands(add)
+    _add_reading_commands(add)
+    _add_admin_commands(add)
+    from .cli_service import add_commands  # serve, keys, mcp, worker
+
+    add_commands(add)
+    return p
+
+
+def _add_writing_commands(add: Add) -> None:
+    """demo, extract, ingest."""
     sp = add("demo", cmd_demo, "Ingest the bundled example team chat, list the stored facts and search them.")
     sp.add_argument("--file", help="a JSON-lines file instead of examples/team_chat.jsonl")
     sp.add_argument("--agent", default="review-bot", help="agent whose view is shown (default review-bot)")
@@ -490,6 +503,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--strict", action="store_true", help="exit 1 if any line was skipped as malformed")
     sp.add_argument("--batch-size", type=_positive, help="lines per transaction (default 200; 1 = one line per transaction)")
 
+
+def _add_reading_commands(add: Add) -> None:
+    """facts, search, stats, forget."""
     sp = add("facts", cmd_facts, "List the facts an agent may see (own private, its team's, global).")
     sp.add_argument("--agent", help="the agent whose view to show")
     sp.add_argument("--team", help="the agent's team")
@@ -532,6 +548,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="let --category/--text without --agent/--team/--session reach every scope")
     sp.add_argument("--yes", action="store_true", help="really delete")
 
+
+def _add_admin_commands(add: Add) -> None:
+    """db, llm, patterns, embed, prompt."""
     sp = add("db", cmd_db, "Database: upgrade or downgrade the schema, print its URL, open psql, and see or stop "
              "the embedded server.")
     sp.add_argument("action", choices=("upgrade", "downgrade", "url", "psql", "status", "stop"),
@@ -555,11 +574,6 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("action", choices=("backfill", "reset"), help="backfill: embed facts without a vector; reset: switch to the configured embedder and re-embed")
 
     add("prompt", cmd_prompt, "Print the prompt snippet that teaches an agent's LLM the inline <ff:...> tags.")
-
-    from .cli_service import add_commands  # serve, keys, mcp, worker
-
-    add_commands(add)
-    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
