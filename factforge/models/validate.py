@@ -404,7 +404,17 @@ def validate_items(
     subjects = {settings.user_subject.casefold(), settings.team_subject.casefold()}
     source = _Source(source_text, _base_stopwords() | subjects)
     rejections: Counter[str] = Counter()
+    facts = _valid_facts(raw, source, keeper, settings, subjects, timestamp, rejections)
+    entities, by_name = _valid_entities(raw, source, keeper, subjects, rejections)
+    relationships = _valid_relationships(raw, by_name, rejections)
+    if rejections:
+        logger.debug("LLM reply: %d item(s) rejected: %s", sum(rejections.values()), dict(rejections))
+    return tuple(facts), tuple(entities), tuple(relationships), rejections
 
+
+def _valid_facts(raw: Mapping[str, Any], source: _Source, keeper: Gatekeeper, settings: Settings, subjects: set[str],
+                 timestamp: datetime | None, rejections: Counter[str]) -> list[Fact]:
+    """The reply's facts that pass :func:`_validate_fact`, each content once."""
     facts: list[Fact] = []
     seen_content: set[str] = set()
     for item in _items(raw, "facts", rejections):
@@ -417,7 +427,12 @@ def validate_items(
             continue
         seen_content.add(key)
         facts.append(fact)
+    return facts
 
+
+def _valid_entities(raw: Mapping[str, Any], source: _Source, keeper: Gatekeeper, subjects: set[str],
+                    rejections: Counter[str]) -> tuple[list[Entity], dict[str, str]]:
+    """The reply's entities found in the source (in its spelling), and casefolded name -> that spelling."""
     entities: list[Entity] = []
     by_name: dict[str, str] = {}  # casefolded name -> accepted spelling
     for item in _items(raw, "entities", rejections):
@@ -446,7 +461,12 @@ def validate_items(
         kind = str(item.get("type") or "").strip().lower()
         entities.append(Entity(span.text, kind if kind in ENTITY_TYPES else "concept", span, "llm"))
         by_name[name.casefold()] = span.text
+    return entities, by_name
 
+
+def _valid_relationships(raw: Mapping[str, Any], by_name: Mapping[str, str],
+                         rejections: Counter[str]) -> list[Relationship]:
+    """The reply's relationships between accepted entities, with a usable label, each once."""
     relationships: list[Relationship] = []
     seen_edges: set[tuple[str, str, str]] = set()
     for item in _items(raw, "relationships", rejections):
@@ -473,10 +493,45 @@ def validate_items(
         assert src is not None and dst is not None and label is not None
         seen_edges.add((src, dst, label))
         relationships.append(Relationship(src, dst, label))
+    return relationships
 
-    if rejections:
-        logger.debug("LLM reply: %d item(s) rejected: %s", sum(rejections.values()), dict(rejections))
-    return tuple(facts), tuple(entities), tuple(relationships), rejections
+
+def _fact_rejection(
+    content: str, category: str, confidence: float, names: list[str], source: _Source, keeper: Gatekeeper,
+    settings: Settings, subjects: set[str],
+) -> tuple[str | None, list[Span | None], list[str]]:
+    """Why a fact is rejected (None: it is kept), checked cheapest first, with the spans of its entity names
+    and its words found in the source (what the kept fact's explanation points at)."""
+    if not content:
+        return "empty", [], []
+    if len(content) > MAX_CONTENT_CHARS:
+        return "too_long", [], []
+    checks = _fact_checks()
+    if _too_short(content, checks):
+        return "too_short", [], []
+    if keeper.is_injection(content) is not None:
+        return "instruction_injection", [], []
+    if content.endswith("?") or keeper.judge(content).reason == "question":
+        return "question", [], []
+    spans = [source.find(n) for n in names]
+    if any(s is None for s in spans):
+        return "ungrounded_entity", spans, []
+    terms = source.content_terms(content)
+    grounded = [t for t in terms if source.has_term(t, checks.related)]
+    # At least half of the fact's significant words (CJK bigrams) must come from the source (seed 002 said 30%,
+    # which let half of the invented facts of bench/eval_validate.py through); and
+    # what the words cannot tell apart - a number, a name, a liking turned around - must agree with it.
+    if not grounded or len(grounded) < MIN_GROUNDED_SHARE * len(terms):
+        return "ungrounded", spans, grounded
+    if not _specifics_grounded(content, source, checks, subjects):
+        return "ungrounded", spans, grounded
+    if _trivial_rx().search(content):
+        return "trivial", spans, grounded
+    if not _category_fits(content, category, checks):
+        return "category_mismatch", spans, grounded
+    if confidence < settings.medium_confidence:
+        return "low_confidence", spans, grounded
+    return None, spans, grounded
 
 
 def _validate_fact(
@@ -499,43 +554,14 @@ def _validate_fact(
     names = [" ".join(n.split()) for n in names_raw if isinstance(n, str)]
     names = [n for n in names if n and n.casefold() not in subjects]
     original, confidence = _confidence(item.get("confidence"))
-
-    def reject(reason: str) -> Fact | None:
-        rejections[reason] += 1
-        return None
-
-    if not content:
-        return reject("empty")
-    if len(content) > MAX_CONTENT_CHARS:
-        return reject("too_long")
-    checks = _fact_checks()
-    if _too_short(content, checks):
-        return reject("too_short")
-    if keeper.is_injection(content) is not None:
-        return reject("instruction_injection")
-    if content.endswith("?") or keeper.judge(content).reason == "question":
-        return reject("question")
-    spans = [source.find(n) for n in names]
-    if any(s is None for s in spans):
-        return reject("ungrounded_entity")
-    terms = source.content_terms(content)
-    grounded = [t for t in terms if source.has_term(t, checks.related)]
-    # At least half of the fact's significant words (CJK bigrams) must come from the source (seed 002 said 30%,
-    # which let half of the invented facts of bench/eval_validate.py through); and
-    # what the words cannot tell apart - a number, a name, a liking turned around - must agree with it.
-    if not grounded or len(grounded) < MIN_GROUNDED_SHARE * len(terms):
-        return reject("ungrounded")
-    if not _specifics_grounded(content, source, checks, subjects):
-        return reject("ungrounded")
-    if _trivial_rx().search(content):
-        return reject("trivial")
     category = str(item.get("category") or "").strip().lower()
     if category not in CATEGORIES:
         category = "other"
-    if not _category_fits(content, category, checks):
-        return reject("category_mismatch")
-    if confidence < settings.medium_confidence:
-        return reject("low_confidence")
+    reason, spans, grounded = _fact_rejection(content, category, confidence, names, source, keeper, settings,
+                                              subjects)
+    if reason is not None:
+        rejections[reason] += 1
+        return None
     entity_names: list[str] = []
     for span in spans:
         assert span is not None
