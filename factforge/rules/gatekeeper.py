@@ -522,9 +522,8 @@ def _build(patterns_dir: Path) -> Gatekeeper:
     problems = Problems()
     gate = _load_gate(patterns_dir / "gate.yaml", problems)
     rules, normaliser = _load_injection(patterns_dir / "injection.yaml", problems)
-    if gate is None:
+    if gate is None or problems.items:
         problems.raise_all()
-    problems.raise_if_any()
     tokenizer, enders, question_marks = _build_tokenizer(gate.segment.model_dump())
     social: dict[tuple[str, ...], str] = {}
     words: dict[str, dict[tuple[str, ...], str]] = {k: {} for k in WORD_KINDS}
@@ -541,7 +540,6 @@ def _build(patterns_dir: Path) -> Gatekeeper:
                     words[key][phrase] = key
     shapes = _build_shapes(tokenizer, gate.shapes, str(patterns_dir / "gate.yaml"), problems)
     automaton = keyword_automaton(rule.keywords for rule in rules)
-    thresholds = gate.thresholds
     keeper = Gatekeeper(
         tokenizer=tokenizer,
         enders=enders,
@@ -554,9 +552,9 @@ def _build(patterns_dir: Path) -> Gatekeeper:
                                 for words, _, _ in shape.slots for p in words.phrases for w in p)}),
         words={k: PhraseSet.build(v) for k, v in words.items()},
         reason_priority=tuple(gate.reason_priority),
-        min_cjk_chars=thresholds.min_cjk_chars,
-        min_letters=thresholds.min_letters,
-        max_social_tokens=thresholds.max_social_tokens,
+        min_cjk_chars=gate.thresholds.min_cjk_chars,
+        min_letters=gate.thresholds.min_letters,
+        max_social_tokens=gate.thresholds.max_social_tokens,
         injection_rules=tuple(rules),
         normaliser=normaliser,
         automaton=automaton,
