@@ -160,8 +160,7 @@ class Memory:
         key = turn_key(user, assistant, agent_id, team_id, session_id, ts, user_name, assistant_name)
         if self.store.turn_seen(key):
             # Seen before (a re-run of an ingest): one indexed lookup, no scanning, extraction or writes.
-            return RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False,
-                                  duplicate=True)
+            return RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False, duplicate=True)
 
         # Secrets leave at the edge: everything below (inline tags, extraction, sessions, queue, misses, the
         # LLM prompt) only ever sees the redacted text. Drop mode keeps no stored message that had one.
@@ -173,10 +172,8 @@ class Memory:
             assistant_stored = DROPPED if assistant_stored == DROPPED else inline.clean_reply
             assistant_red = inline.clean_reply
 
-        prior = None
-        if session_id is not None and self.extractor.turns.reads_prior(user_red or ""):
-            prior = self.store.last_assistant_message(session_id, agent_id=agent_id, team_id=team_id)
-        extraction = self.extractor.extract_turn(user_red or "", assistant_red, timestamp=ts, prior_assistant=prior)
+        extraction = _extract_turn(self.store, self.extractor, user_red or "", assistant_red, ts, session_id,
+                                   agent_id, team_id)
         provenance = Provenance(source_key=key, session_id=session_id, user_message=user_stored,
                                 assistant_message=assistant_stored, message_ts=ts)
         result = self._store_extraction(WriteRequest(
@@ -387,6 +384,16 @@ class Memory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _extract_turn(store: Store, extractor: Extractor, user: str, assistant: str | None, ts: datetime | None,
+                  session_id: str | None, agent_id: str, team_id: str | None) -> Extraction:
+    """The extraction of one (redacted) turn; a bare reply ("yes") of a session reads the assistant message
+    before it when the rules ask for it (patterns/turns.yaml)."""
+    prior = None
+    if session_id is not None and extractor.turns.reads_prior(user):
+        prior = store.last_assistant_message(session_id, agent_id=agent_id, team_id=team_id)
+    return extractor.extract_turn(user, assistant, timestamp=ts, prior_assistant=prior)
 
 
 def open_store(settings: Settings, *, check_embedder: bool = True, rules: RuleSet | None = None) -> Store:
