@@ -23,8 +23,7 @@ from typing import Any, cast
 import regex
 
 from .normalise import Normaliser
-from .rulefile import (TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, guard_budget,
-                       keyword_automaton)
+from .rulefile import Problems, check_examples, compile_regex, default_patterns_dir, guard_budget, keyword_automaton
 from .schema import (REASONS, SOCIAL_KINDS, WORD_KINDS, GateFileSpec, GateShapesSpec, InjectionFileSpec, read,
                      unique)
 from ..types import GateDecision
@@ -495,27 +494,9 @@ def _load_injection(path: Path, problems: Problems) -> tuple[list[InjectionRule]
             continue
         rule = InjectionRule(spec.id, spec.language, tuple(k.lower() for k in spec.keywords), rx,
                              tuple(spec.examples), tuple(spec.counter_examples), spec.description)
-        _check_injection_examples(rule, at, problems)
+        check_examples(rx, rule.keywords, rule.examples, rule.counter_examples, at, problems)
         rules.append(rule)
     return rules, Normaliser.from_spec(file.normalise)
-
-
-def _check_injection_examples(rule: InjectionRule, at: str, problems: Problems) -> None:
-    """Each example is matched (and holds a keyword, so the rule runs on it); no counter-example is."""
-    for text in rule.examples:
-        found = bounded_matches(rule.regex, text)
-        if not any(k in text.lower() for k in rule.keywords):
-            problems.add(at, f"example {text!r} contains none of the keywords, so the rule never runs on it")
-        elif found is TIMED_OUT:
-            problems.add(at, f"example {text!r} takes too long to match (catastrophic backtracking?)")
-        elif not found:
-            problems.add(at, f"example {text!r} does not match")
-    for text in rule.counter_examples:
-        found = bounded_matches(rule.regex, text)
-        if found is TIMED_OUT:
-            problems.add(at, f"counter-example {text!r} takes too long to match (catastrophic backtracking?)")
-        elif found:
-            problems.add(at, f"counter-example {text!r} matches")
 
 
 def _build(patterns_dir: Path) -> Gatekeeper:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import ahocorasick
 import regex
@@ -211,6 +211,28 @@ def bounded_matches(rx: regex.Pattern[str], text: str) -> list[regex.Match[str]]
         return list(rx.finditer(text, timeout=REGEX_TIMEOUT * 20))
     except TimeoutError:
         return TIMED_OUT
+
+
+def check_examples(rx: regex.Pattern[str], keywords: Sequence[str], examples: Iterable[str],
+                   counter_examples: Iterable[str], at: str, problems: Problems,
+                   found_enough: Callable[[list[regex.Match[str]]], bool] = bool) -> None:
+    """A guard rule's own examples: each holds one of its (lower-case) ``keywords``, so the rule runs on it, and
+    is matched (``found_enough`` of its matches); no counter-example is matched. A rule whose example
+    backtracks catastrophically is a load error, not a hang."""
+    for text in examples:
+        found = bounded_matches(rx, text)
+        if not any(k in text.lower() for k in keywords):
+            problems.add(at, f"example {text!r} contains none of the keywords, so the rule never runs on it")
+        elif found is TIMED_OUT:
+            problems.add(at, f"example {text!r} takes too long to match (catastrophic backtracking?)")
+        elif not found_enough(cast(list[regex.Match[str]], found)):
+            problems.add(at, f"example {text!r} does not match")
+    for text in counter_examples:
+        found = bounded_matches(rx, text)
+        if found is TIMED_OUT:
+            problems.add(at, f"counter-example {text!r} takes too long to match (catastrophic backtracking?)")
+        elif found:
+            problems.add(at, f"counter-example {text!r} matches")
 
 
 def check_bundled() -> list[str]:

@@ -16,8 +16,7 @@ from typing import Any
 
 import regex
 
-from .rulefile import (TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, guard_budget,
-                       keyword_automaton)
+from .rulefile import Problems, check_examples, compile_regex, default_patterns_dir, guard_budget, keyword_automaton
 from .schema import SecretsFileSpec, read, unique
 
 __all__ = ["UNSCANNED", "Redaction", "has_placeholder", "SecretRule", "SecretScanner", "placeholder"]
@@ -141,26 +140,6 @@ class SecretScanner:
         return any(self._matches(rule, text) for rule in self._candidates(text))
 
 
-def _check_examples(rule: SecretRule, at: str, problems: Problems) -> None:
-    """Each example is matched (within its keywords) and no counter-example is."""
-    for text in rule.examples:
-        found = bounded_matches(rule.regex, text)
-        if not any(k in text.lower() for k in rule.keywords):
-            problems.add(at, f"example {text!r} contains none of the keywords, so the rule never runs on it")
-        elif found is TIMED_OUT:
-            problems.add(at, f"example {text!r} takes too long to match (catastrophic backtracking?)")
-        elif not any((m.span(rule.group) if rule.group else m.span())[1] >
-                     (m.span(rule.group) if rule.group else m.span())[0]
-                     for m in found):  # type: ignore[attr-defined]
-            problems.add(at, f"example {text!r} is not matched")
-    for text in rule.counter_examples:
-        found = bounded_matches(rule.regex, text)
-        if found is TIMED_OUT:
-            problems.add(at, f"counter-example {text!r} takes too long to match (catastrophic backtracking?)")
-        elif found:
-            problems.add(at, f"counter-example {text!r} matches")
-
-
 def _load(path: Path, problems: Problems) -> list[SecretRule]:
     where = str(path)
     file = read(SecretsFileSpec, path, problems)
@@ -177,7 +156,9 @@ def _load(path: Path, problems: Problems) -> list[SecretRule]:
             continue
         rule = SecretRule(spec.id, spec.kind, keywords, rx, spec.group, tuple(spec.examples),
                           tuple(spec.counter_examples))
-        _check_examples(rule, at, problems)
+        # the rule's group (or whole match) must cover some text: an empty match redacts nothing
+        check_examples(rx, keywords, rule.examples, rule.counter_examples, at, problems,
+                       lambda found: any(m.end(spec.group or 0) > m.start(spec.group or 0) for m in found))
         rules.append(rule)
     return rules
 
