@@ -7,7 +7,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn, cast
 
@@ -74,17 +73,12 @@ def keyword_automaton(keywords_per_rule: Iterable[Iterable[str]]) -> Any:
 def grammar_words() -> dict[str, Any]:
     """data/grammar_words.yaml: English grammar words the pattern library renders with. Word lists come back as
     one regex alternation each (in file order; a space matches any whitespace), ``irregular_third`` as a dict."""
-    path = resources.files("factforge").joinpath("data/grammar_words.yaml")
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    given = data if isinstance(data, dict) else {}
-    lists = ("articles", "no_carry", "dangling")
-    wrong = [k for k in lists if not (isinstance(given.get(k), list) and all(isinstance(w, str) for w in given[k]))]
-    if not isinstance(given.get("irregular_third"), dict):
-        wrong.append("irregular_third")
-    if wrong:
-        raise PatternError(f"{path}: missing or malformed: {', '.join(wrong)}")
-    out: dict[str, Any] = {k: "|".join(w.replace(" ", r"\s+") for w in given[k]) for k in lists}
-    out["irregular_third"] = dict(given["irregular_third"])
+    from .schema import GrammarWordsSpec, read_data
+
+    words = read_data(GrammarWordsSpec, "grammar_words.yaml")
+    out: dict[str, Any] = {k: "|".join(w.replace(" ", r"\s+") for w in getattr(words, k))
+                           for k in ("articles", "no_carry", "dangling")}
+    out["irregular_third"] = dict(words.irregular_third)
     return out
 
 

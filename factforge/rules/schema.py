@@ -16,15 +16,17 @@ import copy
 import re
 import types
 from collections.abc import Iterable, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypeVar, Union, get_args, get_origin
 
+import yaml
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from .rulefile import Problems, read_yaml
 from ..types import CATEGORIES, ENTITY_TYPES
 
-__all__ = ["Spec", "check", "read", "unique"]
+__all__ = ["Spec", "check", "read", "read_data", "unique"]
 
 S = TypeVar("S", bound="Spec")
 _MAX_PRUNES = 12
@@ -445,6 +447,34 @@ class TurnsFileSpec(Spec):
     answer_parts: dict[str, str] = {}
 
 
+# ----------------------------------------------------------------------------------- data/*.yaml word lists
+
+
+class GrammarWordsSpec(Spec):
+    """data/grammar_words.yaml: the English grammar words the pattern library renders with."""
+
+    articles: list[str]
+    no_carry: list[str]
+    dangling: list[str]
+    irregular_third: dict[str, str]
+
+
+class ZhTimeWordsSpec(Spec):
+    fixed: dict[str, str]  # a Chinese expression -> the English one it means
+    digits: dict[str, int]
+    units: dict[str, str]
+
+
+class TimeWordsSpec(Spec):
+    """data/time_words.yaml: the words of the time expressions (rules/temporal.py combines them)."""
+
+    number_words: dict[str, int]
+    weekdays: list[str]
+    seasons: list[str]
+    relative: list[str]
+    zh: ZhTimeWordsSpec
+
+
 # ----------------------------------------------------------------------------------- the check
 
 
@@ -464,6 +494,16 @@ def read(spec: type[S], path: Path, problems: Problems, *, default: Any = None) 
             problems.add(str(path), "top level must be a mapping")
             return None
     return check(spec, raw, str(path), problems)
+
+
+def read_data(spec: type[S], name: str) -> S:
+    """One word list of the package's ``data/`` folder, checked; a bad one raises one PatternError."""
+    path = resources.files("factforge").joinpath(f"data/{name}")
+    problems = Problems()
+    checked = check(spec, yaml.safe_load(path.read_text(encoding="utf-8")), str(path), problems)
+    if checked is None or problems.items:
+        problems.raise_all(f"invalid data file {name}")
+    return checked
 
 
 def check(spec: type[S], raw: Any, where: str, problems: Problems) -> S | None:
