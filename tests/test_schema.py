@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from factforge.errors import PatternError
 from factforge.rules.extract import TurnRules
@@ -17,7 +19,8 @@ from factforge.rules.lifecycle import SupersessionRules
 from factforge.rules.ner import EntityRecognizer
 from factforge.rules.patterns import PatternLibrary
 from factforge.rules.rulefile import Problems, default_patterns_dir
-from factforge.rules.schema import FactsFileSpec, GateShapesSpec, check
+from factforge.rules.schema import (FactChecksSpec, FactsFileSpec, GateShapesSpec, GrammarWordsSpec, Spec, TimeWordsSpec,
+                                    check)
 from factforge.rules.secrets import SecretScanner
 from factforge.rules.segment import Segmenter
 
@@ -106,3 +109,23 @@ def test_a_bad_rule_is_left_out_whole_and_a_missing_part_fails_the_file() -> Non
     problems = Problems()
     assert check(FactsFileSpec, {"kind": "facts", "rules": [{**rule, "confidence": 2}]}, "f.yaml", problems) is None
     assert problems.items == ["f.yaml: rule r.ok: confidence: must be a number in 0..1 (got 2)"]
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "key", "value", "expected"),
+    [
+        ("grammar_words.yaml", GrammarWordsSpec, "irregular_third", ["has"],
+         "grammar_words.yaml: irregular_third: must be a mapping"),
+        ("time_words.yaml", TimeWordsSpec, "weekdays", "monday",
+         "time_words.yaml: weekdays: input should be a valid list (got 'monday')"),
+        ("fact_checks.yaml", FactChecksSpec, "min_content", {"cjk_chars": 4, "other_chars": -1, "min_words": 2},
+         "fact_checks.yaml: min_content.other_chars: must be a whole number >= 0 (got -1)"),
+    ],
+)
+def test_the_shipped_data_word_lists_have_a_shape_too(name: str, spec: type[Spec], key: str, value: Any,
+                                                      expected: str) -> None:
+    raw = yaml.safe_load(resources.files("factforge").joinpath(f"data/{name}").read_text(encoding="utf-8"))
+    assert check(spec, raw, name, Problems()) is not None  # the shipped file passes
+    problems = Problems()
+    assert check(spec, {**raw, key: value}, name, problems) is None
+    assert problems.items == [expected]

@@ -475,6 +475,42 @@ class TimeWordsSpec(Spec):
     zh: ZhTimeWordsSpec
 
 
+def _not_negative(value: int) -> int:
+    if value < 0:
+        raise ValueError("must be a whole number >= 0")
+    return value
+
+
+class MinContentSpec(Spec):
+    cjk_chars: Annotated[int, AfterValidator(_not_negative)]
+    other_chars: Annotated[int, AfterValidator(_not_negative)]
+    min_words: Annotated[int, AfterValidator(_not_negative)]
+
+
+class CuesSpec(Spec):
+    words: list[Text] = []
+    patterns: list[Text] = []  # regexes, compiled (and checked) by the loader
+
+
+class PolaritySpec(Spec):
+    positive: list[Text]
+    negative: list[Text]
+
+
+class GroundingSpec(Spec):
+    numbers: dict[str, int] = {}  # number words -> whole numbers
+    polarity: PolaritySpec
+    related: list[list[str]] = []  # groups of words that ground each other
+
+
+class FactChecksSpec(Spec):
+    """data/fact_checks.yaml: the quality checks of LLM facts (models/validate.py)."""
+
+    min_content: MinContentSpec
+    categories: dict[Category, CuesSpec] = {}
+    grounding: GroundingSpec
+
+
 # ----------------------------------------------------------------------------------- the check
 
 
