@@ -34,7 +34,8 @@ _REPR_CHARS = 60
 
 
 class Spec(BaseModel):
-    """A part of a rule file: unknown keys are errors and nothing is coerced (YAML's ``1`` is no string)."""
+    """A part of a rule file: unknown keys are errors and nothing is coerced (YAML's ``1`` is no string) unless
+    a field says so (``Scalar``: example values compared as text)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     # How an item of a list of these is named in messages ("rule cve", "gazetteer entry Foo", "example #2"),
@@ -559,9 +560,7 @@ def check(spec: type[S], raw: Any, where: str, problems: Problems) -> S | None:
         cuts = {_cut(spec, data, tuple(error["loc"]), error["type"]) for error in errors}
         if None in cuts:
             return None
-        # Deepest and last first, so an index still points at its item when it is deleted.
-        for cut in sorted(cuts, key=lambda c: [(0, s, "") if isinstance(s, int) else (1, 0, str(s))
-                                               for s in c or ()], reverse=True):
+        for cut in sorted(cuts, key=_deepest_last, reverse=True):
             _delete(data, cut or ())
     return None
 
@@ -629,11 +628,15 @@ def _steps(spec: type[Spec], raw: Any, loc: Sequence[Any]) -> list[tuple[Any, An
 
 def _describe(spec: type[Spec], raw: Any, error: Any, where: str) -> tuple[str, str]:
     """("``where``: rule X", "field: what") for one pydantic error."""
+    kind, loc = error["type"], tuple(error["loc"])
+    steps = _steps(spec, raw, loc)
+    if loc and loc[-1] == "[key]":  # a bad dict key: said of the dict ("kinds: 'smalltalk' is not one of ...")
+        steps = steps[:-2]
+    elif kind in ("extra_forbidden", "missing"):  # said of what holds the key
+        steps = steps[:-1]
     place = [where]
     path = ""
-    for step, annotation, value in _steps(spec, raw, error["loc"]):
-        if step == "[key]":
-            break
+    for step, annotation, value in steps:
         if _is_spec(annotation) and annotation.label and isinstance(step, int):
             name = value.get(annotation.key) if annotation.key and isinstance(value, dict) else None
             place.append(f"{annotation.label} {name}" if isinstance(name, str) and name
@@ -643,11 +646,6 @@ def _describe(spec: type[Spec], raw: Any, error: Any, where: str) -> tuple[str, 
             path += f"[{step}]"
         else:
             path += f".{step}" if path else str(step)
-    kind = error["type"]
-    loc = error["loc"]
-    if kind in ("extra_forbidden", "missing") or (loc and loc[-1] == "[key]"):
-        path = path.rpartition(".")[0] if path.rpartition(".")[2] == str(loc[-2 if loc[-1] == "[key]" else -1]) \
-            else path
     message = error["msg"].removeprefix("Value error, ")
     if kind == "extra_forbidden":
         what = f"unknown key {loc[-1]!r}"
@@ -655,7 +653,7 @@ def _describe(spec: type[Spec], raw: Any, error: Any, where: str) -> tuple[str, 
         what = f"missing {loc[-1]}"
     elif kind in ("model_type", "dict_type"):
         what = "must be a mapping"
-    elif message.startswith("is "):
+    elif message.startswith("is "):  # "'hobby' is not one of ..."
         what = f"{_short(error['input'])} {message}"
     else:
         what = f"{message[:1].lower()}{message[1:]} (got {_short(error['input'])})"
@@ -688,6 +686,12 @@ def _cut(spec: type[Spec], data: Any, loc: tuple[Any, ...], kind: str) -> tuple[
     if cut is None and loc and kind != "missing":
         cut = 0
     return None if cut is None or cut < 0 else loc[:cut + 1]
+
+
+def _deepest_last(cut: tuple[Any, ...] | None) -> list[tuple[int, int, str]]:
+    """Sort key of the parts to leave out: sorted by it in reverse, the deepest and last go first, so a list
+    index still points at its item when it is deleted (indices and keys compare apart, never with each other)."""
+    return [(0, step, "") if isinstance(step, int) else (1, 0, str(step)) for step in cut or ()]
 
 
 def _delete(data: Any, path: tuple[Any, ...]) -> None:
