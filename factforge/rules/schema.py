@@ -43,6 +43,16 @@ class Spec(BaseModel):
     label: ClassVar[str] = ""
     key: ClassVar[str] = "id"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_default(cls, data: Any) -> Any:
+        """A key written without a value (``defines:``) means the field's default, as the loaders always read
+        it; where null itself means something (``blockers: null``: none), the default is None and it stays."""
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        return {k: v for k, v in data.items() if v is not None or k not in fields or fields[k].default is None}
+
 
 # ----------------------------------------------------------------------------------- value types
 
@@ -161,7 +171,7 @@ class GuardsSpec(Spec):
 
 class FactsFileSpec(Spec):
     kind: str
-    version: int | None = None
+    version: int | str | None = None
     language: Text | None = None
     defines: dict[str, str] = {}
     subjects: dict[Annotated[str, _one_of(("user", "team"))], list[Text]] = {}
@@ -202,7 +212,7 @@ class GateShapesSpec(Spec):
 
 
 class GateFileSpec(Spec):
-    version: int | None = None
+    version: int | str | None = None
     thresholds: ThresholdsSpec
     reason_priority: Annotated[list[str], AfterValidator(_each_kind_once)]
     # language -> social kind or word kind -> phrases (in file order: a phrase under two kinds keeps the first)
@@ -235,7 +245,7 @@ class NormaliseSpec(Spec):
 
 
 class InjectionFileSpec(Spec):
-    version: int | None = None
+    version: int | str | None = None
     normalise: NormaliseSpec | None = None
     rules: list[InjectionRuleSpec]
 
@@ -261,7 +271,7 @@ class SecretRuleSpec(Spec):
 
 
 class SecretsFileSpec(Spec):
-    version: int | None = None
+    version: int | str | None = None
     rules: list[SecretRuleSpec]
 
 
@@ -341,7 +351,7 @@ class TextExampleSpec(Spec):
 
 
 class EntitiesFileSpec(Spec):
-    version: int | None = None
+    version: int | str | None = None
     regex: list[RegexKindSpec]
     gazetteer: list[GazetteerGroupSpec]
     examples: list[TextExampleSpec] = []
@@ -398,7 +408,7 @@ class SupersessionRuleSpec(Spec):
 
 class SupersessionFileSpec(Spec):
     kind: str | None = None
-    version: int | None = None
+    version: int | str | None = None
     rules: list[SupersessionRuleSpec] = []
 
 
