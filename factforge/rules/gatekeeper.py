@@ -618,6 +618,38 @@ def _occurs(phrases: PhraseSet, words: Sequence[str]) -> bool:
     return any(w in starts and phrases.match_at(words, i)[0] for i, w in enumerate(words))
 
 
+def _open_index(shapes: Mapping[str, tuple[Shape, ...]]) -> tuple[
+        tuple[tuple[int, tuple[PhraseSet, ...]], ...], dict[str, tuple[tuple[int, tuple[PhraseSet, ...]], ...]]]:
+    """The open shapes (with a ``rest`` slot) with their required classes, and those indexed by a word of
+    their most selective required class: a message holding none of its words cannot match the shape."""
+    open_keys = tuple((id(shape), _key_words(shape)) for shape in
+                      {id(s): s for shape_list in shapes.values() for s in shape_list if s.stop}.values())
+    index: dict[str, list[tuple[int, tuple[PhraseSet, ...]]]] = {}
+    for entry in open_keys:
+        if entry[1]:
+            for word in min(entry[1], key=lambda key: len(key.starts)).starts:
+                index.setdefault(word, []).append(entry)
+    return open_keys, {w: tuple(v) for w, v in index.items()}
+
+
+def _check_gate_examples(keeper: Gatekeeper, gate: GateFileSpec, rules: Sequence[InjectionRule], where: str,
+                         problems: Problems) -> None:
+    """The file's own examples are part of its validation: a list edit that breaks one fails loading."""
+    for reason, texts in gate.examples.items():
+        for text in texts:
+            got = keeper.judge(text)
+            if got.reason != reason:
+                problems.add(where, f"example {text!r}: expected {reason}, got {got.reason or 'passed'}")
+    for text in gate.counter_examples:
+        got = keeper.judge(text)
+        if not got.passed:
+            problems.add(where, f"counter-example {text!r}: expected to pass, got {got.reason}")
+    for rule in rules:
+        for text in rule.examples:
+            if keeper.is_injection(text) is None:
+                problems.add(where, f"injection example {text!r} of {rule.id} is not flagged")
+
+
 def _load_injection(path: Path, problems: Problems) -> tuple[list[InjectionRule], Normaliser]:
     where = str(path)
     file = read(InjectionFileSpec, path, problems)
@@ -661,13 +693,7 @@ def _build(patterns_dir: Path) -> Gatekeeper:
     stop = frozenset({NAME, *(w for kind in ("first_person", "open_tail_stop") for p in words[kind] for w in p)})
     shapes = _build_shapes(tokenizer, gate.shapes, str(patterns_dir / "gate.yaml"), problems, stop)
     automaton = keyword_automaton(rule.keywords for rule in rules)
-    open_keys = tuple((id(shape), _key_words(shape)) for shape in
-                      {id(s): s for shape_list in shapes.values() for s in shape_list if s.stop}.values())
-    open_index: dict[str, list[tuple[int, tuple[PhraseSet, ...]]]] = {}
-    for entry in open_keys:
-        if entry[1]:
-            for word in min(entry[1], key=lambda key: len(key.starts)).starts:
-                open_index.setdefault(word, []).append(entry)
+    open_keys, open_index = _open_index(shapes)
     keeper = Gatekeeper(
         tokenizer=tokenizer,
         enders=enders,
@@ -680,7 +706,7 @@ def _build(patterns_dir: Path) -> Gatekeeper:
                                 for words, _, _ in shape.slots if words is not None for p in words.phrases for w in p)}),
         words={k: PhraseSet.build(v) for k, v in words.items()},
         open_keys=open_keys,
-        open_index={w: tuple(v) for w, v in open_index.items()},
+        open_index=open_index,
         closed_shapes={w: c for w, sl in shapes.items() if (c := tuple(x for x in sl if not x.stop))},
         open_shapes={w: o for w, sl in shapes.items() if (o := tuple(x for x in sl if x.stop))},
         reason_priority=tuple(gate.reason_priority),
@@ -691,22 +717,7 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         normaliser=normaliser,
         automaton=automaton,
     )
-    # The file's own examples are part of its validation: a list edit that breaks one fails loading.
-    where = str(patterns_dir / "gate.yaml")
-    for reason, texts in gate.examples.items():
-        for text in texts:
-            got = keeper.judge(text)
-            if got.reason != reason:
-                problems.add(where, f"example {text!r}: expected {reason}, got {got.reason or 'passed'}")
-    for text in gate.counter_examples:
-        got = keeper.judge(text)
-        if not got.passed:
-            problems.add(where, f"counter-example {text!r}: expected to pass, got {got.reason}")
-    for rule in rules:
-        for text in rule.examples:
-            got_id = keeper.is_injection(text)
-            if got_id is None:
-                problems.add(where, f"injection example {text!r} of {rule.id} is not flagged")
+    _check_gate_examples(keeper, gate, rules, str(patterns_dir / "gate.yaml"), problems)
     problems.raise_if_any()
     logger.debug("gatekeeper loaded from %s: %d phrases, %d injection rules", patterns_dir, len(social), len(rules))
     return keeper
