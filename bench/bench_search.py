@@ -697,7 +697,7 @@ def main() -> int:
                 where, params = fact_filters(agent, team)
                 params.update(q=text, n=40)
                 with conn.transaction():
-                    conn.execute("SET LOCAL hnsw.ef_search = 100")
+                    conn.execute("SET LOCAL hnsw.ef_search = 400")  # search()'s default
                     conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                     t0 = time.perf_counter()
                     conn.execute(vector_sql("facts", where, params), {**params, "v": vec}).fetchall()
@@ -756,7 +756,7 @@ def main() -> int:
             params.update(q=text, n=40)
             with psycopg.connect(conninfo) as conn:
                 register_vector(conn)
-                conn.execute("SET LOCAL hnsw.ef_search = 100")
+                conn.execute("SET LOCAL hnsw.ef_search = 400")  # search()'s default
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                 plan = conn.execute(
                     "EXPLAIN (ANALYZE, BUFFERS) " + vector_sql("facts", where, params),

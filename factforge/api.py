@@ -149,6 +149,19 @@ def create_app(service: Service, *, max_body: int = DEFAULT_MAX_BODY, mcp: bool 
                               "Bearer KEY`; the key decides the agent and team. MCP (streamable HTTP) is at /mcp.")
     app.state.service = service
 
+    _add_error_handlers(app)
+    _add_ops_routes(app, service)
+    _add_memory_routes(app, service)
+    inner: ASGIApp = app
+    if mcp_server is not None:
+        inner = _McpRouter(app, mcp_app, service)
+    return _BodyLimit(inner, max_body)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Library errors, invalid or too large bodies, HTTP errors and anything unexpected: each becomes a JSON
+    error body (``error_body``) with its status code, never a traceback."""
+
     @app.exception_handler(FactforgeError)
     async def _factforge_error(_req: Request, exc: FactforgeError) -> JSONResponse:
         return _error_response(exc)
@@ -174,6 +187,10 @@ def create_app(service: Service, *, max_body: int = DEFAULT_MAX_BODY, mcp: bool 
         logger.error("unexpected error", exc_info=exc)
         return JSONResponse(error_body("internal_error", "internal error (see the server log)"), status_code=500)
 
+
+def _add_ops_routes(app: FastAPI, service: Service) -> None:
+    """Liveness and readiness, for a load balancer or an orchestrator."""
+
     @app.get("/healthz", tags=["ops"])
     def healthz() -> dict[str, str]:
         """The process is up (no database call)."""
@@ -197,6 +214,10 @@ def create_app(service: Service, *, max_body: int = DEFAULT_MAX_BODY, mcp: bool 
                 return JSONResponse(error_body("schema_outdated", f"{what}: schema is at {current}, this version "
                                                f"needs {head}: run `factforge db upgrade`"), status_code=503)
         return JSONResponse({"status": "ready", "schema": head, "read_replica": len(urls) > 1})
+
+
+def _add_memory_routes(app: FastAPI, service: Service) -> None:
+    """The /v1 routes: each calls the one :class:`Service` method of the same name for the key's principal."""
 
     @app.post("/v1/remember", tags=["memory"])
     def remember(body: RememberIn, who: Who) -> dict[str, Any]:
@@ -244,11 +265,6 @@ def create_app(service: Service, *, max_body: int = DEFAULT_MAX_BODY, mcp: bool 
     def prompt(who: Who) -> dict[str, str]:
         """The system-prompt snippet that teaches an agent's LLM the inline `<ff:...>` tags."""
         return service.prompt()
-
-    inner: ASGIApp = app
-    if mcp_server is not None:
-        inner = _McpRouter(app, mcp_app, service)
-    return _BodyLimit(inner, max_body)
 
 
 class _McpRouter:

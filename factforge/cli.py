@@ -12,12 +12,14 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import FactforgeError
 from .jsonout import to_jsonable
 from .types import CATEGORIES
 
+if TYPE_CHECKING:
+    from .cli_service import Add
 
 
 def _print_json(obj: Any) -> None:
@@ -104,7 +106,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
     if not args.no_llm and settings.llm_enabled:
         from .models.llm import OllamaLLM
 
-        llm = OllamaLLM(settings)
+        llm = OllamaLLM(settings, gatekeeper=extractor.gate)
     if args.json:
         from .streams import extract_stream
 
@@ -387,17 +389,15 @@ def cmd_patterns(args: argparse.Namespace) -> int:
         print(_table([(m.count, m.agents, f"{m.last_seen_at:%Y-%m-%d %H:%M}" if m.last_seen_at else "", m.text[:100])
                       for m in misses], ("count", "agents", "last seen", "message")) if misses else "no misses")
         return 0
-    from .rules.patterns import PatternLibrary
+    from .rules.load import default_rules
     from .rules.rulefile import full_speed_checks
     from .settings import get_settings
 
     if args.action == "check":
         full_speed_checks()  # time every regex against the adversarial strings, trusting no shipped verdict
-    library = PatternLibrary.from_dir(get_settings().patterns_dir)  # loading validates every rule
+    # Loading validates every rule file (facts, gate, injection, secrets, entities, turns, supersession).
+    library = default_rules(get_settings().patterns_dir).library
     if args.action == "check":
-        from .rules.extract import Extractor
-
-        Extractor(get_settings())  # and every other rule file: gate, injection, secrets, entities, turns
         print(f"{len(library.rules)} rules load and pass their examples")
         return 0
     failures = library.check()
@@ -409,17 +409,15 @@ def cmd_patterns(args: argparse.Namespace) -> int:
 
 def cmd_embed(args: argparse.Namespace) -> int:
     from .models import embed
-    from .storage import embeddings
-    from .storage.db import database_url
 
-    settings = _settings(args)
-    embedder = embed.make_embedder(settings)
+    embedder = embed.make_embedder(_settings(args))
     if embedder is None:
         raise FactforgeError("no embedder configured (FACTFORGE_EMBEDDER=none)")
-    url = database_url(settings)
-    if args.action == "reset":
-        embeddings.reset_embeddings(url, embedder)
-    done = embeddings.backfill_all(url, embedder)
+    # Without the embedder check: `reset` is for a database that still holds another model's vectors.
+    with _memory(args, llm=None, embedder=embedder, background=False, check_embedder=False) as memory:
+        if args.action == "reset":
+            memory.reset_embeddings()
+        done = memory.embed_pending()
     print(f"embedded {done.facts} fact(s) and {done.episodes} episode(s) with {embedder.model}")
     return 0
 
@@ -476,6 +474,17 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(fn=fn)
         return sp
 
+    _add_writing_commands(add)
+    _add_reading_commands(add)
+    _add_admin_commands(add)
+    from .cli_service import add_commands  # serve, keys, mcp, worker
+
+    add_commands(add)
+    return p
+
+
+def _add_writing_commands(add: Add) -> None:
+    """demo, extract, ingest."""
     sp = add("demo", cmd_demo, "Ingest the bundled example team chat, list the stored facts and search them.")
     sp.add_argument("--file", help="a JSON-lines file instead of examples/team_chat.jsonl")
     sp.add_argument("--agent", default="review-bot", help="agent whose view is shown (default review-bot)")
@@ -495,6 +504,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--strict", action="store_true", help="exit 1 if any line was skipped as malformed")
     sp.add_argument("--batch-size", type=_positive, help="lines per transaction (default 200; 1 = one line per transaction)")
 
+
+def _add_reading_commands(add: Add) -> None:
+    """facts, search, stats, forget."""
     sp = add("facts", cmd_facts, "List the facts an agent may see (own private, its team's, global).")
     sp.add_argument("--agent", help="the agent whose view to show")
     sp.add_argument("--team", help="the agent's team")
@@ -537,6 +549,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="let --category/--text without --agent/--team/--session reach every scope")
     sp.add_argument("--yes", action="store_true", help="really delete")
 
+
+def _add_admin_commands(add: Add) -> None:
+    """db, llm, patterns, embed, prompt."""
     sp = add("db", cmd_db, "Database: upgrade or downgrade the schema, print its URL, open psql, and see or stop "
              "the embedded server.")
     sp.add_argument("action", choices=("upgrade", "downgrade", "url", "psql", "status", "stop"),
@@ -560,11 +575,6 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("action", choices=("backfill", "reset"), help="backfill: embed facts without a vector; reset: switch to the configured embedder and re-embed")
 
     add("prompt", cmd_prompt, "Print the prompt snippet that teaches an agent's LLM the inline <ff:...> tags.")
-
-    from .cli_service import add_commands  # serve, keys, mcp, worker
-
-    add_commands(add)
-    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:

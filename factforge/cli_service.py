@@ -103,12 +103,11 @@ def default_workers() -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from .storage.keys import KeyStore
-    from .storage.store import Store
+    from .memory import Memory
 
-    store = Store.open(_settings(args), check_embedder=False)
-    try:
-        keys = KeyStore(store.engine)
+    # Keys are managed whichever embedder the database was made with, so without the embedder check.
+    with Memory(settings=_settings(args), llm=None, embedder=None, background=False, check_embedder=False) as memory:
+        keys = memory.keys
         if args.action == "create":
             role = args.role
             info, key = keys.create(role=role, agent_id=args.agent, team_id=args.team, name=args.name)
@@ -133,8 +132,6 @@ def cmd_keys(args: argparse.Namespace) -> int:
         else:
             info = keys.revoke(args.id)
             print(f"key {info.id} ({info.prefix}…) revoked")
-    finally:
-        store.close()
     return 0
 
 

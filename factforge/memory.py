@@ -13,22 +13,22 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from functools import wraps
+from functools import cached_property, wraps
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
 
 from .background import Background
 from .draining import Drainer, DrainReport
-from .errors import EmbedderError, InputError
+from .errors import ConfigError, EmbedderError, InputError
 from .inputs import check_text, check_timestamp, source_key
 from .redaction import DROPPED, Redactor
 from .rules.extract import Extractor
 from .rules.inline import parse_inline
-from .rules.lifecycle import SupersessionRules
+from .rules.load import RuleSet, default_rules
 from .rules.temporal import asked_period, when_said
-from .rules.load import RuleSet
 from .settings import Settings, get_settings
 from .storage.embeddings import EmbedReport, embed_pending
+from .storage.keys import KeyStore
 from .storage.store import Miss, Provenance, Store, StoredFact
 from .types import Entity, Extraction, Fact, GateDecision, Relationship
 from .writing import WriteRequest, WriteResult, Writer
@@ -82,12 +82,15 @@ class Memory:
         llm: Any = "auto",
         embedder: Any = "auto",
         background: bool = True,
+        check_embedder: bool = True,
     ) -> None:
+        """``check_embedder=False``: open a database that holds another embedder's vectors (to
+        :meth:`reset_embeddings` it)."""
         self.settings = settings or get_settings()
         if url is not None:
             self.settings = self.settings.with_(database_url=url)
-        self.rules = RuleSet.from_dir(self.settings.patterns_dir)  # every rule file, loaded once, passed on
-        self.store = open_store(self.settings, rules=self.rules)
+        self.rules = default_rules(self.settings.patterns_dir)  # every rule file, loaded once, passed on
+        self.store = open_store(self.settings, check_embedder=check_embedder, rules=self.rules)
         self.supersession = self.rules.supersession
         self.extractor = Extractor(self.settings, rules=self.rules)
         self.secrets = self.rules.secrets
@@ -158,8 +161,7 @@ class Memory:
         key = turn_key(user, assistant, agent_id, team_id, session_id, ts, user_name, assistant_name)
         if self.store.turn_seen(key):
             # Seen before (a re-run of an ingest): one indexed lookup, no scanning, extraction or writes.
-            return RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False,
-                                  duplicate=True)
+            return RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False, duplicate=True)
 
         # Secrets leave at the edge: everything below (inline tags, extraction, sessions, queue, misses, the
         # LLM prompt) only ever sees the redacted text. Drop mode keeps no stored message that had one.
@@ -171,10 +173,8 @@ class Memory:
             assistant_stored = DROPPED if assistant_stored == DROPPED else inline.clean_reply
             assistant_red = inline.clean_reply
 
-        prior = None
-        if session_id is not None and self.extractor.turns.reads_prior(user_red or ""):
-            prior = self.store.last_assistant_message(session_id, agent_id=agent_id, team_id=team_id)
-        extraction = self.extractor.extract_turn(user_red or "", assistant_red, timestamp=ts, prior_assistant=prior)
+        extraction = _extract_turn(self.store, self.extractor, user_red or "", assistant_red, ts, session_id,
+                                   agent_id, team_id)
         provenance = Provenance(source_key=key, session_id=session_id, user_message=user_stored,
                                 assistant_message=assistant_stored, message_ts=ts)
         result = self._store_extraction(WriteRequest(
@@ -191,7 +191,7 @@ class Memory:
         """The inline tags of an assistant reply (already redacted): the facts, entities and relationships they
         supply, without any that still hold a secret, and the reply without its tags."""
         guard = self._redactor
-        parsed = parse_inline(reply)
+        parsed = parse_inline(reply, self.rules.gate)
         return _Inline(
             clean_reply=parsed.clean_reply,
             skipped=parsed.skipped,
@@ -297,6 +297,18 @@ class Memory:
             return EmbedReport()
         return embed_pending(self.store, self._embedder, batch=batch, limit=limit)
 
+    def reset_embeddings(self) -> int:
+        """Switch the stored vectors to this memory's embedder (see
+        :func:`factforge.storage.embeddings.reset_embeddings`); :meth:`embed_pending` then re-embeds."""
+        if self._embedder is None:
+            raise ConfigError("no embedder configured (FACTFORGE_EMBEDDER=none)")
+        return self.store.reset_embedding_column(self._embedder.dim, self._embedder.model)
+
+    @cached_property
+    def keys(self) -> KeyStore:
+        """The API keys of this memory's database (``factforge keys``, the HTTP server's principals)."""
+        return KeyStore(self.store.engine)
+
     # -- reading -------------------------------------------------------------------------------------
 
     def search(
@@ -381,23 +393,28 @@ class Memory:
         self.close()
 
 
+def _extract_turn(store: Store, extractor: Extractor, user: str, assistant: str | None, ts: datetime | None,
+                  session_id: str | None, agent_id: str, team_id: str | None) -> Extraction:
+    """The extraction of one (redacted) turn; a bare reply ("yes") of a session reads the assistant message
+    before it when the rules ask for it (patterns/turns.yaml)."""
+    prior = None
+    if session_id is not None and extractor.turns.reads_prior(user):
+        prior = store.last_assistant_message(session_id, agent_id=agent_id, team_id=team_id)
+    return extractor.extract_turn(user, assistant, timestamp=ts, prior_assistant=prior)
+
+
 def open_store(settings: Settings, *, check_embedder: bool = True, rules: RuleSet | None = None) -> Store:
     """The store, given what the rules decide for it: what a new fact supersedes (patterns/supersession.yaml)
     and the gazetteer's spelling of entity names ("postgres" -> "PostgreSQL", patterns/entities.yaml).
-    ``rules``: the rule set to take them from (default: the settings' patterns folder, the gazetteer loaded
-    when the first entity is stored)."""
-    from .rules.ner import EntityRecognizer
+    ``rules``: the rule set to take them from (default: the settings' patterns folder's, loaded when the store
+    first needs a decision)."""
 
-    recognizer: list[EntityRecognizer] = [rules.ner] if rules is not None else []
+    def current() -> RuleSet:
+        return rules or default_rules(settings.patterns_dir)
 
-    def canonical_name(name: str) -> str | None:
-        if not recognizer:
-            recognizer.append(EntityRecognizer.from_dir(settings.patterns_dir))
-        return recognizer[0].canonical(name)
-
-    supersession = rules.supersession if rules is not None else SupersessionRules.from_dir(settings.patterns_dir)
-    return Store.open(settings, check_embedder=check_embedder, supersession=supersession.decide,
-                      canonical_name=canonical_name)
+    return Store.open(settings, check_embedder=check_embedder,
+                      supersession=lambda fact, has_vector: current().supersession.decide(fact, has_vector),
+                      canonical_name=lambda name: current().ner.canonical(name))
 
 
 def _looked_at(k: Any, period: tuple[datetime, datetime] | None) -> Any:

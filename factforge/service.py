@@ -16,7 +16,7 @@ from uuid import UUID
 from .errors import (AuthError, DatabaseError, FactforgeError, ForbiddenError, InputError, NotFoundError,
                      ValidationError)
 from .jsonout import to_jsonable
-from .storage.keys import KeyStore, Principal
+from .storage.keys import Principal
 from .memory import Memory, RememberResult
 from .storage.scope import visible
 
@@ -59,7 +59,7 @@ class Service:
     def __init__(self, memory: Memory, reader: Memory | None = None) -> None:
         self.memory = memory
         self.reader = reader or memory
-        self.keys = KeyStore(memory.store.engine)
+        self.keys = memory.keys
         # A hybrid search holds two pooled connections at once (its vector half runs on a second one). With
         # more searches in flight than half the pool, each would hold one and wait for another until the pool
         # times out; at most half the pool's connections' worth run at once, the rest wait here instead.

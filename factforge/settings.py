@@ -52,6 +52,36 @@ def _default_home() -> Path:
     return Path(user_data_dir("factforge", appauthor=False))
 
 
+
+def _visibilities(env: Mapping[str, str]) -> dict[str, str]:
+    """The default visibility per category, with FACTFORGE_VISIBILITY's "category=visibility,..." applied."""
+    visibility = dict(DEFAULT_VISIBILITY)
+    for pair in filter(None, (p.strip() for p in env.get("FACTFORGE_VISIBILITY", "").split(","))):
+        category, _, vis = pair.partition("=")
+        if vis not in VISIBILITIES:
+            raise ConfigError(f"FACTFORGE_VISIBILITY entry {pair!r}: visibility must be one of {VISIBILITIES}")
+        visibility[category.strip()] = vis
+    return visibility
+
+
+def _embed_dim(env: Mapping[str, str], embedder: str, embed_model: str) -> int:
+    """FACTFORGE_EMBED_DIM, else the known dimension of the Ollama model, else the local model's."""
+    if env.get("FACTFORGE_EMBED_DIM"):
+        return _int(env, "FACTFORGE_EMBED_DIM", 384, 1, 16000)
+    if embedder == "ollama":
+        known = OLLAMA_EMBED_DIMS.get(embed_model.split(":")[0])
+        if known is None:
+            raise ConfigError(f"unknown dimension for embedding model {embed_model!r}: set FACTFORGE_EMBED_DIM")
+        return known
+    return LOCAL_EMBED_DIM
+
+
+def _database_url(env: Mapping[str, str], name: str) -> str | None:
+    url = env.get(name) or None
+    if url is not None and not url.startswith(("postgresql", "postgres://")):
+        raise ConfigError(f"{name} must be a postgresql:// URL")
+    return url
+
 def _float(env: Mapping[str, str], name: str, default: float, lo: float, hi: float) -> float:
     raw = env.get(name)
     if raw is None or raw == "":
@@ -131,32 +161,15 @@ class Settings:
         medium = _float(env, "FACTFORGE_MEDIUM_CONFIDENCE", 0.6, 0.0, 1.0)
         if medium > high:
             raise ConfigError(f"FACTFORGE_MEDIUM_CONFIDENCE={medium} is above FACTFORGE_HIGH_CONFIDENCE={high}")
-        visibility = dict(DEFAULT_VISIBILITY)
-        for pair in filter(None, (p.strip() for p in env.get("FACTFORGE_VISIBILITY", "").split(","))):
-            category, _, vis = pair.partition("=")
-            if vis not in VISIBILITIES:
-                raise ConfigError(f"FACTFORGE_VISIBILITY entry {pair!r}: visibility must be one of {VISIBILITIES}")
-            visibility[category.strip()] = vis
+        visibility = _visibilities(env)
         embed_model = env.get("FACTFORGE_EMBED_MODEL") or "nomic-embed-text"
-        if env.get("FACTFORGE_EMBED_DIM"):
-            embed_dim = _int(env, "FACTFORGE_EMBED_DIM", 384, 1, 16000)
-        elif embedder == "ollama":
-            known = OLLAMA_EMBED_DIMS.get(embed_model.split(":")[0])
-            if known is None:
-                raise ConfigError(f"unknown dimension for embedding model {embed_model!r}: set FACTFORGE_EMBED_DIM")
-            embed_dim = known
-        else:
-            embed_dim = LOCAL_EMBED_DIM
+        embed_dim = _embed_dim(env, embedder, embed_model)
         llm_raw = env.get("FACTFORGE_LLM", "on").strip().lower()
         if llm_raw not in LLM_SWITCH:
             raise ConfigError(f"FACTFORGE_LLM={env['FACTFORGE_LLM']!r} must be on or off")
         patterns_raw = env.get("FACTFORGE_PATTERNS_DIR")
-        url = env.get("FACTFORGE_DATABASE_URL") or None
-        if url is not None and not url.startswith(("postgresql", "postgres://")):
-            raise ConfigError("FACTFORGE_DATABASE_URL must be a postgresql:// URL")
-        read_url = env.get("FACTFORGE_READ_DATABASE_URL") or None
-        if read_url is not None and not read_url.startswith(("postgresql", "postgres://")):
-            raise ConfigError("FACTFORGE_READ_DATABASE_URL must be a postgresql:// URL")
+        url = _database_url(env, "FACTFORGE_DATABASE_URL")
+        read_url = _database_url(env, "FACTFORGE_READ_DATABASE_URL")
         return cls(
             database_url=url,
             read_database_url=read_url,

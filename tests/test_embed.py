@@ -118,3 +118,34 @@ def test_memory_embeds_a_repeated_query_once(db_url: str, tmp_path: Path) -> Non
         misses = m._embedder.misses
         assert m.search("login provider", agent_id="a") == first
         assert m._embedder.misses == misses and m._embedder.hits >= 1
+
+
+def test_embed_commands_backfill_and_reset_through_the_cli(db_url: str, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)})
+    store = open_store(settings)
+    f = Fact("Team uses Redis", "technology", 0.9, "pattern", Explanation("pattern", "r", 0.9, 0.9))
+    store.save([f], Scope("a", "t", "team"), Provenance("k"))
+    store.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FACTFORGE_", "OLLAMA_"))}
+    env["FACTFORGE_HOME"] = str(tmp_path)
+
+    def cli(*args: str, **extra: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "factforge", "--database-url", db_url, "embed", *args],
+                              capture_output=True, text=True, timeout=300, env={**env, **extra})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    try:
+        assert cli("backfill") == "embedded 1 fact(s) and 0 episode(s) with all-MiniLM-L6-v2-int8"
+        assert cli("backfill") == "embedded 0 fact(s) and 0 episode(s) with all-MiniLM-L6-v2-int8"
+        with FakeOllama(embed_dim=768) as fake:
+            # another model's vectors: only `reset` opens the database (it re-makes them)
+            assert cli("reset", OLLAMA_HOST=fake.url, FACTFORGE_EMBEDDER="ollama", FACTFORGE_EMBED_MODEL=
+                       "nomic-embed-text", FACTFORGE_EMBED_DIM="768") == \
+                "embedded 1 fact(s) and 0 episode(s) with nomic-embed-text"
+    finally:
+        assert cli("reset") == "embedded 1 fact(s) and 0 episode(s) with all-MiniLM-L6-v2-int8"

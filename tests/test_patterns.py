@@ -386,8 +386,8 @@ def test_broken_file_reports_every_problem_at_once(tmp_path: Path) -> None:
     for expected in (
         "rule bad.regex: regex does not compile",
         "rule bad.template: template names {thing}",
-        "rule bad.category: unknown category 'hobby'",
-        "rule bad.category: confidence 1.5",
+        "rule bad.category: category: 'hobby' is not one of preference,",
+        "rule bad.category: confidence: must be a number in 0..1 (got 1.5)",
         "rule bad.example: example 'I like tea': expected 'User likes coffee'",
         "rule bad.example: counter-example 'I like jazz' produces",
         "rule bad.example: duplicate id",

@@ -29,6 +29,7 @@ import regex
 
 from ..errors import LLMCall, LLMError, LLMParseError, LLMUnavailableError
 from ..rules.gatekeeper import Gatekeeper
+from ..rules.load import default_rules
 from ..settings import Settings
 from ..types import CATEGORIES, Entity, Extraction, Fact, Relationship, normalize_content
 from .validate import validate_items
@@ -345,7 +346,7 @@ class OllamaLLM:
         """``gatekeeper``: the rule set's (replies are validated with it); default: the settings' patterns."""
         self.settings = settings
         self.client = client or ollama.Client(host=settings.ollama_host, timeout=settings.llm_timeout)
-        self._gatekeeper = gatekeeper or Gatekeeper.from_dir(settings.patterns_dir)
+        self._gatekeeper = gatekeeper or default_rules(settings.patterns_dir).gate
 
     def extract(self, request: LLMRequest) -> LLMResult:
         """Ask the model for the facts, entities and relationships in ``request`` and validate them."""
@@ -367,7 +368,7 @@ class AsyncOllamaLLM:
         """See :class:`OllamaLLM`."""
         self.settings = settings
         self.client = client or ollama.AsyncClient(host=settings.ollama_host, timeout=settings.llm_timeout)
-        self._gatekeeper = gatekeeper or Gatekeeper.from_dir(settings.patterns_dir)
+        self._gatekeeper = gatekeeper or default_rules(settings.patterns_dir).gate
 
     async def extract(self, request: LLMRequest) -> LLMResult:
         """See :meth:`OllamaLLM.extract`."""

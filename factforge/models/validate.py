@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import regex
-import yaml
 
-from ..errors import PatternError
 from ..rules.gatekeeper import SOCIAL_KINDS, Gatekeeper
-from ..rules.rulefile import safe_search
+from ..rules.load import default_rules
+from ..rules.rulefile import Problems, safe_search
+from ..rules.schema import CuesSpec, FactChecksSpec, read_data
 from ..settings import Settings
 from ..types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship, Span, normalize_content
 
@@ -118,22 +118,12 @@ class _FactChecks:
     related: Mapping[str, frozenset[str]] = field(default_factory=dict)  # stem -> stems that ground it
 
 
-def _cues(category: str, spec: Any, problems: list[str]) -> tuple[frozenset[str], tuple[Any, ...]]:
+def _cues(category: str, spec: CuesSpec, problems: Problems) -> tuple[frozenset[str], tuple[Any, ...]]:
     """(stems of the single cue words, regexes of the phrases, CJK words and patterns) of one category."""
-    if not isinstance(spec, Mapping) or not set(spec) <= {"words", "patterns"}:
-        problems.append(f"categories.{category}: needs 'words' and/or 'patterns' lists only")
-        return frozenset(), ()
-    words, patterns = spec.get("words") or [], spec.get("patterns") or []
-    if not isinstance(words, list) or not isinstance(patterns, list) or not all(
-        isinstance(x, str) and x.strip() for x in words + patterns
-    ):
-        problems.append(f"categories.{category}: 'words' and 'patterns' must be lists of non-empty strings")
-        return frozenset(), ()
-    if category not in CATEGORIES:
-        problems.append(f"categories.{category}: not a category ({', '.join(CATEGORIES)})")
+    words = [w.strip() for w in spec.words]
     # Single Latin words are compared by stem (see _category_fits); phrases and CJK words by regex.
-    stems = frozenset(_stem(w.strip().casefold()) for w in words if regex.fullmatch(r"\p{Latin}+", w.strip()))
-    phrases = [w.strip() for w in words if not regex.fullmatch(r"\p{Latin}+", w.strip())]
+    stems = frozenset(_stem(w.casefold()) for w in words if regex.fullmatch(r"\p{Latin}+", w))
+    phrases = [w for w in words if not regex.fullmatch(r"\p{Latin}+", w)]
     out = []
     latin = [r"\s+".join(regex.escape(p) for p in w.split()) for w in phrases if not _CJK_CHAR.search(w)]
     cjk = [regex.escape(w) for w in phrases if _CJK_CHAR.search(w)]
@@ -141,77 +131,42 @@ def _cues(category: str, spec: Any, problems: list[str]) -> tuple[frozenset[str]
         out.append(r"(?<![\p{L}\p{N}])(?:" + "|".join(latin) + r")(?![\p{L}\p{N}])")
     if cjk:  # no word boundaries in CJK text
         out.append("(?:" + "|".join(cjk) + ")")
-    out += patterns
+    out += spec.patterns
     compiled = []
     for rx in out:
         try:
             compiled.append(regex.compile(rx, regex.IGNORECASE))
         except regex.error as exc:
-            problems.append(f"categories.{category}: bad pattern {rx!r}: {exc}")
+            problems.add(f"categories.{category}", f"bad pattern {rx!r}: {exc}")
     return stems, tuple(compiled)
 
 
 @lru_cache(maxsize=1)
 def _fact_checks() -> _FactChecks:
-    path = resources.files("factforge").joinpath("data/fact_checks.yaml")
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    problems: list[str] = []
-    if not isinstance(data, Mapping):
-        raise PatternError(f"{path}: must be a mapping with 'min_content' and 'categories'")
-    mins = data.get("min_content")
-    values: dict[str, int] = {}
-    for key in ("cjk_chars", "other_chars", "min_words"):
-        value = mins.get(key) if isinstance(mins, Mapping) else None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            problems.append(f"min_content.{key}: must be a whole number >= 0")
-        values[key] = value if isinstance(value, int) else 0
-    categories = data.get("categories") or {}
-    if not isinstance(categories, Mapping):
-        problems.append("categories: must be a mapping of category -> cues")
-        categories = {}
-    cues = {str(c): _cues(str(c), spec, problems) for c, spec in categories.items()}
-    grounding = data.get("grounding") or {}
-    numbers, positive, negative = _grounding(grounding, problems)
+    spec = read_data(FactChecksSpec, "fact_checks.yaml")
+    problems = Problems()
+    cues = {c: _cues(c, cue, problems) for c, cue in spec.categories.items()}
+    problems.raise_if_any("invalid data file fact_checks.yaml")
     related: dict[str, set[str]] = {}
-    groups = grounding.get("related") or [] if isinstance(grounding, Mapping) else []
-    if not isinstance(groups, list) or not all(isinstance(g, list) and all(isinstance(w, str) for w in g) for g in groups):
-        problems.append("grounding.related: must be a list of word lists")
-        groups = []
-    for group in groups:
+    for group in spec.grounding.related:
         stems = {_stem(w.casefold()) for w in group}
         for stem in stems:
             related.setdefault(stem, set()).update(stems)
-    if problems:
-        raise PatternError(f"{path}: " + "; ".join(problems))
+    numbers = {k.casefold(): v for k, v in spec.grounding.numbers.items()}
     words = "|".join(r"\s+".join(regex.escape(p) for p in w.split()) for w in sorted(numbers, key=len, reverse=True))
     number_rx = regex.compile(rf"(?<![\p{{L}}\p{{N}}.,])\d+(?:[.,]\d+)?(?![\p{{N}}])"
                               + (rf"|(?<![\p{{L}}])(?:{words})(?![\p{{L}}])" if words else ""), regex.IGNORECASE)
-    return _FactChecks(values["cjk_chars"], values["other_chars"], values["min_words"], cues, number_rx, numbers,
-                       positive, negative, {k: frozenset(v) for k, v in related.items()})
+    positive, negative = (_polarity(side) for side in (spec.grounding.polarity.positive,
+                                                       spec.grounding.polarity.negative))
+    min_content = spec.min_content
+    return _FactChecks(min_content.cjk_chars, min_content.other_chars, min_content.min_words, cues, number_rx,
+                       numbers, positive, negative, {k: frozenset(v) for k, v in related.items()})
 
 
-def _grounding(spec: Any, problems: list[str]) -> tuple[dict[str, int], Any, Any]:
-    """The ``grounding`` section: number words and the two polarity word lists."""
-    if not isinstance(spec, Mapping) or not set(spec) <= {"numbers", "polarity", "related"}:
-        problems.append("grounding: needs only 'numbers', 'polarity' and 'related'")
-        return {}, None, None
-    numbers = spec.get("numbers") or {}
-    if not isinstance(numbers, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in numbers.items()
-    ):
-        problems.append("grounding.numbers: must map number words to whole numbers")
-        numbers = {}
-    sides: list[Any] = []
-    polarity = spec.get("polarity") or {}
-    for side in ("positive", "negative"):
-        words = polarity.get(side) if isinstance(polarity, Mapping) else None
-        if not isinstance(words, list) or not all(isinstance(w, str) and w.strip() for w in words):
-            problems.append(f"grounding.polarity.{side}: must be a list of words")
-            sides.append(None)
-            continue
-        alternation = "|".join(r"\s+".join(regex.escape(p) for p in w.split()) for w in words)
-        sides.append(regex.compile(rf"(?<![\p{{L}}'])(?:{alternation})(?![\p{{L}}'])", regex.IGNORECASE))
-    return {k.casefold(): v for k, v in numbers.items()}, sides[0], sides[1]
+def _polarity(words: list[str]) -> Any:
+    """One polarity side's words as one regex."""
+    alternation = "|".join(r"\s+".join(regex.escape(p) for p in w.split()) for w in words)
+    return regex.compile(rf"(?<![\p{{L}}'])(?:{alternation})(?![\p{{L}}'])", regex.IGNORECASE)
 
 
 def _stem(word: str) -> str:
@@ -399,11 +354,21 @@ def validate_items(
     one to its reason in ``rejections`` (see :data:`REJECTION_REASONS`). ``timestamp`` (when the source was
     said) becomes each fact's ``valid_from``. Spans are offsets into ``source_text``.
     """
-    keeper = gatekeeper or Gatekeeper.from_dir(settings.patterns_dir)
+    keeper = gatekeeper or default_rules(settings.patterns_dir).gate
     subjects = {settings.user_subject.casefold(), settings.team_subject.casefold()}
     source = _Source(source_text, _base_stopwords() | subjects)
     rejections: Counter[str] = Counter()
+    facts = _valid_facts(raw, source, keeper, settings, subjects, timestamp, rejections)
+    entities, by_name = _valid_entities(raw, source, keeper, subjects, rejections)
+    relationships = _valid_relationships(raw, by_name, rejections)
+    if rejections:
+        logger.debug("LLM reply: %d item(s) rejected: %s", sum(rejections.values()), dict(rejections))
+    return tuple(facts), tuple(entities), tuple(relationships), rejections
 
+
+def _valid_facts(raw: Mapping[str, Any], source: _Source, keeper: Gatekeeper, settings: Settings, subjects: set[str],
+                 timestamp: datetime | None, rejections: Counter[str]) -> list[Fact]:
+    """The reply's facts that pass :func:`_validate_fact`, each content once."""
     facts: list[Fact] = []
     seen_content: set[str] = set()
     for item in _items(raw, "facts", rejections):
@@ -416,7 +381,12 @@ def validate_items(
             continue
         seen_content.add(key)
         facts.append(fact)
+    return facts
 
+
+def _valid_entities(raw: Mapping[str, Any], source: _Source, keeper: Gatekeeper, subjects: set[str],
+                    rejections: Counter[str]) -> tuple[list[Entity], dict[str, str]]:
+    """The reply's entities found in the source (in its spelling), and casefolded name -> that spelling."""
     entities: list[Entity] = []
     by_name: dict[str, str] = {}  # casefolded name -> accepted spelling
     for item in _items(raw, "entities", rejections):
@@ -445,7 +415,12 @@ def validate_items(
         kind = str(item.get("type") or "").strip().lower()
         entities.append(Entity(span.text, kind if kind in ENTITY_TYPES else "concept", span, "llm"))
         by_name[name.casefold()] = span.text
+    return entities, by_name
 
+
+def _valid_relationships(raw: Mapping[str, Any], by_name: Mapping[str, str],
+                         rejections: Counter[str]) -> list[Relationship]:
+    """The reply's relationships between accepted entities, with a usable label, each once."""
     relationships: list[Relationship] = []
     seen_edges: set[tuple[str, str, str]] = set()
     for item in _items(raw, "relationships", rejections):
@@ -472,10 +447,45 @@ def validate_items(
         assert src is not None and dst is not None and label is not None
         seen_edges.add((src, dst, label))
         relationships.append(Relationship(src, dst, label))
+    return relationships
 
-    if rejections:
-        logger.debug("LLM reply: %d item(s) rejected: %s", sum(rejections.values()), dict(rejections))
-    return tuple(facts), tuple(entities), tuple(relationships), rejections
+
+def _fact_rejection(
+    content: str, category: str, confidence: float, names: list[str], source: _Source, keeper: Gatekeeper,
+    settings: Settings, subjects: set[str],
+) -> tuple[str | None, list[Span | None], list[str]]:
+    """Why a fact is rejected (None: it is kept), checked cheapest first, with the spans of its entity names
+    and its words found in the source (what the kept fact's explanation points at)."""
+    if not content:
+        return "empty", [], []
+    if len(content) > MAX_CONTENT_CHARS:
+        return "too_long", [], []
+    checks = _fact_checks()
+    if _too_short(content, checks):
+        return "too_short", [], []
+    if keeper.is_injection(content) is not None:
+        return "instruction_injection", [], []
+    if content.endswith("?") or keeper.judge(content).reason == "question":
+        return "question", [], []
+    spans = [source.find(n) for n in names]
+    if any(s is None for s in spans):
+        return "ungrounded_entity", spans, []
+    terms = source.content_terms(content)
+    grounded = [t for t in terms if source.has_term(t, checks.related)]
+    # At least half of the fact's significant words (CJK bigrams) must come from the source (seed 002 said 30%,
+    # which let half of the invented facts of bench/eval_validate.py through); and
+    # what the words cannot tell apart - a number, a name, a liking turned around - must agree with it.
+    if not grounded or len(grounded) < MIN_GROUNDED_SHARE * len(terms):
+        return "ungrounded", spans, grounded
+    if not _specifics_grounded(content, source, checks, subjects):
+        return "ungrounded", spans, grounded
+    if _trivial_rx().search(content):
+        return "trivial", spans, grounded
+    if not _category_fits(content, category, checks):
+        return "category_mismatch", spans, grounded
+    if confidence < settings.medium_confidence:
+        return "low_confidence", spans, grounded
+    return None, spans, grounded
 
 
 def _validate_fact(
@@ -498,43 +508,14 @@ def _validate_fact(
     names = [" ".join(n.split()) for n in names_raw if isinstance(n, str)]
     names = [n for n in names if n and n.casefold() not in subjects]
     original, confidence = _confidence(item.get("confidence"))
-
-    def reject(reason: str) -> Fact | None:
-        rejections[reason] += 1
-        return None
-
-    if not content:
-        return reject("empty")
-    if len(content) > MAX_CONTENT_CHARS:
-        return reject("too_long")
-    checks = _fact_checks()
-    if _too_short(content, checks):
-        return reject("too_short")
-    if keeper.is_injection(content) is not None:
-        return reject("instruction_injection")
-    if content.endswith("?") or keeper.judge(content).reason == "question":
-        return reject("question")
-    spans = [source.find(n) for n in names]
-    if any(s is None for s in spans):
-        return reject("ungrounded_entity")
-    terms = source.content_terms(content)
-    grounded = [t for t in terms if source.has_term(t, checks.related)]
-    # At least half of the fact's significant words (CJK bigrams) must come from the source (seed 002 said 30%,
-    # which let half of the invented facts of bench/eval_validate.py through); and
-    # what the words cannot tell apart - a number, a name, a liking turned around - must agree with it.
-    if not grounded or len(grounded) < MIN_GROUNDED_SHARE * len(terms):
-        return reject("ungrounded")
-    if not _specifics_grounded(content, source, checks, subjects):
-        return reject("ungrounded")
-    if _trivial_rx().search(content):
-        return reject("trivial")
     category = str(item.get("category") or "").strip().lower()
     if category not in CATEGORIES:
         category = "other"
-    if not _category_fits(content, category, checks):
-        return reject("category_mismatch")
-    if confidence < settings.medium_confidence:
-        return reject("low_confidence")
+    reason, spans, grounded = _fact_rejection(content, category, confidence, names, source, keeper, settings,
+                                              subjects)
+    if reason is not None:
+        rejections[reason] += 1
+        return None
     entity_names: list[str] = []
     for span in spans:
         assert span is not None

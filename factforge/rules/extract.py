@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import regex
 
 from ..inputs import check_text, check_timestamp
-from .rulefile import REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, read_yaml, safe_finditer
+from .rulefile import REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, safe_finditer
+from .schema import AnswerSpec, SpeakersSpec, TurnsFileSpec, read
 from ..settings import Settings, get_settings
 from ..types import Entity, Extraction, Fact, GateDecision, Relationship, Span
 
@@ -29,9 +30,6 @@ __all__ = ["Extractor", "TurnRules", "extract"]
 logger = logging.getLogger("factforge.extract")
 
 TAIL_CHARS = 400
-TURN_KEYS = frozenset({"kind", "confirmations", "tag_questions", "person_swaps", "speakers", "examples", "answers",
-                       "answer_parts"})
-ANSWER_KEYS = frozenset({"id", "question", "answer", "says", "lower", "examples"})
 _PART_REF = regex.compile(r"\{\{(\w+)\}\}")
 _SAYS_REF = regex.compile(r"\{(\w+)\}")
 # The question must end the assistant's reply; a few words may follow its key phrase ("... from originally?").
@@ -70,7 +68,6 @@ class Answer:
 
         text = _SAYS_REF.sub(lambda m: "\0" if m.group(1) == "a" else fill(m), self.says)
         return regex.sub(r"\0\s*(\S)", lambda m: ("an " if m.group(1).lower() in "aeiou" else "a ") + m.group(1), text)
-SPEAKER_KEYS = frozenset({"line", "not_names", "examples", "counter_examples"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -143,133 +140,76 @@ def _keep_case(found: str, repl: str) -> str:
 def _turn_rules(patterns_dir: str) -> TurnRules:
     path = Path(patterns_dir) / "turns.yaml"
     problems = Problems()
-    data = read_yaml(path, problems) if path.exists() else {}
-    if data is not None and not isinstance(data, Mapping):
-        problems.add(str(path), "must be a mapping")
-        data = {}
-    data = data or {}
-    for key in sorted(set(data) - TURN_KEYS):
-        problems.add(f"{path.name}", f"unknown key {key!r}")
-    confirmations: set[str] = set()
-    for lang, words in (data.get("confirmations") or {}).items():
-        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-            problems.add(f"{path.name}: confirmations.{lang}", "must be a list of strings")
-            continue
-        confirmations.update(_norm_reply(w) for w in words)
+    file = read(TurnsFileSpec, path, problems, default={})
+    if file is None:
+        problems.raise_all(f"invalid turn rules in {path}")
+    confirmations = {_norm_reply(w) for words in file.confirmations.values() for w in words}
     tags = []
-    for i, pattern in enumerate(data.get("tag_questions") or []):
-        rx = compile_regex(str(pattern), f"{path.name}: tag_questions[{i}]", problems, regex.IGNORECASE)
+    for i, pattern in enumerate(file.tag_questions):
+        rx = compile_regex(pattern, f"{path.name}: tag_questions[{i}]", problems, regex.IGNORECASE)
         if rx is not None:
             tags.append(rx)
-    swaps_raw = data.get("person_swaps") or {}
-    if not isinstance(swaps_raw, Mapping):
-        problems.add(f"{path.name}: person_swaps", "must map a phrase to its replacement")
-        swaps_raw = {}
-    swaps = {str(k).lower(): str(v) for k, v in swaps_raw.items()}
-    speaker_rx, not_speakers = _speaker_rules(data.get("speakers"), path.name, problems)
-    answers = _answer_rules(data.get("answers"), data.get("answer_parts"), path.name, problems)
+    swaps = {k.lower(): v for k, v in file.person_swaps.items()}
+    speaker_rx, not_speakers = _speaker_rules(file.speakers, path.name, problems)
+    answers = _answer_rules(file.answers, file.answer_parts, path.name, problems)
     problems.raise_if_any(f"invalid turn rules in {path}")
     keys = sorted(swaps, key=len, reverse=True) or ["(?!)"]
     alternation = "|".join(regex.escape(k) for k in keys)
     # Latin words need word boundaries; CJK words have none.
     swap_rx = regex.compile(rf"(?<![\p{{Latin}}'])(?:{alternation})(?![\p{{Latin}}'])", regex.IGNORECASE)
     rules = TurnRules(frozenset(confirmations), tuple(tags), swap_rx, swaps, speaker_rx, not_speakers, answers)
-    _check_speakers(rules, data.get("speakers") or {}, path.name, problems)
+    if file.speakers is not None:
+        _check_speakers(rules, file.speakers, path.name, problems)
     problems.raise_if_any(f"invalid turn rules in {path}")
     return rules
 
 
-def _speaker_rules(raw: Any, where: str, problems: Problems) -> tuple[regex.Pattern[str] | None, frozenset[str]]:
+def _speaker_rules(spec: SpeakersSpec | None, where: str,
+                   problems: Problems) -> tuple[regex.Pattern[str] | None, frozenset[str]]:
     """The ``speakers`` section: the "Name:" line regex and the words that are never a speaker."""
-    if raw is None:
+    if spec is None:
         return None, frozenset()
-    at = f"{where}: speakers"
-    if not isinstance(raw, Mapping):
-        problems.add(at, "must be a mapping with 'line' and 'not_names'")
-        return None, frozenset()
-    for key in sorted(set(raw) - SPEAKER_KEYS):
-        problems.add(at, f"unknown key {key!r}")
-    rx = None
-    if not isinstance(raw.get("line"), str):
-        problems.add(at, "line: must be a regex string")
-    else:
-        rx = compile_regex(raw["line"], f"{at}.line", problems)
-        if rx is not None and "name" not in rx.groupindex:
-            problems.add(f"{at}.line", "must have a group 'name'")
-            rx = None
-    names = raw.get("not_names") or []
-    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
-        problems.add(f"{at}.not_names", "must be a list of non-empty strings")
-        names = []
-    for key in ("examples", "counter_examples"):
-        if key in raw and not isinstance(raw[key], list):
-            problems.add(f"{at}.{key}", "must be a list")
-    return rx, frozenset(n.strip().casefold() for n in names)
+    rx = compile_regex(spec.line, f"{where}: speakers.line", problems)
+    if rx is not None and "name" not in rx.groupindex:
+        problems.add(f"{where}: speakers.line", "must have a group 'name'")
+        rx = None
+    return rx, frozenset(n.strip().casefold() for n in spec.not_names)
 
 
-def _answer_rules(raw: Any, parts: Any, where: str, problems: Problems) -> tuple[Answer, ...]:
+def _answer_rules(specs: Sequence[AnswerSpec], parts: Mapping[str, str], where: str,
+                  problems: Problems) -> tuple[Answer, ...]:
     """The ``answers`` section, with ``{{part}}`` fragments of ``answer_parts`` expanded."""
-    if raw is None:
-        return ()
-    parts = parts or {}
-    if not isinstance(parts, Mapping) or not all(isinstance(v, str) for v in parts.values()):
-        problems.add(f"{where}: answer_parts", "must map names to regex fragments")
-        parts = {}
-    if not isinstance(raw, list):
-        problems.add(f"{where}: answers", "must be a list")
-        return ()
     out = []
-    for n, item in enumerate(raw, 1):
-        at = f"{where}: answers #{n}"
-        if not isinstance(item, Mapping) or not all(isinstance(item.get(k), str) for k in ("id", "question", "answer", "says")):
-            problems.add(at, "must be a mapping with string id, question, answer and says")
-            continue
-        at = f"{where}: {item['id']}"
-        for key in sorted(set(item) - ANSWER_KEYS):
-            problems.add(at, f"unknown key {key!r}")
-        missing = sorted({m.group(1) for k in ("question", "answer") for m in _PART_REF.finditer(item[k])} - set(parts))
+    for spec in specs:
+        at = f"{where}: answer {spec.id}"
+        missing = sorted({m.group(1) for k in (spec.question, spec.answer) for m in _PART_REF.finditer(k)} - set(parts))
         if missing:
             problems.add(at, f"uses undefined answer_parts {missing}")
             continue
         expand = lambda text: _PART_REF.sub(lambda m: parts[m.group(1)], text)  # noqa: E731
-        question = compile_regex(expand(item["question"]) + _QUESTION_END, f"{at}: question", problems, regex.IGNORECASE)
-        answer = compile_regex(expand(item["answer"]), f"{at}: answer", problems, regex.IGNORECASE)
-        examples = item.get("examples") or []
-        if not isinstance(examples, list) or not all(
-            isinstance(e, Mapping) and all(isinstance(e.get(k), str) for k in ("question", "answer", "fact")) for e in examples
-        ):
-            problems.add(at, "examples: must be a list of {question, answer, fact}")
-            examples = []
+        question = compile_regex(expand(spec.question) + _QUESTION_END, f"{at}: question", problems, regex.IGNORECASE)
+        answer = compile_regex(expand(spec.answer), f"{at}: answer", problems, regex.IGNORECASE)
         if question is None or answer is None:
             continue
         groups = set(question.groupindex) | set(answer.groupindex) | {"a"}
-        unknown = sorted({m.group(1) for m in _SAYS_REF.finditer(item["says"])} - groups)
+        unknown = sorted({m.group(1) for m in _SAYS_REF.finditer(spec.says)} - groups)
         if unknown:
             problems.add(at, f"says names {unknown}, which are no groups of question or answer")
             continue
-        lower = item.get("lower") or []
-        if not isinstance(lower, list) or not all(isinstance(g, str) for g in lower):
-            problems.add(at, "lower: must be a list of group names")
-            lower = []
-        out.append(Answer(item["id"], question, answer, item["says"], frozenset(lower),
-                          tuple(dict(e) for e in examples)))
+        out.append(Answer(spec.id, question, answer, spec.says, frozenset(spec.lower),
+                          tuple(e.model_dump() for e in spec.examples)))
     return tuple(out)
 
 
-def _check_speakers(rules: TurnRules, raw: Mapping[str, Any], where: str, problems: Problems) -> None:
+def _check_speakers(rules: TurnRules, spec: SpeakersSpec, where: str, problems: Problems) -> None:
     """Every speaker example yields its name; no counter-example yields a speaker."""
     at = f"{where}: speakers"
-    examples = raw.get("examples") if isinstance(raw, Mapping) else None
-    for ex in examples if isinstance(examples, list) else []:
-        if not isinstance(ex, Mapping) or not isinstance(ex.get("text"), str) or not isinstance(ex.get("name"), str):
-            problems.add(f"{at}.examples", f"{ex!r}: must be a mapping {{text, name}}")
-            continue
-        got = [s.text for s in rules.speakers(ex["text"])]
-        if ex["name"] not in got:
-            problems.add(f"{at}.examples", f"{ex['text']!r}: expected speaker {ex['name']!r}, got {got!r}")
-    counter = raw.get("counter_examples") if isinstance(raw, Mapping) else None
-    for text in counter if isinstance(counter, list) else []:
-        got = [s.text for s in rules.speakers(str(text))]
+    for ex in spec.examples:
+        got = [s.text for s in rules.speakers(ex.text)]
+        if ex.name not in got:
+            problems.add(f"{at}.examples", f"{ex.text!r}: expected speaker {ex.name!r}, got {got!r}")
+    for text in spec.counter_examples:
+        got = [s.text for s in rules.speakers(text)]
         if got:
             problems.add(f"{at}.counter_examples", f"{text!r}: yields speaker(s) {got!r}")
 
@@ -281,10 +221,10 @@ class Extractor:
                  rules: RuleSet | None = None) -> None:
         """``rules``: the rule set to use (see :mod:`factforge.rules.load`); else the rules of ``patterns_dir``
         (default: the settings' patterns folder)."""
-        from .load import RuleSet
+        from .load import default_rules
 
         self.settings = settings or get_settings()
-        rules = rules or RuleSet.from_dir(patterns_dir or self.settings.patterns_dir)
+        rules = rules or default_rules(patterns_dir or self.settings.patterns_dir)
         self.gate = rules.gate
         self.library = rules.library
         self.ner = rules.ner

@@ -23,22 +23,15 @@ from typing import Any, cast
 import regex
 
 from .normalise import Normaliser
-from .rulefile import (TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, guard_budget,
-                       keyword_automaton, read_yaml, rule_header)
-from .segment import parse_segment_config
+from .rulefile import Problems, check_examples, compile_regex, default_patterns_dir, guard_budget, keyword_automaton
+from .schema import (REASONS, SOCIAL_KINDS, WORD_KINDS, GateFileSpec, GateShapesSpec, InjectionFileSpec, read,
+                     unique)
 from ..types import GateDecision
 
 __all__ = ["Gatekeeper", "InjectionRule", "PhraseSet", "REASONS", "SOCIAL_KINDS", "Shape"]
 
 logger = logging.getLogger("factforge.gatekeeper")
 
-SOCIAL_KINDS: tuple[str, ...] = ("greeting", "thanks", "goodbye", "acknowledgement", "reaction", "filler")
-REASONS: tuple[str, ...] = ("empty", "injection", *SOCIAL_KINDS, "question", "too_short")
-WORD_KINDS: tuple[str, ...] = ("wh_words", "aux_words", "subject_words", "first_person", "question_particles",
-                                "bare_answers", "open_tail_stop")
-GATE_KEYS = frozenset({"version", "thresholds", "reason_priority", "languages", "shapes", "segment", "examples",
-                       "counter_examples"})
-SHAPE_KEYS = frozenset({"classes", "kinds"})
 # A shape slot is a class name, optionally followed by "?" (zero or one) or "*" (zero or more).
 _SLOT = regex.compile(r"([a-z_]+)([?*]?)")
 # The open slot: a shape slot may be ``rest``, one or more words of any kind within the clause except
@@ -47,8 +40,6 @@ _SLOT = regex.compile(r"([a-z_]+)([?*]?)")
 REST = "rest"
 # Stands for a capitalised word (a name, a place, a title) in the words the social check reads.
 NAME = "\x00name"
-THRESHOLD_KEYS = frozenset({"min_cjk_chars", "min_letters", "max_social_tokens"})
-INJECTION_KEYS = frozenset({"id", "language", "description", "keywords", "regex", "examples", "counter_examples"})
 
 # Characters of scripts written without spaces: each one is a token of its own.
 _CJK_RANGES: tuple[tuple[int, int], ...] = (
@@ -555,117 +546,40 @@ def _tokenise_phrase(tokenizer: regex.Pattern[str], phrase: str) -> tuple[str, .
     return tuple(tokenizer.findall(phrase.lower().translate(_APOSTROPHES)))
 
 
-def _string_list(value: Any, where: str, problems: Problems) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        problems.add(where, "must be a list of non-empty strings")
-        return []
-    return value
-
-
-def _load_gate(path: Path, problems: Problems) -> dict[str, Any]:
-    before = len(problems.items)
-    data = read_yaml(path, problems)
+def _load_gate(path: Path, problems: Problems) -> GateFileSpec | None:
+    """gate.yaml, checked; its shapes name classes it defines and each has a class that must be there."""
+    gate = read(GateFileSpec, path, problems)
+    if gate is None:
+        return None
     where = str(path)
-    if data is None:
-        if path.exists() and len(problems.items) == before:
-            problems.add(where, "file is empty")
-        return {}
-    if not isinstance(data, dict):
-        problems.add(where, "top level must be a mapping")
-        return {}
-    for key in sorted(set(data) - GATE_KEYS):
-        problems.add(where, f"unknown key {key!r}")
-    thresholds = data.get("thresholds")
-    values: dict[str, int] = {}
-    if not isinstance(thresholds, dict):
-        problems.add(where, "thresholds: missing or not a mapping")
-    else:
-        for key in sorted(set(thresholds) - THRESHOLD_KEYS):
-            problems.add(where, f"thresholds: unknown key {key!r}")
-        for key in sorted(THRESHOLD_KEYS):
-            value = thresholds.get(key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                problems.add(where, f"thresholds.{key}: must be a positive whole number")
-            else:
-                values[key] = value
-    priority = data.get("reason_priority")
-    if not isinstance(priority, list) or sorted(map(str, priority)) != sorted(SOCIAL_KINDS):
-        problems.add(where, f"reason_priority: must list each of {', '.join(SOCIAL_KINDS)} once")
-        priority = list(SOCIAL_KINDS)
-    languages = data.get("languages")
-    if not isinstance(languages, dict) or not languages:
-        problems.add(where, "languages: missing or not a mapping")
-        languages = {}
-    for lang, block in languages.items():
-        if not isinstance(block, dict):
-            problems.add(where, f"languages.{lang}: must be a mapping")
-            continue
-        for key in sorted(set(block) - set(SOCIAL_KINDS) - set(WORD_KINDS)):
-            problems.add(where, f"languages.{lang}: unknown key {key!r}")
-        for key, value in block.items():
-            if key in SOCIAL_KINDS or key in WORD_KINDS:
-                _string_list(value, f"{where}: languages.{lang}.{key}", problems)
-    shapes = _load_shapes(data.get("shapes", {}), where, problems)
-    segment = parse_segment_config(data.get("segment"), where, problems)
-    examples = data.get("examples", {})
-    if not isinstance(examples, dict) or not set(examples) <= set(REASONS):
-        problems.add(where, f"examples: must map reasons ({', '.join(REASONS)}) to lists of texts")
-        examples = {}
-    for reason, texts in examples.items():
-        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            problems.add(where, f"examples.{reason}: must be a list of strings")
-    counter = data.get("counter_examples", [])
-    if not isinstance(counter, list) or not all(isinstance(t, str) for t in counter):
-        problems.add(where, "counter_examples: must be a list of strings")
-    return {"thresholds": values, "priority": tuple(priority), "languages": languages, "shapes": shapes,
-            "segment": segment, "examples": examples, "counter_examples": counter}
-
-
-def _load_shapes(data: Any, where: str, problems: Problems) -> dict[str, Any]:
-    """Check the ``shapes`` block: word classes as phrase lists, shapes per social kind naming those classes."""
-    if not isinstance(data, dict):
-        problems.add(where, "shapes: must be a mapping")
-        return {"classes": {}, "kinds": {}}
-    for key in sorted(set(data) - SHAPE_KEYS):
-        problems.add(where, f"shapes: unknown key {key!r}")
-    classes = data.get("classes", {})
-    if not isinstance(classes, dict):
-        problems.add(where, "shapes.classes: must map class names to lists of phrases")
-        classes = {}
-    classes = {name: _string_list(value, f"{where}: shapes.classes.{name}", problems)
-               for name, value in classes.items()}
-    kinds = data.get("kinds", {})
-    if not isinstance(kinds, dict):
-        problems.add(where, "shapes.kinds: must map social kinds to lists of shapes")
-        kinds = {}
-    parsed: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {}
-    for kind, shapes in kinds.items():
-        if kind not in SOCIAL_KINDS:
-            problems.add(where, f"shapes.kinds: {kind!r} is not one of {', '.join(SOCIAL_KINDS)}")
-            continue
-        for text in _string_list(shapes, f"{where}: shapes.kinds.{kind}", problems):
-            slots: list[tuple[str, str]] = []
+    for kind, shapes in gate.shapes.kinds.items():
+        for text in shapes:
+            slots = _shape_slots(text, gate.shapes.classes)
             for part in text.split():
                 m = _SLOT.fullmatch(part)
-                if m is None or (m.group(1) not in classes and m.group(1) != REST):
+                if m is None or (m.group(1) not in gate.shapes.classes and m.group(1) != REST):
                     problems.add(where, f"shapes.kinds.{kind}: {text!r}: {part!r} is not a class of shapes.classes")
-                else:
-                    slots.append((m.group(1), m.group(2)))
             if any(name == REST and mod for name, mod in slots):
                 problems.add(where, f"shapes.kinds.{kind}: {text!r}: {REST!r} takes no ? or *")
             if slots and all(mod or name == REST for name, mod in slots):
                 problems.add(where, f"shapes.kinds.{kind}: {text!r} has no required class, so it matches nothing")
-            parsed.setdefault(kind, []).append((text, slots))
-    return {"classes": classes, "kinds": parsed}
+    return gate
 
 
-def _build_shapes(tokenizer: regex.Pattern[str], spec: Mapping[str, Any], where: str,
+def _shape_slots(text: str, classes: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The (class, modifier) slots of one shape ("pointer linking? evaluation", "compliment rest"); unknown
+    classes left out."""
+    return [(m.group(1), m.group(2)) for m in map(_SLOT.fullmatch, text.split())
+            if m is not None and (m.group(1) in classes or m.group(1) == REST)]
+
+
+def _build_shapes(tokenizer: regex.Pattern[str], spec: GateShapesSpec, where: str,
                   problems: Problems, stop: frozenset[str] = frozenset()) -> dict[str, tuple[Shape, ...]]:
     """Compile the checked ``shapes`` block and index each shape by the words it may start with.
 
     ``stop``: the words an open slot (``rest``) may not hold."""
     classes: dict[str, PhraseSet] = {}
-    for name, values in spec["classes"].items():
+    for name, values in spec.classes.items():
         phrases: dict[tuple[str, ...], str] = {}
         for value in values:
             phrase = _tokenise_phrase(tokenizer, value)
@@ -675,8 +589,9 @@ def _build_shapes(tokenizer: regex.Pattern[str], spec: Mapping[str, Any], where:
                 problems.add(f"{where}: shapes.classes.{name}", f"{value!r} has no words")
         classes[name] = PhraseSet.build(phrases)
     index: dict[str, list[Shape]] = {}
-    for kind, shapes in spec["kinds"].items():
-        for text, slots in shapes:
+    for kind, texts in spec.kinds.items():
+        for text in texts:
+            slots = _shape_slots(text, spec.classes)
             compiled = tuple((None if name == REST else classes[name], mod != "", mod == "*") for name, mod in slots)
             starts: set[str] = set()
             for words, optional, _ in compiled:
@@ -703,68 +618,68 @@ def _occurs(phrases: PhraseSet, words: Sequence[str]) -> bool:
     return any(w in starts and phrases.match_at(words, i)[0] for i, w in enumerate(words))
 
 
+def _open_index(shapes: Mapping[str, tuple[Shape, ...]]) -> tuple[
+        tuple[tuple[int, tuple[PhraseSet, ...]], ...], dict[str, tuple[tuple[int, tuple[PhraseSet, ...]], ...]]]:
+    """The open shapes (with a ``rest`` slot) with their required classes, and those indexed by a word of
+    their most selective required class: a message holding none of its words cannot match the shape."""
+    open_keys = tuple((id(shape), _key_words(shape)) for shape in
+                      {id(s): s for shape_list in shapes.values() for s in shape_list if s.stop}.values())
+    index: dict[str, list[tuple[int, tuple[PhraseSet, ...]]]] = {}
+    for entry in open_keys:
+        if entry[1]:
+            for word in min(entry[1], key=lambda key: len(key.starts)).starts:
+                index.setdefault(word, []).append(entry)
+    return open_keys, {w: tuple(v) for w, v in index.items()}
+
+
+def _check_gate_examples(keeper: Gatekeeper, gate: GateFileSpec, rules: Sequence[InjectionRule], where: str,
+                         problems: Problems) -> None:
+    """The file's own examples are part of its validation: a list edit that breaks one fails loading."""
+    for reason, texts in gate.examples.items():
+        for text in texts:
+            got = keeper.judge(text)
+            if got.reason != reason:
+                problems.add(where, f"example {text!r}: expected {reason}, got {got.reason or 'passed'}")
+    for text in gate.counter_examples:
+        got = keeper.judge(text)
+        if not got.passed:
+            problems.add(where, f"counter-example {text!r}: expected to pass, got {got.reason}")
+    for rule in rules:
+        for text in rule.examples:
+            if keeper.is_injection(text) is None:
+                problems.add(where, f"injection example {text!r} of {rule.id} is not flagged")
+
+
 def _load_injection(path: Path, problems: Problems) -> tuple[list[InjectionRule], Normaliser]:
-    before = len(problems.items)
-    data = read_yaml(path, problems)
     where = str(path)
-    if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
-        if len(problems.items) == before and (data is not None or path.exists()):
-            problems.add(where, "must be a mapping with a 'rules' list")
+    file = read(InjectionFileSpec, path, problems)
+    if file is None:
         return [], Normaliser()
-    for key in sorted(set(data) - {"version", "rules", "normalise"}):
-        problems.add(where, f"unknown key {key!r}")
-    normaliser = Normaliser.from_yaml(data.get("normalise"), where, problems)
     rules: list[InjectionRule] = []
-    seen: set[str] = set()
-    for n, raw in enumerate(data["rules"]):
-        if not isinstance(raw, dict):
-            problems.add(f"{where}: rule #{n + 1}", "must be a mapping")
+    for spec in unique(file.rules, where, set(), problems):
+        at = f"{where}: rule {spec.id}"
+        # Verbose mode so long rules can be folded over lines in YAML; spaces must be written as \s.
+        rx = compile_regex(spec.regex, at, problems, regex.IGNORECASE | regex.VERBOSE,
+                           hostile=tuple(k.lower() + " " for k in spec.keywords))
+        if rx is None:
             continue
-        before = len(problems.items)
-        rule_id, at = rule_header(raw, f"{where}:", n + 1, INJECTION_KEYS, seen, problems)
-        if not isinstance(raw.get("language"), str):
-            problems.add(at, "missing language")
-        keywords = _string_list(raw.get("keywords"), f"{at}.keywords", problems)
-        examples = _string_list(raw.get("examples"), f"{at}.examples", problems)
-        counter = _string_list(raw.get("counter_examples"), f"{at}.counter_examples", problems)
-        rx = None
-        if not isinstance(raw.get("regex"), str):
-            problems.add(at, "missing regex")
-        else:
-            # Verbose mode so long rules can be folded over lines in YAML; spaces must be written as \s.
-            rx = compile_regex(raw["regex"], at, problems, regex.IGNORECASE | regex.VERBOSE,
-                               hostile=tuple(k.lower() + " " for k in keywords))
-        if len(problems.items) > before or rx is None:
-            continue
-        lowered = tuple(k.lower() for k in keywords)
-        for text in examples:
-            found = bounded_matches(rx, text)
-            if not any(k in text.lower() for k in lowered):
-                problems.add(at, f"example {text!r} contains none of the keywords, so the rule never runs on it")
-            elif found is TIMED_OUT:
-                problems.add(at, f"example {text!r} takes too long to match (catastrophic backtracking?)")
-            elif not found:
-                problems.add(at, f"example {text!r} does not match")
-        for text in counter:
-            found = bounded_matches(rx, text)
-            if found is TIMED_OUT:
-                problems.add(at, f"counter-example {text!r} takes too long to match (catastrophic backtracking?)")
-            elif found:
-                problems.add(at, f"counter-example {text!r} matches")
-        rules.append(InjectionRule(cast(str, rule_id), raw["language"], lowered, rx, tuple(examples), tuple(counter),
-                                   str(raw.get("description", ""))))
-    return rules, normaliser
+        rule = InjectionRule(spec.id, spec.language, tuple(k.lower() for k in spec.keywords), rx,
+                             tuple(spec.examples), tuple(spec.counter_examples), spec.description)
+        check_examples(rx, rule.keywords, rule.examples, rule.counter_examples, at, problems)
+        rules.append(rule)
+    return rules, Normaliser.from_spec(file.normalise)
 
 
 def _build(patterns_dir: Path) -> Gatekeeper:
     problems = Problems()
     gate = _load_gate(patterns_dir / "gate.yaml", problems)
     rules, normaliser = _load_injection(patterns_dir / "injection.yaml", problems)
-    problems.raise_if_any()
-    tokenizer, enders, question_marks = _build_tokenizer(gate["segment"])
+    if gate is None or problems.items:
+        problems.raise_all()
+    tokenizer, enders, question_marks = _build_tokenizer(gate.segment.model_dump())
     social: dict[tuple[str, ...], str] = {}
     words: dict[str, dict[tuple[str, ...], str]] = {k: {} for k in WORD_KINDS}
-    for lang, block in gate["languages"].items():
+    for lang, block in gate.languages.items():
         for key, values in block.items():
             for value in values:
                 phrase = _tokenise_phrase(tokenizer, value)
@@ -776,16 +691,9 @@ def _build(patterns_dir: Path) -> Gatekeeper:
                 else:
                     words[key][phrase] = key
     stop = frozenset({NAME, *(w for kind in ("first_person", "open_tail_stop") for p in words[kind] for w in p)})
-    shapes = _build_shapes(tokenizer, gate["shapes"], str(patterns_dir / "gate.yaml"), problems, stop)
+    shapes = _build_shapes(tokenizer, gate.shapes, str(patterns_dir / "gate.yaml"), problems, stop)
     automaton = keyword_automaton(rule.keywords for rule in rules)
-    thresholds = gate["thresholds"]
-    open_keys = tuple((id(shape), _key_words(shape)) for shape in
-                      {id(s): s for shape_list in shapes.values() for s in shape_list if s.stop}.values())
-    open_index: dict[str, list[tuple[int, tuple[PhraseSet, ...]]]] = {}
-    for entry in open_keys:
-        if entry[1]:
-            for word in min(entry[1], key=lambda key: len(key.starts)).starts:
-                open_index.setdefault(word, []).append(entry)
+    open_keys, open_index = _open_index(shapes)
     keeper = Gatekeeper(
         tokenizer=tokenizer,
         enders=enders,
@@ -798,33 +706,18 @@ def _build(patterns_dir: Path) -> Gatekeeper:
                                 for words, _, _ in shape.slots if words is not None for p in words.phrases for w in p)}),
         words={k: PhraseSet.build(v) for k, v in words.items()},
         open_keys=open_keys,
-        open_index={w: tuple(v) for w, v in open_index.items()},
+        open_index=open_index,
         closed_shapes={w: c for w, sl in shapes.items() if (c := tuple(x for x in sl if not x.stop))},
         open_shapes={w: o for w, sl in shapes.items() if (o := tuple(x for x in sl if x.stop))},
-        reason_priority=gate["priority"],
-        min_cjk_chars=thresholds["min_cjk_chars"],
-        min_letters=thresholds["min_letters"],
-        max_social_tokens=thresholds["max_social_tokens"],
+        reason_priority=tuple(gate.reason_priority),
+        min_cjk_chars=gate.thresholds.min_cjk_chars,
+        min_letters=gate.thresholds.min_letters,
+        max_social_tokens=gate.thresholds.max_social_tokens,
         injection_rules=tuple(rules),
         normaliser=normaliser,
         automaton=automaton,
     )
-    # The file's own examples are part of its validation: a list edit that breaks one fails loading.
-    where = str(patterns_dir / "gate.yaml")
-    for reason, texts in gate["examples"].items():
-        for text in texts:
-            got = keeper.judge(text)
-            if got.reason != reason:
-                problems.add(where, f"example {text!r}: expected {reason}, got {got.reason or 'passed'}")
-    for text in gate["counter_examples"]:
-        got = keeper.judge(text)
-        if not got.passed:
-            problems.add(where, f"counter-example {text!r}: expected to pass, got {got.reason}")
-    for rule in rules:
-        for text in rule.examples:
-            got_id = keeper.is_injection(text)
-            if got_id is None:
-                problems.add(where, f"injection example {text!r} of {rule.id} is not flagged")
+    _check_gate_examples(keeper, gate, rules, str(patterns_dir / "gate.yaml"), problems)
     problems.raise_if_any()
     logger.debug("gatekeeper loaded from %s: %d phrases, %d injection rules", patterns_dir, len(social), len(rules))
     return keeper

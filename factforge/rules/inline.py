@@ -12,8 +12,12 @@ import html
 import re
 from dataclasses import dataclass
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from ..types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship
+
+if TYPE_CHECKING:
+    from .gatekeeper import Gatekeeper
 
 __all__ = ["InlineResult", "inline_prompt", "parse_inline"]
 
@@ -49,76 +53,35 @@ def _snake(label: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", label.strip().lower()).strip("_")
 
 
-def parse_inline(reply: str) -> InlineResult:
-    """Facts, entities and relationships from the tags in ``reply``, and the reply without them."""
-    from .gatekeeper import Gatekeeper
+def parse_inline(reply: str, gate: Gatekeeper | None = None) -> InlineResult:
+    """Facts, entities and relationships from the tags in ``reply``, and the reply without them. ``gate``: the
+    rule set's gatekeeper (every tagged string is checked for injection); default: the shipped rules'."""
+    if gate is None:
+        from .load import default_rules
 
-    gate = Gatekeeper.from_dir()
+        gate = default_rules().gate
     facts: list[Fact] = []
     entities: list[Entity] = []
     rels: list[Relationship] = []
     skipped: list[tuple[str, str]] = []
 
-    def injected(*texts: str) -> bool:
-        # Every string a tag carries into memory is checked, not only fact bodies: an entity name or a
-        # relationship end is stored and later shown to agents just like a fact.
-        return any(gate.is_injection(t) is not None for t in texts)
-
     def fact_tag(m: re.Match[str]) -> str:
-        attrs, body = _attrs(m.group(3)), html.unescape(re.sub(r"\s+", " ", m.group(4))).strip()
-        tag = m.group(0)[:80]
-        category = (attrs.get("category") or ("temporal" if m.group(2).lower() == "episode" else "other")).lower()
-        if not body:
-            skipped.append((tag, "empty fact"))
-        elif len(body) > MAX_FACT_CHARS:
-            skipped.append((tag, f"fact longer than {MAX_FACT_CHARS} characters"))
-        elif category not in CATEGORIES:
-            skipped.append((tag, f"unknown category {category!r}"))
-        elif injected(body, attrs.get("entities", "")):
-            skipped.append((tag, "looks like a prompt injection"))
+        got = _fact(m, gate)
+        if isinstance(got, str):
+            skipped.append((m.group(0)[:80], got))
         else:
-            try:
-                conf = float(attrs.get("confidence", INLINE_CONFIDENCE))
-            except ValueError:
-                skipped.append((tag, f"confidence {attrs.get('confidence')!r} is not a number"))
-                return ""
-            if conf != conf:  # NaN
-                skipped.append((tag, "confidence is not a number"))
-                return ""
-            conf = min(1.0, max(0.0, conf))  # clamped, like LLM confidences
-            names = tuple(n.strip() for n in attrs.get("entities", "").split(",") if n.strip())
-            facts.append(Fact(
-                content=body, category=category, confidence=conf, method="inline",  # type: ignore[arg-type]
-                explanation=Explanation("inline", None, conf, conf, None, 0.0, "tag in the agent's reply"),
-                entities=names, speaker="assistant",
-            ))
+            facts.append(got)
         return ""
 
     def single_tag(m: re.Match[str]) -> str:
-        attrs, kind, tag = _attrs(m.group(3)), m.group(2).lower(), m.group(0)[:80]
-        if kind == "entity":
-            name, etype = attrs.get("name", "").strip(), (attrs.get("type") or "concept").lower()
-            if not name:
-                skipped.append((tag, "entity without a name"))
-            elif injected(name):
-                skipped.append((tag, "entity name looks like a prompt injection"))
-            else:
-                entities.append(Entity(name, etype if etype in ENTITY_TYPES else "concept", None, "inline"))
+        attrs = _attrs(m.group(3))
+        got = _entity(attrs, gate) if m.group(2).lower() == "entity" else _relationship(attrs, gate)
+        if isinstance(got, str):
+            skipped.append((m.group(0)[:80], got))
+        elif isinstance(got, Entity):
+            entities.append(got)
         else:
-            src = (attrs.get("from") or attrs.get("source") or "").strip()
-            dst = (attrs.get("to") or attrs.get("target") or "").strip()
-            raw_label = attrs.get("label") or attrs.get("type") or ""
-            label = _snake(raw_label)
-            if not src or not dst:
-                skipped.append((tag, "relationship needs 'from' and 'to'"))
-            elif injected(src, dst, raw_label):  # the raw label: snake_case would hide the wording
-                skipped.append((tag, "relationship looks like a prompt injection"))
-            elif not _LABEL.match(label):
-                skipped.append((tag, "relationship needs a label"))
-            elif src.casefold() == dst.casefold():
-                skipped.append((tag, "relationship from an entity to itself"))
-            else:
-                rels.append(Relationship(src, dst, label))
+            rels.append(got)
         return ""
 
     text = _PAIRED.sub(fact_tag, reply)
@@ -133,3 +96,63 @@ def parse_inline(reply: str) -> InlineResult:
         text = _LEFTOVER.sub("", text)
     clean = re.sub(r"[ \t]+\n", "\n", re.sub(r"[ \t]{2,}", " ", text)).strip()
     return InlineResult(clean, tuple(facts), tuple(entities), tuple(rels), tuple(skipped))
+
+
+def _injected(gate: Gatekeeper, *texts: str) -> bool:
+    # Every string a tag carries into memory is checked, not only fact bodies: an entity name or a
+    # relationship end is stored and later shown to agents just like a fact.
+    return any(gate.is_injection(t) is not None for t in texts)
+
+
+def _fact(m: re.Match[str], gate: Gatekeeper) -> Fact | str:
+    """The fact of an ``<ff:fact>`` (or ``<ff:episode>``) tag, or why it is skipped."""
+    attrs, body = _attrs(m.group(3)), html.unescape(re.sub(r"\s+", " ", m.group(4))).strip()
+    category = (attrs.get("category") or ("temporal" if m.group(2).lower() == "episode" else "other")).lower()
+    if not body:
+        return "empty fact"
+    if len(body) > MAX_FACT_CHARS:
+        return f"fact longer than {MAX_FACT_CHARS} characters"
+    if category not in CATEGORIES:
+        return f"unknown category {category!r}"
+    if _injected(gate, body, attrs.get("entities", "")):
+        return "looks like a prompt injection"
+    try:
+        conf = float(attrs.get("confidence", INLINE_CONFIDENCE))
+    except ValueError:
+        return f"confidence {attrs.get('confidence')!r} is not a number"
+    if conf != conf:  # NaN
+        return "confidence is not a number"
+    conf = min(1.0, max(0.0, conf))  # clamped, like LLM confidences
+    names = tuple(n.strip() for n in attrs.get("entities", "").split(",") if n.strip())
+    return Fact(
+        content=body, category=category, confidence=conf, method="inline",  # type: ignore[arg-type]
+        explanation=Explanation("inline", None, conf, conf, None, 0.0, "tag in the agent's reply"),
+        entities=names, speaker="assistant",
+    )
+
+
+def _entity(attrs: dict[str, str], gate: Gatekeeper) -> Entity | str:
+    """The entity of an ``<ff:entity/>`` tag, or why it is skipped."""
+    name, etype = attrs.get("name", "").strip(), (attrs.get("type") or "concept").lower()
+    if not name:
+        return "entity without a name"
+    if _injected(gate, name):
+        return "entity name looks like a prompt injection"
+    return Entity(name, etype if etype in ENTITY_TYPES else "concept", None, "inline")
+
+
+def _relationship(attrs: dict[str, str], gate: Gatekeeper) -> Relationship | str:
+    """The relationship of an ``<ff:relationship/>`` tag, or why it is skipped."""
+    src = (attrs.get("from") or attrs.get("source") or "").strip()
+    dst = (attrs.get("to") or attrs.get("target") or "").strip()
+    raw_label = attrs.get("label") or attrs.get("type") or ""
+    label = _snake(raw_label)
+    if not src or not dst:
+        return "relationship needs 'from' and 'to'"
+    if _injected(gate, src, dst, raw_label):  # the raw label: snake_case would hide the wording
+        return "relationship looks like a prompt injection"
+    if not _LABEL.match(label):
+        return "relationship needs a label"
+    if src.casefold() == dst.casefold():
+        return "relationship from an entity to itself"
+    return Relationship(src, dst, label)

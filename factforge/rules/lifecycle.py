@@ -28,14 +28,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .rulefile import Problems, default_patterns_dir, read_yaml
-from ..types import CATEGORIES, Explanation, Fact, Supersession
+from .rulefile import Problems, default_patterns_dir
+from .schema import SupersessionFileSpec, read, unique
+from ..types import Explanation, Fact, Supersession
 
-RULE_KEYS = frozenset({"id", "description", "categories", "relations", "target_relations", "same", "link",
-                       "similar_above", "same_suffix", "asserts", "examples"})
-ASSERT_KEYS = frozenset({"template", "category", "relation", "slots"})
 _FIELD = re.compile(r"\{(\w+)\}")
-SAME_FIELDS = ("subject", "relation", "category")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,89 +133,22 @@ class SupersessionRules:
         return out
 
 
-def _names(value: Any, where: str, problems: Problems) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        problems.add(where, "must be a list of non-empty strings")
-        return ()
-    return tuple(value)
-
-
 def load(path: Path) -> SupersessionRules:
+    """The supersession rules of ``path`` (none if it does not exist); a bad file raises one PatternError."""
     problems = Problems()
-    data = read_yaml(path, problems) if path.exists() else {"rules": []}
-    rules: list[SupersessionRule] = []
-    if data is not None and not isinstance(data, Mapping):
-        problems.add(str(path), "must be a mapping with 'rules'")
-        data = {}
-    seen: set[str] = set()
-    for i, raw in enumerate((data or {}).get("rules") or []):
-        where = f"{path.name}: rule #{i + 1}"
-        if not isinstance(raw, Mapping):
-            problems.add(where, "must be a mapping")
-            continue
-        rid = raw.get("id")
-        if not isinstance(rid, str) or not rid:
-            problems.add(where, "needs an 'id'")
-            continue
-        where = f"{path.name}: {rid}"
-        if rid in seen:
-            problems.add(where, "duplicate id")
-        seen.add(rid)
-        for key in set(raw) - RULE_KEYS:
-            problems.add(where, f"unknown key {key!r}")
-        cats = _names(raw.get("categories"), where + ".categories", problems)
-        for c in cats:
-            if c not in CATEGORIES:
-                problems.add(where, f"unknown category {c!r}")
-        same = _names(raw.get("same"), where + ".same", problems)
-        for s in same:
-            if s not in SAME_FIELDS and not (s.startswith("slot:") and len(s) > 5 and s[5:].isidentifier()):
-                problems.add(where, f"'same' entry {s!r} must be one of {SAME_FIELDS} or slot:<name>")
-        link_raw = raw.get("link") or {}
-        link: dict[str, tuple[str, ...]] = {}
-        if not isinstance(link_raw, Mapping):
-            problems.add(where, "'link' must map a new-fact slot to a list of old-fact slots")
-        else:
-            for k, v in link_raw.items():
-                olds = _names(v, f"{where}.link.{k}", problems)
-                if not str(k).isidentifier() or not all(o.isidentifier() for o in olds):
-                    problems.add(where, "slot names in 'link' must be identifiers")
-                link[str(k)] = olds
-        if not same and not link and not raw.get("same_suffix"):
-            problems.add(where, "needs 'same' or 'link' (otherwise it would supersede every fact)")
-        suffix = raw.get("same_suffix")
-        if suffix is not None and not (isinstance(suffix, Mapping) and all(
-                str(k).isidentifier() and isinstance(v, str) and v for k, v in suffix.items())):
-            problems.add(where, "'same_suffix' must map a slot name to a marker string")
-            suffix = None
-        similar = raw.get("similar_above")
-        if similar is not None and not (isinstance(similar, (int, float)) and 0 < similar <= 1):
-            problems.add(where, "'similar_above' must be a number in (0, 1]")
-            similar = None
-        asserts = raw.get("asserts")
-        if asserts is not None:
-            if not isinstance(asserts, Mapping) or not isinstance(asserts.get("template"), str):
-                problems.add(where, "'asserts' needs a 'template'")
-                asserts = None
-            else:
-                for key in set(asserts) - ASSERT_KEYS:
-                    problems.add(where, f"unknown key {key!r} in 'asserts'")
-                if asserts.get("category") not in CATEGORIES:
-                    problems.add(where, f"'asserts' category {asserts.get('category')!r} is unknown")
-                if not isinstance(asserts.get("slots") or {}, Mapping):
-                    problems.add(where, "'asserts' slots must map a slot name to a source slot")
-        rules.append(SupersessionRule(
-            id=rid, description=str(raw.get("description") or ""), categories=cats,
-            relations=_names(raw.get("relations"), where + ".relations", problems),
-            target_relations=_names(raw.get("target_relations"), where + ".target_relations", problems),
-            same=same, link=link, similar_above=float(similar) if similar is not None else None,
-            asserts=dict(asserts) if asserts else None,
-            same_suffix={str(k): str(v) for k, v in suffix.items()} if suffix else None,
-        ))
+    file = read(SupersessionFileSpec, path, problems, default={"rules": []})
+    rules = tuple(
+        SupersessionRule(
+            id=spec.id, description=spec.description, categories=tuple(spec.categories),
+            relations=tuple(spec.relations), target_relations=tuple(spec.target_relations), same=tuple(spec.same),
+            link={k: tuple(v) for k, v in spec.link.items()}, similar_above=spec.similar_above,
+            asserts=spec.asserts.model_dump(exclude_unset=True) if spec.asserts else None,
+            same_suffix=dict(spec.same_suffix) if spec.same_suffix else None,
+        )
+        for spec in unique(file.rules if file else [], str(path), set(), problems)
+    )
     problems.raise_if_any(f"invalid supersession rules in {path}")
-    return SupersessionRules(tuple(rules))
+    return SupersessionRules(rules)
 
 
 @lru_cache(maxsize=8)

@@ -8,6 +8,7 @@ the pipeline can end up with other rules than the rest.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from .extract import TurnRules
@@ -19,7 +20,7 @@ from .rulefile import default_patterns_dir
 from .secrets import SecretScanner
 from .segment import Segmenter
 
-__all__ = ["RuleSet"]
+__all__ = ["RuleSet", "default_rules"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,3 +51,15 @@ class RuleSet:
             turns=TurnRules.from_dir(directory),
             supersession=SupersessionRules.from_dir(directory),
         )
+
+
+def default_rules(directory: Path | None = None) -> RuleSet:
+    """The rule set of ``directory`` (default: the shipped rules), loaded once per process: what a convenience
+    that was not given a rule set uses (``Extractor()``, ``parse_inline``, ``segments``, an LLM client, the
+    store's decisions), so every caller of one folder works with the same rules."""
+    return _default_rules(str(Path(directory or default_patterns_dir()).resolve()))
+
+
+@lru_cache(maxsize=8)
+def _default_rules(directory: str) -> RuleSet:
+    return RuleSet.from_dir(Path(directory))

@@ -14,32 +14,24 @@ from __future__ import annotations
 import bisect
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import ahocorasick
 import regex
 
-from .rulefile import Problems, compile_regex, default_patterns_dir, read_yaml, rule_header, safe_finditer
-from ..types import ENTITY_TYPES, Entity, Span
+from .rulefile import Problems, compile_regex, default_patterns_dir, safe_finditer
+from .schema import CodeContextSpec, EntitiesFileSpec, GazetteerGroupSpec, RegexKindSpec, read, unique
+from ..types import Entity, Span
 
 __all__ = ["CodeContext", "EntityRecognizer", "GazetteerEntry", "RegexExample", "RegexKind", "TextExample"]
 
 logger = logging.getLogger("factforge.ner")
 
 FILE_NAME = "entities.yaml"
-TOP_KEYS = frozenset({"version", "regex", "gazetteer", "examples", "code_context"})
-CONTEXT_KEYS = frozenset({"types", "rules"})
-CONTEXT_RULE_KEYS = frozenset({"id", "description", "scope", "needs", "regex", "examples", "counter_examples"})
-SCOPES = ("line", "match")
-REGEX_KEYS = frozenset({"id", "type", "regex", "description", "ignore_case", "normalize", "needs",
-                        "after_technology", "examples", "counter_examples"})
-GROUP_KEYS = frozenset({"group", "type", "entries"})
-ENTRY_KEYS = frozenset({"name", "type", "aliases", "case_sensitive", "any_case_aliases", "exact_aliases"})
-NORMALIZE = ("none", "upper", "lower")
 
 # Ties between equally long, equally placed candidates: a versioned technology beats a bare version, a
 # gazetteer name beats a regex kind (it is the more specific reading).
@@ -339,126 +331,41 @@ def _normalize(value: str, how: str) -> str:
 # ------------------------------------------------------------------------------------------- loading
 
 
-def _strings(value: Any, where: str, problems: Problems, *, allow_empty: bool = True) -> list[str]:
-    if value is None:
-        return []
-    if (not isinstance(value, list) or not all(isinstance(v, str) and v.strip() == v and v for v in value)
-            or (not allow_empty and not value)):
-        problems.add(where, "must be a list of non-empty strings without surrounding spaces")
-        return []
-    return value
+def _needed(needs: Iterable[str], examples: Iterable[str], at: str, problems: Problems) -> tuple[str, ...]:
+    """The lower-cased ``needs`` of a rule; an example holding none of them would never run it."""
+    lowered = tuple(s.lower() for s in needs)
+    for text in examples:
+        if lowered and not any(s in text.lower() for s in lowered):
+            problems.add(at, f"example {text!r} contains none of {list(lowered)}, so the rule never runs on it")
+    return lowered
 
 
-def _flag(raw: Mapping[str, Any], key: str, where: str, problems: Problems) -> bool:
-    value = raw.get(key, False)
-    if not isinstance(value, bool):
-        problems.add(where, f"{key}: must be true or false")
-        return False
-    return value
-
-
-def _load_regex_examples(value: Any, where: str, problems: Problems) -> list[RegexExample]:
-    if not isinstance(value, list) or not value:
-        problems.add(where, "examples: must be a non-empty list")
-        return []
-    out: list[RegexExample] = []
-    for item in value:
-        if isinstance(item, str) and item:
-            out.append(RegexExample(item))
-        elif (isinstance(item, dict) and isinstance(item.get("text"), str) and set(item) <= {"text", "match", "name"}
-              and all(isinstance(item.get(k), str | None) for k in ("match", "name"))):
-            out.append(RegexExample(item["text"], item.get("match"), item.get("name")))
-        else:
-            problems.add(where, f"example {item!r}: must be a text or a mapping {{text, match, name}}")
-    return out
-
-
-def _load_kinds(data: Any, where: str, problems: Problems) -> list[RegexKind]:
-    if not isinstance(data, list):
-        problems.add(where, "regex: must be a list of rules")
-        return []
+def _load_kinds(specs: Iterable[RegexKindSpec], where: str, problems: Problems) -> list[RegexKind]:
     kinds: list[RegexKind] = []
-    seen: set[str] = set()
-    for n, raw in enumerate(data):
-        if not isinstance(raw, dict):
-            problems.add(f"{where}: regex #{n + 1}", "must be a mapping")
-            continue
+    for spec in unique(specs, where, set(), problems):
+        at = f"{where}: rule {spec.id}"
         before = len(problems.items)
-        rule_id, at = rule_header(raw, f"{where}:", n + 1, REGEX_KEYS, seen, problems)
-        kind_type = raw.get("type")
-        if kind_type not in ENTITY_TYPES:
-            problems.add(at, f"type {kind_type!r} is not one of {', '.join(ENTITY_TYPES)}")
-        normalize = raw.get("normalize", "none")
-        if normalize not in NORMALIZE:
-            problems.add(at, f"normalize: must be one of {', '.join(NORMALIZE)}")
-        ignore_case = _flag(raw, "ignore_case", at, problems)
-        after = _flag(raw, "after_technology", at, problems)
-        needs = [s.lower() for s in _strings(raw.get("needs"), f"{at}.needs", problems)]
-        examples = _load_regex_examples(raw.get("examples"), at, problems)
-        counter = _strings(raw.get("counter_examples"), f"{at}.counter_examples", problems)
-        rx = None
-        if not isinstance(raw.get("regex"), str) or not raw["regex"]:
-            problems.add(at, "missing regex")
-        else:
-            rx = compile_regex(raw["regex"], at, problems, regex.IGNORECASE if ignore_case else 0)
-        for ex in examples:
-            if needs and not any(s in ex.text.lower() for s in needs):
-                problems.add(at, f"example {ex.text!r} contains none of {needs}, so the rule never runs on it")
+        rx = compile_regex(spec.regex, at, problems, regex.IGNORECASE if spec.ignore_case else 0)
+        needs = _needed(spec.needs, (ex.text for ex in spec.examples), at, problems)
         if len(problems.items) > before or rx is None:
             continue
-        kinds.append(RegexKind(cast(str, rule_id), cast(str, kind_type), rx, normalize, tuple(needs), after, tuple(examples),
-                               tuple(counter), str(raw.get("description", ""))))
+        kinds.append(RegexKind(spec.id, spec.type, rx, spec.normalize, needs, spec.after_technology,
+                               tuple(RegexExample(ex.text, ex.match, ex.name) for ex in spec.examples),
+                               tuple(spec.counter_examples), spec.description))
     return kinds
 
 
-def _load_gazetteer(data: Any, where: str, problems: Problems) -> list[GazetteerEntry]:
-    if not isinstance(data, list):
-        problems.add(where, "gazetteer: must be a list of groups")
-        return []
+def _load_gazetteer(groups: Iterable[GazetteerGroupSpec], where: str, problems: Problems) -> list[GazetteerEntry]:
     entries: list[GazetteerEntry] = []
     owner: dict[str, str] = {}
-    for g, group in enumerate(data):
-        if not isinstance(group, dict):
-            problems.add(f"{where}: gazetteer group #{g + 1}", "must be a mapping")
-            continue
-        group_name = group.get("group")
-        gat = f"{where}: gazetteer group {group_name if isinstance(group_name, str) else '#' + str(g + 1)}"
-        for key in sorted(set(group) - GROUP_KEYS):
-            problems.add(gat, f"unknown key {key!r}")
-        if not isinstance(group_name, str) or not group_name:
-            problems.add(gat, "missing group name")
-            group_name = f"#{g + 1}"
-        group_type = group.get("type", "technology")
-        if group_type not in ENTITY_TYPES:
-            problems.add(gat, f"type {group_type!r} is not one of {', '.join(ENTITY_TYPES)}")
-        if not isinstance(group.get("entries"), list):
-            problems.add(gat, "entries: must be a list")
-            continue
-        for n, raw in enumerate(group["entries"]):
-            if not isinstance(raw, dict):
-                problems.add(f"{gat} entry #{n + 1}", "must be a mapping")
-                continue
-            name = raw.get("name")
-            at = f"{where}: gazetteer entry {name if isinstance(name, str) else '#' + str(n + 1)}"
-            before = len(problems.items)
-            for key in sorted(set(raw) - ENTRY_KEYS):
-                problems.add(at, f"unknown key {key!r}")
-            if not isinstance(name, str) or not name or name.strip() != name:
-                problems.add(at, "missing name")
-            entry_type = raw.get("type", group_type)
-            if entry_type not in ENTITY_TYPES:
-                problems.add(at, f"type {entry_type!r} is not one of {', '.join(ENTITY_TYPES)}")
+    for group in groups:
+        for spec in group.entries:
+            at = f"{where}: gazetteer entry {spec.name}"
             entry = GazetteerEntry(
-                name=name if isinstance(name, str) else "",
-                type=cast(str, entry_type),
-                group=str(group_name),
-                aliases=tuple(_strings(raw.get("aliases"), f"{at}.aliases", problems)),
-                case_sensitive=_flag(raw, "case_sensitive", at, problems),
-                any_case_aliases=tuple(_strings(raw.get("any_case_aliases"), f"{at}.any_case_aliases", problems)),
-                exact_aliases=tuple(_strings(raw.get("exact_aliases"), f"{at}.exact_aliases", problems)),
+                name=spec.name, type=spec.type or group.type, group=group.group, aliases=tuple(spec.aliases),
+                case_sensitive=spec.case_sensitive, any_case_aliases=tuple(spec.any_case_aliases),
+                exact_aliases=tuple(spec.exact_aliases),
             )
-            if len(problems.items) > before:
-                continue
             if entry.any_case_aliases and not entry.case_sensitive:
                 problems.add(at, "any_case_aliases is only meaningful with case_sensitive: true")
             for surface, _exact in entry.surfaces():
@@ -471,65 +378,17 @@ def _load_gazetteer(data: Any, where: str, problems: Problems) -> list[Gazetteer
     return entries
 
 
-def _load_contexts(data: Any, where: str, problems: Problems) -> tuple[list[CodeContext], frozenset[str]]:
-    if data is None:
-        return [], frozenset()
-    at = f"{where}: code_context"
-    if not isinstance(data, dict):
-        problems.add(at, "must be a mapping with 'types' and 'rules'")
-        return [], frozenset()
-    for key in sorted(set(data) - CONTEXT_KEYS):
-        problems.add(at, f"unknown key {key!r}")
-    types = _strings(data.get("types"), f"{at}.types", problems, allow_empty=False)
-    for t in types:
-        if t not in ENTITY_TYPES:
-            problems.add(f"{at}.types", f"{t!r} is not one of {', '.join(ENTITY_TYPES)}")
-    rules = data.get("rules")
-    if not isinstance(rules, list) or not rules:
-        problems.add(at, "rules: must be a non-empty list")
-        return [], frozenset(types)
+def _load_contexts(spec: CodeContextSpec | None, where: str, problems: Problems) -> list[CodeContext]:
     out: list[CodeContext] = []
-    seen: set[str] = set()
-    for n, raw in enumerate(rules):
-        if not isinstance(raw, dict):
-            problems.add(f"{at} rule #{n + 1}", "must be a mapping")
-            continue
+    for rule in unique(spec.rules if spec else [], f"{where}: code_context", set(), problems):
+        at = f"{where}: code_context rule {rule.id}"
         before = len(problems.items)
-        rule_id, rat = rule_header(raw, at, n + 1, CONTEXT_RULE_KEYS, seen, problems)
-        scope = raw.get("scope", "line")
-        if scope not in SCOPES:
-            problems.add(rat, f"scope: must be one of {', '.join(SCOPES)}")
-        needs = [s.lower() for s in _strings(raw.get("needs"), f"{rat}.needs", problems)]
-        examples = _strings(raw.get("examples"), f"{rat}.examples", problems, allow_empty=False)
-        counter = _strings(raw.get("counter_examples"), f"{rat}.counter_examples", problems)
-        rx = None
-        if not isinstance(raw.get("regex"), str) or not raw["regex"]:
-            problems.add(rat, "missing regex")
-        else:
-            rx = compile_regex(raw["regex"], rat, problems)
-        for text in examples:
-            if needs and not any(s in text.lower() for s in needs):
-                problems.add(rat, f"example {text!r} contains none of {needs}, so the rule never runs on it")
+        rx = compile_regex(rule.regex, at, problems)
+        needs = _needed(rule.needs, rule.examples, at, problems)
         if len(problems.items) > before or rx is None:
             continue
-        out.append(CodeContext(cast(str, rule_id), rx, scope, tuple(needs), tuple(examples), tuple(counter),
-                               str(raw.get("description", ""))))
-    return out, frozenset(types)
-
-
-def _load_text_examples(data: Any, where: str, problems: Problems) -> list[TextExample]:
-    if data is None:
-        return []
-    if not isinstance(data, list):
-        problems.add(where, "examples: must be a list of {text, entities}")
-        return []
-    out: list[TextExample] = []
-    for n, raw in enumerate(data):
-        if (isinstance(raw, dict) and set(raw) == {"text", "entities"} and isinstance(raw["text"], str)
-                and isinstance(raw["entities"], list) and all(isinstance(e, str) for e in raw["entities"])):
-            out.append(TextExample(raw["text"], tuple(raw["entities"])))
-        else:
-            problems.add(f"{where}: examples #{n + 1}", "must be a mapping {text: str, entities: [str]}")
+        out.append(CodeContext(rule.id, rx, rule.scope, needs, tuple(rule.examples), tuple(rule.counter_examples),
+                               rule.description))
     return out
 
 
@@ -537,18 +396,14 @@ def _build(patterns_dir: Path) -> EntityRecognizer:
     problems = Problems()
     path = patterns_dir / FILE_NAME
     where = str(path)
-    data = read_yaml(path, problems)
-    if data is None and not problems.items:
-        problems.add(where, "file is empty")
-    elif data is not None and not isinstance(data, dict):
-        problems.add(where, "top level must be a mapping")
-    problems.raise_if_any()
-    for key in sorted(set(data) - TOP_KEYS):
-        problems.add(where, f"unknown key {key!r}")
-    kinds = _load_kinds(data.get("regex"), where, problems)
-    entries = _load_gazetteer(data.get("gazetteer"), where, problems)
-    examples = _load_text_examples(data.get("examples"), where, problems)
-    contexts, context_types = _load_contexts(data.get("code_context"), where, problems)
+    file = read(EntitiesFileSpec, path, problems)
+    if file is None:
+        problems.raise_all()
+    kinds = _load_kinds(file.regex, where, problems)
+    entries = _load_gazetteer(file.gazetteer, where, problems)
+    examples = [TextExample(ex.text, tuple(ex.entities)) for ex in file.examples]
+    contexts = _load_contexts(file.code_context, where, problems)
+    context_types = frozenset(file.code_context.types) if file.code_context else frozenset()
     problems.raise_if_any()
 
     automaton = ahocorasick.Automaton()

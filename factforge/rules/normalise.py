@@ -19,15 +19,13 @@ import codecs
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import regex
 
-from .rulefile import Problems
+from .schema import NormaliseSpec
 
-__all__ = ["Normaliser", "NORMALISE_KEYS"]
+__all__ = ["Normaliser"]
 
-NORMALISE_KEYS = frozenset({"zero_width", "confusables", "leet", "rot13_hints", "base64_min_chars", "max_chars"})
 _BASE64_RUN = regex.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
 _MIXED_TOKEN = regex.compile(r"\b(?=\w*\d)(?=\w*[^\W\d_])\w+\b|[@$]")
 _LEET_TOKEN = regex.compile(r"[\w@$!]+")
@@ -97,47 +95,14 @@ class Normaliser:
         return "".join(out)
 
     @classmethod
-    def from_yaml(cls, raw: Any, where: str, problems: Problems) -> Normaliser:
-        """The ``normalise`` section of injection.yaml, checked; a missing section means no extra readings."""
-        if raw is None:
+    def from_spec(cls, spec: NormaliseSpec | None) -> Normaliser:
+        """The ``normalise`` section of injection.yaml (checked); a missing section means no extra readings."""
+        if spec is None:
             return cls()
-        at = f"{where}: normalise"
-        if not isinstance(raw, Mapping):
-            problems.add(at, "must be a mapping")
-            return cls()
-        for key in sorted(set(raw) - NORMALISE_KEYS):
-            problems.add(at, f"unknown key {key!r}")
-        zero = raw.get("zero_width") or []
-        if not isinstance(zero, list) or not all(isinstance(z, str) and len(z) == 1 for z in zero):
-            problems.add(f"{at}.zero_width", "must be a list of single characters")
-            zero = []
-        tables: dict[str, dict[int, str]] = {}
-        for key in ("confusables", "leet"):
-            value = raw.get(key) or {}
-            table: dict[int, str] = {}
-            if not isinstance(value, Mapping):
-                problems.add(f"{at}.{key}", "must map a target letter to the characters that look like it")
-            else:
-                for target, sources in value.items():
-                    if not isinstance(target, str) or len(target) != 1 or not isinstance(sources, str) or not sources:
-                        problems.add(f"{at}.{key}", f"{target!r}: must map one letter to a string of characters")
-                        continue
-                    for ch in sources:
-                        table[ord(ch)] = target
-            tables[key] = table
-        hints = raw.get("rot13_hints") or []
-        if not isinstance(hints, list) or not all(isinstance(h, str) and h for h in hints):
-            problems.add(f"{at}.rot13_hints", "must be a list of non-empty strings")
-            hints = []
-        numbers = {}
-        for key, default in (("base64_min_chars", 16), ("max_chars", 20_000)):
-            value = raw.get(key, default)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 8:
-                problems.add(f"{at}.{key}", "must be a whole number of at least 8")
-                value = default
-            numbers[key] = value
-        return cls(frozenset(zero), tables["confusables"] or None, tables["leet"] or None,
-                   tuple(h.lower() for h in hints), numbers["base64_min_chars"], numbers["max_chars"])
+        tables = [{ord(ch): target for target, sources in table.items() for ch in sources} or None
+                  for table in (spec.confusables, spec.leet)]
+        return cls(frozenset(spec.zero_width), tables[0], tables[1], tuple(h.lower() for h in spec.rot13_hints),
+                   spec.base64_min_chars, spec.max_chars)
 
 
 def _b64(run: str) -> str | None:

@@ -26,10 +26,11 @@ from typing import Any, cast
 import regex
 
 from .rulefile import (REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, grammar_words, keyword_automaton,
-                       read_yaml, rule_header, safe_finditer, yaml_files)
+                       read_yaml, safe_finditer, yaml_files)
+from .schema import FactExampleSpec, FactRuleSpec, FactsFileSpec, check, unique
 from ..settings import Settings
 from .temporal import Anchor, find_anchor, resolve
-from ..types import CATEGORIES, Explanation, Fact, Span
+from ..types import Explanation, Fact, Span
 
 __all__ = ["Example", "PatternLibrary", "Rule", "EXAMPLE_REFERENCE"]
 
@@ -41,16 +42,6 @@ CONFIDENCE_CAP = 0.99
 # A rule's fact longer than this is a run-on, not a fact (and the content checks below stay linear-time):
 # the same bound the LLM's facts meet (validate.MAX_CONTENT_CHARS).
 MAX_CONTENT_CHARS = 300
-FILE_KEYS = frozenset({"kind", "version", "language", "defines", "subjects", "pronouns", "guards", "rules"})
-RULE_KEYS = frozenset({
-    "id", "category", "language", "regex", "template", "confidence", "entity_groups", "keywords", "examples",
-    "counter_examples", "subject", "relation", "boost_words", "boost", "time_group", "time_mode", "blockers",
-    "allow_questions", "description", "list_group", "tense",
-})
-EXAMPLE_KEYS = frozenset({"text", "fact", "entities", "slots", "confidence", "valid_from", "valid_to"})
-TIME_MODES = ("since", "range")
-# "future": a date without a year in the rule's sentence is the next one ("in May" of a plan), not the last.
-TENSES = ("any", "future")
 SPECIAL_PLACEHOLDERS = frozenset({"subject"})
 
 # Curly quotes become straight ones before matching; a 1:1 character mapping, so offsets stay valid.
@@ -629,17 +620,6 @@ def _check_rule(library: PatternLibrary, rule: Rule) -> list[str]:
 # --------------------------------------------------------------------------------------------- loading
 
 
-def _strings(value: Any, where: str, what: str, problems: Problems, *, required: bool = True) -> tuple[str, ...]:
-    if value is None and not required:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value) or (
-        required and not value
-    ):
-        problems.add(where, f"{what}: must be a {'non-empty ' if required else ''}list of non-empty strings")
-        return ()
-    return tuple(value)
-
-
 def _expand(pattern: str, defines: Mapping[str, str], where: str, problems: Problems) -> str:
     """Replace ``{{name}}`` by the file's ``defines`` (which may refer to each other)."""
     for _ in range(8):
@@ -654,190 +634,88 @@ def _expand(pattern: str, defines: Mapping[str, str], where: str, problems: Prob
     return pattern
 
 
-def _examples(value: Any, where: str, problems: Problems) -> tuple[Example, ...]:
-    if not isinstance(value, list) or not value:
-        problems.add(where, "examples: must be a non-empty list of {text, fact} mappings")
-        return ()
-    out: list[Example] = []
-    for n, raw in enumerate(value, 1):
-        at = f"{where}: example #{n}"
-        if not isinstance(raw, dict) or not isinstance(raw.get("text"), str) or not isinstance(raw.get("fact"), str):
-            problems.add(at, "must be a mapping with string 'text' and 'fact'")
-            continue
-        for key in sorted(set(raw) - EXAMPLE_KEYS):
-            problems.add(at, f"unknown key {key!r}")
-        entities = raw.get("entities")
-        slots = raw.get("slots")
-        conf = raw.get("confidence")
-        out.append(Example(
-            text=raw["text"], fact=raw["fact"],
-            entities=tuple(map(str, entities)) if isinstance(entities, list) else None,
-            slots={str(k): str(v) for k, v in slots.items()} if isinstance(slots, dict) else None,
-            confidence=float(conf) if isinstance(conf, (int, float)) and not isinstance(conf, bool) else None,
-            valid_from=str(raw["valid_from"]) if raw.get("valid_from") is not None else None,
-            valid_to=str(raw["valid_to"]) if raw.get("valid_to") is not None else None,
-        ))
-    return tuple(out)
-
-
-def _number(value: Any, where: str, what: str, problems: Problems) -> float | None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value <= 1.0:
-        problems.add(where, f"{what} {value!r} is not a number in 0..1")
-        return None
-    return float(value)
-
-
-def _load_rule(
-    raw: Any, n: int, path: Path, file_data: Mapping[str, Any], seen: dict[str, str], problems: Problems
-) -> Rule | None:
-    where = str(path)
-    if not isinstance(raw, dict):
-        problems.add(f"{where}: rule #{n}", "must be a mapping")
-        return None
-    before = len(problems.items)
-    rule_id, at = rule_header(raw, f"{where}:", n, RULE_KEYS, seen, problems)
-    category = raw.get("category")
-    if category not in CATEGORIES:
-        problems.add(at, f"unknown category {category!r} (one of {', '.join(CATEGORIES)})")
-    language = raw.get("language", file_data.get("language"))
-    if not isinstance(language, str) or not language:
-        problems.add(at, "missing language")
-    confidence = _number(raw.get("confidence"), at, "confidence", problems)
-    boost = _number(raw.get("boost", 0.05 if raw.get("boost_words") else 0.0), at, "boost", problems)
-    relation = raw.get("relation")
-    if not isinstance(relation, str) or not relation:
-        problems.add(at, "missing relation")
-    template = raw.get("template")
-    if not isinstance(template, str) or not template.strip():
-        problems.add(at, "missing template")
-        template = ""
-    keywords = _strings(raw.get("keywords"), at, "keywords", problems)
-    if any(k != k.lower() for k in keywords):
-        problems.add(at, "keywords must be lower-case (they are matched against the lower-cased text)")
-    boost_words = tuple(w.lower() for w in _strings(raw.get("boost_words"), at, "boost_words", problems,
-                                                     required=False))
-    entity_groups = _strings(raw.get("entity_groups"), at, "entity_groups", problems, required=False)
-    counter = _strings(raw.get("counter_examples"), at, "counter_examples", problems)
-    examples = _examples(raw.get("examples"), at, problems)
-    guards = file_data.get("guards") or {}
-    blockers_src = raw.get("blockers", guards.get("blockers"))
-    blockers = None
-    if blockers_src is not None:
-        if isinstance(blockers_src, str):
-            blockers = compile_regex(blockers_src, f"{at}: blockers", problems, regex.IGNORECASE)
-        else:
-            problems.add(at, "blockers: must be a regex string or null")
-    allow_questions = raw.get("allow_questions", False)
-    if not isinstance(allow_questions, bool):
-        problems.add(at, "allow_questions: must be true or false")
-    rx = None
-    if not isinstance(raw.get("regex"), str):
-        problems.add(at, "missing regex")
-    else:
-        # Verbose mode so long rules fold over lines in YAML; a literal space must be written as \s.
-        pattern = _expand(raw["regex"], file_data.get("defines") or {}, at, problems)
-        rx = compile_regex(pattern, at, problems, regex.IGNORECASE | regex.VERBOSE,
-                           hostile=tuple(k + " " for k in keywords))
-    groups = set(rx.groupindex) if rx is not None else set()
-    subject = raw.get("subject", "user")
-    time_group = raw.get("time_group")
-    time_mode = raw.get("time_mode", "since")
-    list_group = raw.get("list_group")
-    pieces: tuple[_Piece, ...] = ()
-    if rx is not None:
-        pieces = _parse_template(template)
-        names = [m.group(1) for m in _PLACEHOLDER.finditer(template)]
-        for name in names:
-            if name not in groups and name not in SPECIAL_PLACEHOLDERS:
-                problems.add(at, f"template names {{{name}}}, which is not a group of the regex")
-        for group in entity_groups:
-            if group not in groups:
-                problems.add(at, f"entity group {group!r} is not a group of the regex")
-        if not isinstance(subject, str) or (subject not in ("user", "team") and subject not in groups):
-            problems.add(at, f"subject {subject!r} must be 'user', 'team' or a group of the regex")
-        if time_group is not None and time_group not in groups:
-            problems.add(at, f"time_group {time_group!r} is not a group of the regex")
-        if list_group is not None and list_group not in groups:
-            problems.add(at, f"list_group {list_group!r} is not a group of the regex")
-        if list_group is not None and LIST_DEFINE not in (file_data.get("defines") or {}):
-            problems.add(at, f"list_group needs a {LIST_DEFINE!r} define (a regex for one more list item)")
-    tense = raw.get("tense", "any")
-    if tense not in TENSES:
-        problems.add(at, f"tense {tense!r} must be one of {', '.join(TENSES)}")
-    if time_mode not in TIME_MODES:
-        problems.add(at, f"time_mode {time_mode!r} must be one of {', '.join(TIME_MODES)}")
-    if len(problems.items) > before or rx is None or confidence is None or boost is None:
-        return None
-    return Rule(
-        id=cast(str, rule_id), category=cast(str, category), language=cast(str, language), confidence=confidence,
-        template=template,
-        entity_groups=entity_groups, keywords=tuple(keywords), examples=examples, counter_examples=counter,
-        subject=subject, relation=cast(str, relation), regex=rx, boost_words=boost_words, boost=boost,
-        time_group=time_group, time_mode=time_mode, blockers=blockers, allow_questions=allow_questions,
-        list_group=list_group, future=tense == "future", source=where, pieces=pieces,
+def _example(spec: FactExampleSpec) -> Example:
+    return Example(
+        text=spec.text, fact=spec.fact, entities=tuple(spec.entities) if spec.entities is not None else None,
+        slots=dict(spec.slots) if spec.slots is not None else None, confidence=spec.confidence,
+        valid_from=spec.valid_from, valid_to=spec.valid_to,
     )
 
 
-def _read_files(patterns_dir: Path, problems: Problems) -> list[tuple[Path, dict[str, Any]]]:
-    """The ``kind: facts`` files of a folder, parsed (other rule files there belong to other modules)."""
+def _check_groups(spec: FactRuleSpec, groups: set[str], defines: Mapping[str, str], at: str,
+                  problems: Problems) -> None:
+    """What the rule names must be groups of its regex: template placeholders, entity, subject, time, list."""
+    for name in (m.group(1) for m in _PLACEHOLDER.finditer(spec.template)):
+        if name not in groups and name not in SPECIAL_PLACEHOLDERS:
+            problems.add(at, f"template names {{{name}}}, which is not a group of the regex")
+    for group in spec.entity_groups:
+        if group not in groups:
+            problems.add(at, f"entity group {group!r} is not a group of the regex")
+    if spec.subject not in ("user", "team") and spec.subject not in groups:
+        problems.add(at, f"subject {spec.subject!r} must be 'user', 'team' or a group of the regex")
+    if spec.time_group is not None and spec.time_group not in groups:
+        problems.add(at, f"time_group {spec.time_group!r} is not a group of the regex")
+    if spec.list_group is not None and spec.list_group not in groups:
+        problems.add(at, f"list_group {spec.list_group!r} is not a group of the regex")
+    if spec.list_group is not None and LIST_DEFINE not in defines:
+        problems.add(at, f"list_group needs a {LIST_DEFINE!r} define (a regex for one more list item)")
+
+
+def _load_rule(spec: FactRuleSpec, file: FactsFileSpec, defines: Mapping[str, str], where: str,
+               problems: Problems) -> Rule | None:
+    """A rule of a checked file, with what its shape cannot say checked: the regex, and the names it uses."""
+    at = f"{where}: rule {spec.id}"
+    before = len(problems.items)
+    language = spec.language or file.language
+    if not language:
+        problems.add(at, "missing language")
+    blockers = None
+    blockers_src = spec.blockers if "blockers" in spec.model_fields_set else file.guards.blockers
+    if blockers_src is not None:
+        blockers = compile_regex(blockers_src, f"{at}: blockers", problems, regex.IGNORECASE)
+    # Verbose mode so long rules fold over lines in YAML; a literal space must be written as \s.
+    rx = compile_regex(_expand(spec.regex, defines, at, problems), at, problems, regex.IGNORECASE | regex.VERBOSE,
+                       hostile=tuple(k + " " for k in spec.keywords))
+    if rx is not None:
+        _check_groups(spec, set(rx.groupindex), defines, at, problems)
+    if len(problems.items) > before or rx is None:
+        return None
+    return Rule(
+        id=spec.id, category=spec.category, language=cast(str, language), confidence=spec.confidence,
+        template=spec.template, entity_groups=tuple(spec.entity_groups), keywords=tuple(spec.keywords),
+        examples=tuple(_example(e) for e in spec.examples), counter_examples=tuple(spec.counter_examples),
+        subject=spec.subject, relation=spec.relation, regex=rx, boost_words=tuple(w.lower() for w in spec.boost_words),
+        boost=spec.boost if spec.boost is not None else 0.05 if spec.boost_words else 0.0,
+        time_group=spec.time_group, time_mode=spec.time_mode, blockers=blockers,
+        allow_questions=spec.allow_questions, list_group=spec.list_group, future=spec.tense == "future",
+        source=where, pieces=_parse_template(spec.template),
+    )
+
+
+def _read_files(patterns_dir: Path, problems: Problems) -> list[tuple[str, FactsFileSpec]]:
+    """The ``kind: facts`` files of a folder, checked (other rule files there belong to other modules)."""
     out = []
     for path in yaml_files(patterns_dir):
         data = read_yaml(path, problems)
         if isinstance(data, dict) and data.get("kind") == "facts":
-            out.append((path, data))
+            spec = check(FactsFileSpec, data, str(path), problems)
+            if spec is not None:
+                out.append((str(path), spec))
     return out
 
 
-def _file_header(
-    path: Path, data: dict[str, Any], defines: dict[str, str], subjects: dict[str, str],
-    pronouns: dict[str, str], problems: Problems,
-) -> None:
-    """Check a file's top level; merge its ``defines``, ``subjects`` and ``pronouns`` into the library-wide ones."""
-    where = str(path)
-    for key in sorted(set(data) - FILE_KEYS):
-        problems.add(where, f"unknown key {key!r}")
-    raw_defines = data.get("defines") or {}
-    if not isinstance(raw_defines, dict) or not all(isinstance(v, str) for v in raw_defines.values()):
-        problems.add(where, "defines: must map names to regex fragments")
-    else:
-        for name, fragment in raw_defines.items():
+def _merge_headers(files: Sequence[tuple[str, FactsFileSpec]], defines: dict[str, str], subjects: dict[str, str],
+                   pronouns: dict[str, str], problems: Problems) -> None:
+    """Merge the files' ``defines``, ``subjects`` and ``pronouns`` into the library-wide ones."""
+    for where, file in files:
+        for name, fragment in file.defines.items():
             if name in defines:
                 problems.add(where, f"defines: {name!r} is defined in two files")
             defines[name] = fragment
-    raw_subjects = data.get("subjects") or {}
-    if not isinstance(raw_subjects, dict) or set(raw_subjects) - {"user", "team"}:
-        problems.add(where, "subjects: must map 'user' and/or 'team' to lists of words")
-    else:
-        for kind, words in raw_subjects.items():
-            for word in _strings(words, where, f"subjects.{kind}", problems):
+        for kind, words in file.subjects.items():
+            for word in words:
                 subjects[word.lower()] = kind
-    raw_pronouns = data.get("pronouns") or {}
-    if not isinstance(raw_pronouns, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) and k.strip() and v.strip() for k, v in raw_pronouns.items()
-    ):
-        problems.add(where, "pronouns: must map first-person words to their third-person forms")
-    else:
-        pronouns.update({k.lower(): v for k, v in raw_pronouns.items()})
-    guards = data.get("guards") or {}
-    if not isinstance(guards, dict) or set(guards) - {"blockers"}:
-        problems.add(where, "guards: must be a mapping with only 'blockers'")
-        data["guards"] = {}
-
-
-def _load_rules(
-    path: Path, data: dict[str, Any], defines: Mapping[str, str], seen: dict[str, str], problems: Problems
-) -> list[Rule]:
-    rules = data.get("rules")
-    if not isinstance(rules, list) or not rules:
-        problems.add(str(path), "rules: must be a non-empty list")
-        return []
-    context = {**data, "defines": defines}
-    out = []
-    for n, raw in enumerate(rules, 1):
-        rule = _load_rule(raw, n, path, context, seen, problems)
-        if rule is not None:
-            out.append(rule)
-    return out
+        pronouns.update({k.lower(): v for k, v in file.pronouns.items()})
 
 
 def _build_automaton(rules: Sequence[Rule]) -> Any:
@@ -853,10 +731,12 @@ def _build(patterns_dir: Path) -> PatternLibrary:
     rules: list[Rule] = []
     # Defines and subject words are shared by all files, so a fragment like {{obj}} is written once.
     files = _read_files(patterns_dir, problems)
-    for path, data in files:
-        _file_header(path, data, defines, subjects, pronouns, problems)
-    for path, data in files:
-        rules.extend(_load_rules(path, data, defines, seen, problems))
+    _merge_headers(files, defines, subjects, pronouns, problems)
+    for where, file in files:
+        for spec in unique(file.rules, where, seen, problems):
+            rule = _load_rule(spec, file, defines, where, problems)
+            if rule is not None:
+                rules.append(rule)
     # Rules that loaded cleanly still run their examples, so one error lists every problem of every file.
     pronoun_regex = None
     if pronouns:

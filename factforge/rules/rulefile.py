@@ -5,11 +5,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, cast
 
 import ahocorasick
 import regex
@@ -49,27 +48,11 @@ class Problems:
 
     def raise_if_any(self, header: str = "invalid pattern files") -> None:
         if self.items:
-            raise PatternError(f"{header} ({len(self.items)} problem(s)):\n  " + "\n  ".join(self.items))
+            self.raise_all(header)
 
-
-def rule_header(raw: Mapping[str, Any], label: str, number: int, keys: frozenset[str],
-                seen: set[str] | dict[str, str], problems: Problems) -> tuple[Any, str]:
-    """The part every rule file's rules share, checked once: returns the rule's ``id`` (as written) and where
-    it is for messages ("<label> rule <id>", or "rule #<number>" without a usable id), and notes unknown keys,
-    a missing id and a duplicate one. ``seen``: the ids so far (a dict also says where each was seen)."""
-    rule_id = raw.get("id")
-    at = f"{label} rule {rule_id if isinstance(rule_id, str) and rule_id else '#' + str(number)}"
-    for key in sorted(set(raw) - keys):
-        problems.add(at, f"unknown key {key!r}")
-    if not isinstance(rule_id, str) or not rule_id:
-        problems.add(at, "missing id")
-    elif rule_id in seen:
-        problems.add(at, f"duplicate id (also in {seen[rule_id]})" if isinstance(seen, dict) else "duplicate id")
-    elif isinstance(seen, dict):
-        seen[rule_id] = label.removesuffix(":")
-    else:
-        seen.add(rule_id)
-    return rule_id, at
+    def raise_all(self, header: str = "invalid pattern files") -> NoReturn:
+        """Raise the problems so far (a loader that cannot go on: its file failed a check that noted why)."""
+        raise PatternError(f"{header} ({len(self.items)} problem(s)):\n  " + "\n  ".join(self.items))
 
 
 def keyword_automaton(keywords_per_rule: Iterable[Iterable[str]]) -> Any:
@@ -90,17 +73,12 @@ def keyword_automaton(keywords_per_rule: Iterable[Iterable[str]]) -> Any:
 def grammar_words() -> dict[str, Any]:
     """data/grammar_words.yaml: English grammar words the pattern library renders with. Word lists come back as
     one regex alternation each (in file order; a space matches any whitespace), ``irregular_third`` as a dict."""
-    path = resources.files("factforge").joinpath("data/grammar_words.yaml")
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    given = data if isinstance(data, dict) else {}
-    lists = ("articles", "no_carry", "dangling")
-    wrong = [k for k in lists if not (isinstance(given.get(k), list) and all(isinstance(w, str) for w in given[k]))]
-    if not isinstance(given.get("irregular_third"), dict):
-        wrong.append("irregular_third")
-    if wrong:
-        raise PatternError(f"{path}: missing or malformed: {', '.join(wrong)}")
-    out: dict[str, Any] = {k: "|".join(w.replace(" ", r"\s+") for w in given[k]) for k in lists}
-    out["irregular_third"] = dict(given["irregular_third"])
+    from .schema import GrammarWordsSpec, read_data
+
+    words = read_data(GrammarWordsSpec, "grammar_words.yaml")
+    out: dict[str, Any] = {k: "|".join(w.replace(" ", r"\s+") for w in getattr(words, k))
+                           for k in ("articles", "no_carry", "dangling")}
+    out["irregular_third"] = dict(words.irregular_third)
     return out
 
 
@@ -229,20 +207,42 @@ def bounded_matches(rx: regex.Pattern[str], text: str) -> list[regex.Match[str]]
         return TIMED_OUT
 
 
+def check_examples(rx: regex.Pattern[str], keywords: Sequence[str], examples: Iterable[str],
+                   counter_examples: Iterable[str], at: str, problems: Problems,
+                   found_enough: Callable[[list[regex.Match[str]]], bool] = bool) -> None:
+    """A guard rule's own examples: each holds one of its (lower-case) ``keywords``, so the rule runs on it, and
+    is matched (``found_enough`` of its matches); no counter-example is matched. A rule whose example
+    backtracks catastrophically is a load error, not a hang."""
+    for text in examples:
+        found = bounded_matches(rx, text)
+        if not any(k in text.lower() for k in keywords):
+            problems.add(at, f"example {text!r} contains none of the keywords, so the rule never runs on it")
+        elif found is TIMED_OUT:
+            problems.add(at, f"example {text!r} takes too long to match (catastrophic backtracking?)")
+        elif not found_enough(cast(list[regex.Match[str]], found)):
+            problems.add(at, f"example {text!r} does not match")
+    for text in counter_examples:
+        found = bounded_matches(rx, text)
+        if found is TIMED_OUT:
+            problems.add(at, f"counter-example {text!r} takes too long to match (catastrophic backtracking?)")
+        elif found:
+            problems.add(at, f"counter-example {text!r} matches")
+
+
 def check_bundled() -> list[str]:
     """Load every bundled rule file (facts, gate, injection, secrets, entities, turns) from a fresh copy, trusting
     no remembered verdict: the sorted digests of all their regexes. Raises PatternError if one is too slow."""
     import shutil
     import tempfile
 
-    from .extract import Extractor
+    from .load import RuleSet
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "patterns"
         shutil.copytree(default_patterns_dir(), copy)  # a new folder, so no loader cache answers for it
         full_speed_checks()
         try:
-            Extractor(patterns_dir=copy)
+            RuleSet.from_dir(copy)
             return sorted(_SEEN)
         finally:
             full_speed_checks(False)

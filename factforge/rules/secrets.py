@@ -12,19 +12,17 @@ import logging
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import regex
 
-from .rulefile import (TIMED_OUT, Problems, bounded_matches, compile_regex, default_patterns_dir, guard_budget,
-                       keyword_automaton, read_yaml, rule_header)
+from .rulefile import Problems, check_examples, compile_regex, default_patterns_dir, guard_budget, keyword_automaton
+from .schema import SecretsFileSpec, read, unique
 
 __all__ = ["UNSCANNED", "Redaction", "has_placeholder", "SecretRule", "SecretScanner", "placeholder"]
 
 logger = logging.getLogger("factforge.secrets")
 
-RULE_KEYS = frozenset({"id", "kind", "keywords", "regex", "group", "examples", "counter_examples"})
-_KIND_RX = regex.compile(r"[a-z][a-z0-9_]*")
 
 
 # The kind of a redaction that covers text a rule could not finish scanning (fails closed).
@@ -142,68 +140,25 @@ class SecretScanner:
         return any(self._matches(rule, text) for rule in self._candidates(text))
 
 
-def _strings(value: Any, where: str, problems: Problems, required: bool = True) -> tuple[str, ...]:
-    if value is None and not required:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value) or (required and not value):
-        problems.add(where, "must be a non-empty list of non-empty strings" if required else "must be a list of strings")
-        return ()
-    return tuple(value)
-
-
 def _load(path: Path, problems: Problems) -> list[SecretRule]:
-    data = read_yaml(path, problems)
     where = str(path)
-    if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
-        if data is not None or path.exists():
-            problems.add(where, "must be a mapping with a 'rules' list")
-        else:
-            problems.add(where, "file is missing")
-        return []
-    for key in sorted(set(data) - {"version", "rules"}):
-        problems.add(where, f"unknown key {key!r}")
+    file = read(SecretsFileSpec, path, problems)
     rules: list[SecretRule] = []
-    seen: set[str] = set()
-    for n, raw in enumerate(data["rules"]):
-        if not isinstance(raw, dict):
-            problems.add(f"{where}: rule #{n + 1}", "must be a mapping")
+    for spec in unique(file.rules if file else [], where, set(), problems):
+        at = f"{where}: rule {spec.id}"
+        keywords = tuple(k.lower() for k in spec.keywords)
+        # Verbose mode so long rules can be folded over lines; spaces must be written as \s.
+        rx = compile_regex(spec.regex, at, problems, regex.VERBOSE, hostile=tuple(k + " " for k in keywords))
+        if rx is None:
             continue
-        before = len(problems.items)
-        rule_id, at = rule_header(raw, f"{where}:", n + 1, RULE_KEYS, seen, problems)
-        kind = raw.get("kind")
-        if not isinstance(kind, str) or not _KIND_RX.fullmatch(kind):
-            problems.add(at, "kind must be a lowercase identifier (it appears in [REDACTED:<kind>])")
-        keywords = tuple(k.lower() for k in _strings(raw.get("keywords"), f"{at}.keywords", problems))
-        examples = _strings(raw.get("examples"), f"{at}.examples", problems)
-        counter = _strings(raw.get("counter_examples"), f"{at}.counter_examples", problems)
-        group = raw.get("group")
-        rx = None
-        if not isinstance(raw.get("regex"), str):
-            problems.add(at, "missing regex")
-        else:
-            # Verbose mode so long rules can be folded over lines; spaces must be written as \s.
-            keywords_hostile = tuple(k + " " for k in keywords)
-            rx = compile_regex(raw["regex"], at, problems, regex.VERBOSE, hostile=keywords_hostile)
-        if group is not None and (not isinstance(group, str) or (rx is not None and group not in rx.groupindex)):
-            problems.add(at, f"group {group!r} is not a named group of the regex")
-        if len(problems.items) > before or rx is None:
+        if spec.group is not None and spec.group not in rx.groupindex:
+            problems.add(at, f"group {spec.group!r} is not a named group of the regex")
             continue
-        rule = SecretRule(cast(str, rule_id), cast(str, kind), keywords, rx, group, examples, counter)
-        for text in examples:
-            found = bounded_matches(rx, text)
-            if not any(k in text.lower() for k in keywords):
-                problems.add(at, f"example {text!r} contains none of the keywords, so the rule never runs on it")
-            elif found is TIMED_OUT:
-                problems.add(at, f"example {text!r} takes too long to match (catastrophic backtracking?)")
-            elif not any((m.span(group) if group else m.span())[1] > (m.span(group) if group else m.span())[0]
-                         for m in found):  # type: ignore[attr-defined]
-                problems.add(at, f"example {text!r} is not matched")
-        for text in counter:
-            found = bounded_matches(rx, text)
-            if found is TIMED_OUT:
-                problems.add(at, f"counter-example {text!r} takes too long to match (catastrophic backtracking?)")
-            elif found:
-                problems.add(at, f"counter-example {text!r} matches")
+        rule = SecretRule(spec.id, spec.kind, keywords, rx, spec.group, tuple(spec.examples),
+                          tuple(spec.counter_examples))
+        # the rule's group (or whole match) must cover some text: an empty match redacts nothing
+        check_examples(rx, keywords, rule.examples, rule.counter_examples, at, problems,
+                       lambda found: any(m.end(spec.group or 0) > m.start(spec.group or 0) for m in found))
         rules.append(rule)
     return rules
 

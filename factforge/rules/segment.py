@@ -11,19 +11,16 @@ import logging
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import regex
 
 from .rulefile import Problems, default_patterns_dir, read_yaml
+from .schema import SegmentSpec, check
 from ..types import Span
 
-__all__ = ["Segmenter", "segments", "parse_segment_config"]
+__all__ = ["Segmenter", "segments"]
 
 logger = logging.getLogger("factforge.segment")
-
-SEGMENT_KEYS = frozenset({"latin_terminators", "cjk_terminators", "closers"})
-
 
 @dataclass(frozen=True, slots=True)
 class Segmenter:
@@ -107,35 +104,19 @@ def _hard_split(text: str, start: int, end: int, max_chars: int) -> list[Span]:
     return out
 
 
-def parse_segment_config(data: Any, where: str, problems: Problems) -> dict[str, str]:
-    """Validate the ``segment`` mapping of gate.yaml; problems are collected, defaults fill the gaps."""
-    result = {"latin_terminators": ".!?", "cjk_terminators": "。！？", "closers": ""}
-    if not isinstance(data, dict):
-        problems.add(where, "segment: must be a mapping")
-        return result
-    for key in sorted(set(data) - SEGMENT_KEYS):
-        problems.add(where, f"segment: unknown key {key!r}")
-    for key in sorted(SEGMENT_KEYS):
-        if key not in data:
-            problems.add(where, f"segment: missing key {key!r}")
-        elif not isinstance(data[key], str) or any(ch.isspace() or ch.isalnum() for ch in data[key]):
-            problems.add(where, f"segment.{key}: must be a string of punctuation characters")
-        else:
-            result[key] = data[key]
-    return result
-
-
 @lru_cache(maxsize=8)
 def _cached_segmenter(patterns_dir: str) -> Segmenter:
     problems = Problems()
     path = Path(patterns_dir) / "gate.yaml"
     data = read_yaml(path, problems)
-    section = data.get("segment") if isinstance(data, dict) else None
-    config = parse_segment_config(section, str(path), problems)
-    problems.raise_if_any()
-    return Segmenter.from_config(**config)
+    spec = check(SegmentSpec, data.get("segment") if isinstance(data, dict) else None, f"{path}: segment", problems)
+    if spec is None:
+        problems.raise_all()
+    return Segmenter.from_config(**spec.model_dump())
 
 
 def segments(text: str, max_chars: int) -> list[Span]:
     """Split ``text`` into sentence/line spans of at most ``max_chars``, using the default pattern folder."""
-    return Segmenter.from_dir().segments(text, max_chars)
+    from .load import default_rules
+
+    return default_rules().segmenter.segments(text, max_chars)

@@ -21,14 +21,12 @@ import calendar
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 import parsedatetime
 import regex
-import yaml
 
-from ..errors import PatternError
+from .schema import TimeWordsSpec, read_data
 from ..types import Span
 
 __all__ = ["Anchor", "find_anchor", "find_expressions", "resolve"]
@@ -38,17 +36,7 @@ Period = tuple[datetime | None, datetime | None]
 
 def _time_words() -> dict[str, Any]:
     """data/time_words.yaml: the words of the time expressions (the grammar below combines them)."""
-    path = resources.files("factforge").joinpath("data/time_words.yaml")
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    shapes = {"number_words": dict, "weekdays": list, "weekday_short": dict, "seasons": list,
-              "season_start": dict, "relative": list, "zh": dict}
-    given = data if isinstance(data, dict) else {}
-    wrong = [key for key, kind in shapes.items() if not isinstance(given.get(key), kind)]
-    if not wrong and not all(isinstance(data["zh"].get(k), dict) for k in ("fixed", "digits", "units")):
-        wrong = ["zh (needs fixed, digits and units)"]
-    if wrong:
-        raise PatternError(f"{path}: missing or malformed: {', '.join(wrong)}")
-    return data
+    return read_data(TimeWordsSpec, "time_words.yaml").model_dump()
 
 
 _WORDS_DATA = _time_words()

@@ -133,6 +133,21 @@ def _beats(terms: Sequence[_Term], dl: str, theta: str) -> str:
     return f"({parts}) > {theta} * 1.00000001"
 
 
+def _scored(scan: str, avgdl: float) -> str:
+    """SQL: the BM25 score of each document ``scan`` yields (id, tsv), over the query's lexemes in ``idf``."""
+    k1, b = BM25_K1, BM25_B
+    norm = f"({k1} * (1 - {b}) + {k1 * b / avgdl!r}::float8 * length(s.tsv))"
+    return (f"SELECT s.id, sum(i.idf * u.tf * {k1 + 1} / (u.tf + {norm})) AS score FROM ({scan}) s "
+            "CROSS JOIN LATERAL (SELECT x.lexeme, coalesce(array_length(x.positions, 1), 1)::float8 AS tf "
+            "FROM unnest(s.tsv) x) u JOIN idf i ON i.lexeme = u.lexeme GROUP BY s.id")
+
+
+def _theta(found: Sequence[str]) -> str:
+    """SQL: the n-th best score of the distinct documents scored so far (0 while fewer)."""
+    return (f"(SELECT coalesce((SELECT max(score) AS score FROM ({_union(found)}) x GROUP BY id ORDER BY 1 DESC "
+            "OFFSET %(n)s - 1 LIMIT 1), 0))")
+
+
 def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table: str = "facts"
                ) -> tuple[str, dict[str, Any]] | None:
     """The exact BM25 top-``%(n)s`` statement for ``query`` and its parameters (None: no query word is in any
@@ -147,14 +162,6 @@ def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table:
     params["bm25_lexemes"] = [t.lexeme for t in terms]
     params["bm25_idf"] = [t.idf for t in terms]
     extra = f" AND ts_match_vq(f.tsv, {_WEBSEARCH})" if _OPERATORS.search(query) else ""
-    k1, b = BM25_K1, BM25_B
-    norm = f"({k1} * (1 - {b}) + {k1 * b / avgdl!r}::float8 * length(s.tsv))"
-
-    def scored(scan: str) -> str:
-        return (f"SELECT s.id, sum(i.idf * u.tf * {k1 + 1} / (u.tf + {norm})) AS score FROM ({scan}) s "
-                "CROSS JOIN LATERAL (SELECT x.lexeme, coalesce(array_length(x.positions, 1), 1)::float8 AS tf "
-                "FROM unnest(s.tsv) x) u JOIN idf i ON i.lexeme = u.lexeme GROUP BY s.id")
-
     def match(i: int) -> str:
         if keys is not None:
             params[f"bm25_t{i}"] = _scoped_tsquery_text(terms[i].lexeme, keys)
@@ -162,11 +169,6 @@ def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table:
         params[f"bm25_t{i}"] = _quote(terms[i].lexeme)
         # the analyst's view: the scoped index holds every lexeme unprefixed too
         return f"{SCOPED_TSV if table in _SCOPED_TABLES else 'f.tsv'} @@ %(bm25_t{i})s::tsquery"
-
-    def theta(found: Sequence[str]) -> str:
-        """SQL: the n-th best score of the distinct documents scored so far (0 while fewer)."""
-        return (f"(SELECT coalesce((SELECT max(score) AS score FROM ({_union(found)}) x GROUP BY id ORDER BY 1 DESC "
-                "OFFSET %(n)s - 1 LIMIT 1), 0))")
 
     base = f"SELECT f.id, f.tsv FROM {table} f WHERE {{match}} AND {where}{extra}"
     ctes = [f"idf AS MATERIALIZED (SELECT * FROM unnest(%(bm25_lexemes)s::text[], %(bm25_idf)s::float8[]) "
@@ -179,19 +181,20 @@ def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table:
             scan += f" AND NOT ts_match_vq(f.tsv, %(bm25_p{j})s::tsquery)"
         rest = terms[j:]
         if found:  # the whole step is skipped when even its shortest document could not reach theta
-            scan += f" AND {_beats(rest, str(terms[j].min_dl), theta(found))}"
+            scan += f" AND {_beats(rest, str(terms[j].min_dl), _theta(found))}"
         if terms[j].df > SEED_DF:
             # A common lexeme: its documents are read once; the n shortest (the highest bounds) are scored
             # first, so that theta prunes the scoring of the others.
             ctes.append(f"c{j} AS MATERIALIZED (SELECT s.id, s.tsv, length(s.tsv) AS dl FROM ({scan}) s)")
-            ctes.append(f"seed{j} AS MATERIALIZED ({scored(f'SELECT id, tsv FROM c{j} ORDER BY dl LIMIT %(n)s')})")
-            pruned = f"SELECT id, tsv FROM c{j} WHERE {_beats(rest, 'dl', theta([*found, f'seed{j}']))}"
-            ctes.append(f"r{j} AS MATERIALIZED ({scored(pruned)})")
+            seed = _scored(f"SELECT id, tsv FROM c{j} ORDER BY dl LIMIT %(n)s", avgdl)
+            ctes.append(f"seed{j} AS MATERIALIZED ({seed})")
+            pruned = f"SELECT id, tsv FROM c{j} WHERE {_beats(rest, 'dl', _theta([*found, f'seed{j}']))}"
+            ctes.append(f"r{j} AS MATERIALIZED ({_scored(pruned, avgdl)})")
             found.append(f"seed{j}")
         else:
             if found:
-                scan += f" AND {_beats(rest, 'length(f.tsv)', theta(found))}"
-            ctes.append(f"r{j} AS MATERIALIZED ({scored(scan)})")
+                scan += f" AND {_beats(rest, 'length(f.tsv)', _theta(found))}"
+            ctes.append(f"r{j} AS MATERIALIZED ({_scored(scan, avgdl)})")
         found.append(f"r{j}")
     # a seed's documents that tie theta are in no step's result (only better ones are): they count here
     sql = (f"WITH {', '.join(ctes)} SELECT id, max(score) AS score FROM ({_union(found)}) x GROUP BY id "

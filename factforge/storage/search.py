@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +34,12 @@ __all__ = ["SearchHit", "search", "KINDS", "RRF_K", "BM25_K1", "BM25_B"]
 RRF_K = 60
 MODES = ("hybrid", "vector", "bm25")
 KINDS = ("fact", "episode")
+# How search() fuses the rank lists of the kinds (LoCoMo dev, conversation 1, evidence recall@10 LLM off:
+# calibrated 0.71, per-kind 0.68, joint 0.59; see bench/eval_locomo.py):
+# - calibrated: RRF over each kind's vector and BM25 lists, a kind's rank scaled by (all documents / that kind's
+#   documents), so rank 1 of a few facts does not count as much as rank 1 of many episodes;
+# - per-kind: plain RRF over the four lists;
+# - joint: one list per path over both kinds (short facts then win on distance and length).
 FUSIONS = ("calibrated", "per-kind", "joint")
 
 
@@ -241,54 +247,32 @@ def _kinds(kinds: Iterable[str] | None, agent_id: str | None, team_id: str | Non
 
 
 def search(
-    source: Any,
-    query: str,
-    *,
-    agent_id: str | None,
-    team_id: str | None = None,
-    k: int = 10,
-    embedder: Any = None,
-    categories: Iterable[str] | None = None,
-    include_history: bool = False,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    entity: str | None = None,
-    method: str | None = None,
-    mode: Literal["hybrid", "vector", "bm25"] | str = "hybrid",
-    kinds: Iterable[str] | None = None,
-    collapse: bool = True,
-    fusion: Literal["calibrated", "per-kind", "joint"] | str = "calibrated",
-    candidates: int | None = None,
-    ef_search: int = 100,
-    max_distance: float | None | Literal["auto"] = "auto",
+    source: Any, query: str, *, agent_id: str | None, team_id: str | None = None, k: int = 10,
+    embedder: Any = None, categories: Iterable[str] | None = None, include_history: bool = False,
+    since: datetime | None = None, until: datetime | None = None, entity: str | None = None,
+    method: str | None = None, mode: Literal["hybrid", "vector", "bm25"] | str = "hybrid",
+    kinds: Iterable[str] | None = None, collapse: bool = True,
+    fusion: Literal["calibrated", "per-kind", "joint"] | str = "calibrated", candidates: int | None = None,
+    ef_search: int = 400, max_distance: float | None | Literal["auto"] = "auto",
 ) -> list[SearchHit]:
     """The ``k`` best facts and episodes for ``query`` that the caller may see; see the module docstring.
 
     ``max_distance``: vector neighbours farther than this (cosine distance) that BM25 did not find are left
     out, so fewer, better facts come back; "auto" is ``LOCAL_MAX_DISTANCE`` for the local embedder, else none.
 
+    ``ef_search``: the HNSW candidate list of the shared graph (the caller's private rows are read exactly).
+    The caller's team and global rows are ~30% of that graph; at 100k facts (bench/bench_search.py data),
+    recall@10 under a scope is 0.932 at 100, 0.960 at 200, 0.973 at 300 and 0.986 at 400, for 0.8 -> 2.7 ms.
+
     ``source`` is a :class:`~factforge.store.Store` (its pooled connections are reused: no connection
     set-up per query) or a database URL (one connection for this call). ``kinds``: "fact", "episode" or both
     (default; a category or method filter means facts only). ``collapse``: a fact and the episode it came
     from count once, as the better ranked of the two, with the other in its ``related``. ``fusion``: how
-    the rank lists of the kinds are fused (LoCoMo dev, conversation 1, evidence recall@10 LLM off:
-    calibrated 0.71, per-kind 0.68, joint 0.59; see bench/eval_locomo.py):
-
-    * ``calibrated``: RRF over each kind's vector and BM25 lists, a kind's rank scaled by (all documents /
-      that kind's documents), so rank 1 of a few facts does not count as much as rank 1 of many episodes;
-    * ``per-kind``: plain RRF over the four lists;
-    * ``joint``: one list per path over both kinds (short facts then win on distance and length).
+    the rank lists of the kinds are fused, one of :data:`FUSIONS` (see there).
     """
     import psycopg
 
-    if mode not in MODES:
-        raise ValidationError(f"search mode {mode!r} must be one of {', '.join(MODES)}")
-    if fusion not in FUSIONS:
-        raise ValidationError(f"fusion {fusion!r} must be one of {', '.join(FUSIONS)}")
-    if not isinstance(k, int) or k < 1 or k > 1000:
-        raise ValidationError("k must be an integer between 1 and 1000")
-    if not query or not query.strip():
-        raise ValidationError("query must not be empty")
+    _check_arguments(query, k, mode, fusion)
     n = candidates or max(40, k * 4)
     cats = list(categories or ())
     plan = _kinds(kinds, agent_id, team_id, cats, include_history, since, until, entity, method)
@@ -297,9 +281,49 @@ def search(
     # The vector half obeys the query's exclusions too (-Jenkins), for every kind.
     vector_where = {kind.name: kind.where + _vector_filter(query, kind.params) for kind in plan}
     if max_distance == "auto":
-        from ..settings import LOCAL_EMBED_MODEL
+        max_distance = _auto_distance(embedder)
+    vector = _query_vector(query, embedder, mode)
+    try:
+        with _connection(source, need_vector=vector is not None) as conn:
+            ranks = _rank_lists(conn, source, plan, vector_where, query, vector, mode, n, ef_search, max_distance)
+            kind_of = {rid: name for (name, _path), found in ranks.items() for rid in found}
+            fused = _fuse(conn, plan, ranks, fusion)
+            order = sorted(fused, key=lambda i: (-fused[i], str(i)))
+            top, related = _collapse(order, _links(conn, order, kind_of) if collapse else {}, kind_of, k)
+            if not top:
+                return []
+            # A fact's best episode among its group comes back as its evidence.
+            folded = {rid: next((x for x in related.get(rid, ()) if kind_of[x] == "episode"), None) for rid in top
+                      if kind_of[rid] == "fact"}
+            rows = _rows(conn, [i for i in top if kind_of[i] == "fact"],
+                         [i for i in top if kind_of[i] == "episode"] + [e for e in folded.values() if e])
+    except psycopg.Error as exc:
+        raise DatabaseError(f"search failed: {str(exc).strip().splitlines()[0]}") from None
+    # A row deleted between the two queries is left out.
+    return [_hit(rid, rows, kind_of[rid], ranks, fused, related.get(rid, ()), folded.get(rid))
+            for rid in top if rid in rows]
 
-        max_distance = LOCAL_MAX_DISTANCE if getattr(embedder, "model", None) == LOCAL_EMBED_MODEL else None
+
+def _check_arguments(query: str, k: int, mode: str, fusion: str) -> None:
+    if mode not in MODES:
+        raise ValidationError(f"search mode {mode!r} must be one of {', '.join(MODES)}")
+    if fusion not in FUSIONS:
+        raise ValidationError(f"fusion {fusion!r} must be one of {', '.join(FUSIONS)}")
+    if not isinstance(k, int) or k < 1 or k > 1000:
+        raise ValidationError("k must be an integer between 1 and 1000")
+    if not query or not query.strip():
+        raise ValidationError("query must not be empty")
+
+
+def _auto_distance(embedder: Any) -> float | None:
+    """The vector cut-off of ``max_distance="auto"``: :data:`LOCAL_MAX_DISTANCE` for the local embedder."""
+    from ..settings import LOCAL_EMBED_MODEL
+
+    return LOCAL_MAX_DISTANCE if getattr(embedder, "model", None) == LOCAL_EMBED_MODEL else None
+
+
+def _query_vector(query: str, embedder: Any, mode: str) -> list[float] | None:
+    """The query's embedding, or None (no embedder, keyword mode, or the embedder failed: keywords only)."""
     vector = None
     if mode != "bm25" and embedder is not None:
         try:
@@ -308,67 +332,65 @@ def search(
             logger.warning("query embedding failed (%s); keyword search only", exc)
     if mode == "vector" and vector is None:
         raise ValidationError("vector search needs an embedder (FACTFORGE_EMBEDDER is 'none' or it failed)")
-    # Rank lists: (kind, path) -> {id: (rank, score)}; fact and episode ids are distinct UUIDs.
+    return vector
+
+
+def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Mapping[str, str], query: str,
+                vector: list[float] | None, mode: str, n: int, ef_search: int,
+                max_distance: float | None) -> dict[tuple[str, str], dict[UUID, tuple[int, float]]]:
+    """(kind, path) -> {id: (rank, score)} for each kind's vector and BM25 path; fact and episode ids are
+    distinct UUIDs. Vector neighbours too far away that BM25 did not find are left out (:func:`_agreeing`)."""
     ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]] = {}
-    try:
-        with _connection(source, need_vector=vector is not None) as conn:
-            pending = {}
-            if vector is not None and mode == "hybrid" and not isinstance(source, str):
-                # Other pooled connections: the HNSW queries run while this one does BM25.
-                pending = {kind.name: _executor().submit(_vector_on_own_connection, source,
-                                                         vector_where[kind.name], kind.params, vector, n,
-                                                         ef_search, kind.table) for kind in plan}
-            for kind in plan:
-                if vector is not None and kind.name not in pending:
-                    ranks[kind.name, "vector"] = _vector_ranks(conn, source, vector_where[kind.name], kind.params,
-                                                               vector, n, ef_search, kind.table)
-                if mode != "vector":
-                    ranks[kind.name, "bm25"] = _bm25_ranks(conn, kind.where, kind.params, query, n, kind.terms_table)
-            for name, future in pending.items():
-                ranks[name, "vector"] = future.result()
-            for kind in plan:
-                if (kind.name, "vector") in ranks:
-                    ranks[kind.name, "vector"] = _agreeing(ranks[kind.name, "vector"],
-                                                           ranks.get((kind.name, "bm25"), {}), max_distance)
-            kind_of = {rid: name for (name, _path), found in ranks.items() for rid in found}
-            fused: dict[UUID, float] = {}
-            scale = _rank_scale(conn, plan) if fusion == "calibrated" else {}
-            for (name, _path), found in (_joint(ranks) if fusion == "joint" else ranks).items():
-                for rid, (rank, _) in found.items():
-                    fused[rid] = fused.get(rid, 0.0) + 1.0 / (RRF_K + rank * scale.get(name, 1.0))
-            order = sorted(fused, key=lambda i: (-fused[i], str(i)))
-            links = _links(conn, order, kind_of) if collapse else {}
-            top, related = _collapse(order, links, kind_of, k)
-            if not top:
-                return []
-            folded = {rid: next((x for x in related.get(rid, ()) if kind_of[x] == "episode"), None) for rid in top
-                      if kind_of[rid] == "fact"}
-            rows = _rows(conn, [i for i in top if kind_of[i] == "fact"],
-                         [i for i in top if kind_of[i] == "episode"] + [e for e in folded.values() if e])
-    except psycopg.Error as exc:
-        raise DatabaseError(f"search failed: {str(exc).strip().splitlines()[0]}") from None
-    hits = []
-    for rid in top:
-        r = rows.get(rid)
-        if r is None:  # deleted between the two queries
-            continue
-        hit_kind = kind_of[rid]
-        v, b = ranks.get((hit_kind, "vector"), {}).get(rid), ranks.get((hit_kind, "bm25"), {}).get(rid)
-        episode = folded.get(rid)
-        hits.append(SearchHit(
-            id=rid, content=r["content"], category=r["category"], confidence=float(r["confidence"]),
-            method=r["method"], visibility=r["visibility"], agent_id=r["agent_id"], team_id=r["team_id"],
-            entities=tuple(r["entities"] or ()),
-            fused_score=max(fused[x] for x in (rid, *related.get(rid, ()))),  # the group's place in the ranking
-            vector_rank=v[0] if v else None,
-            bm25_rank=b[0] if b else None, vector_distance=v[1] if v else None, bm25_score=b[1] if b else None,
-            superseded_at=r["superseded_at"], last_seen_at=r["last_seen_at"], kind=hit_kind,
-            first_seen_at=r["first_seen_at"], valid_from=r["valid_from"], valid_to=r["valid_to"],
-            source_ts=r["source_ts"], session_id=r["session_id"], speaker=r["speaker"],
-            related=tuple(related.get(rid, ())),
-            evidence=rows[episode]["content"] if episode is not None and episode in rows else r.get("evidence"),
-        ))
-    return hits
+    pending = {}
+    if vector is not None and mode == "hybrid" and not isinstance(source, str):
+        # Other pooled connections: the HNSW queries run while this one does BM25.
+        pending = {kind.name: _executor().submit(_vector_on_own_connection, source,
+                                                 vector_where[kind.name], kind.params, vector, n,
+                                                 ef_search, kind.table) for kind in plan}
+    for kind in plan:
+        if vector is not None and kind.name not in pending:
+            ranks[kind.name, "vector"] = _vector_ranks(conn, source, vector_where[kind.name], kind.params,
+                                                       vector, n, ef_search, kind.table)
+        if mode != "vector":
+            ranks[kind.name, "bm25"] = _bm25_ranks(conn, kind.where, kind.params, query, n, kind.terms_table)
+    for name, future in pending.items():
+        ranks[name, "vector"] = future.result()
+    for kind in plan:
+        if (kind.name, "vector") in ranks:
+            ranks[kind.name, "vector"] = _agreeing(ranks[kind.name, "vector"],
+                                                   ranks.get((kind.name, "bm25"), {}), max_distance)
+    return ranks
+
+
+def _fuse(conn: Any, plan: Sequence[_Kind], ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]],
+          fusion: str) -> dict[UUID, float]:
+    """Reciprocal rank fusion of the rank lists (see :func:`search`'s ``fusion``): id -> fused score."""
+    fused: dict[UUID, float] = {}
+    scale = _rank_scale(conn, plan) if fusion == "calibrated" else {}
+    for (name, _path), found in (_joint(ranks) if fusion == "joint" else ranks).items():
+        for rid, (rank, _) in found.items():
+            fused[rid] = fused.get(rid, 0.0) + 1.0 / (RRF_K + rank * scale.get(name, 1.0))
+    return fused
+
+
+def _hit(rid: UUID, rows: Mapping[UUID, Any], kind: str, ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]],
+         fused: Mapping[UUID, float], related: Sequence[UUID], episode: UUID | None) -> SearchHit:
+    """One result: its row, its ranks on each path, and the episode folded into it (its ``evidence``)."""
+    r = rows[rid]
+    v, b = ranks.get((kind, "vector"), {}).get(rid), ranks.get((kind, "bm25"), {}).get(rid)
+    return SearchHit(
+        id=rid, content=r["content"], category=r["category"], confidence=float(r["confidence"]),
+        method=r["method"], visibility=r["visibility"], agent_id=r["agent_id"], team_id=r["team_id"],
+        entities=tuple(r["entities"] or ()),
+        fused_score=max(fused[x] for x in (rid, *related)),  # the group's place in the ranking
+        vector_rank=v[0] if v else None,
+        bm25_rank=b[0] if b else None, vector_distance=v[1] if v else None, bm25_score=b[1] if b else None,
+        superseded_at=r["superseded_at"], last_seen_at=r["last_seen_at"], kind=kind,
+        first_seen_at=r["first_seen_at"], valid_from=r["valid_from"], valid_to=r["valid_to"],
+        source_ts=r["source_ts"], session_id=r["session_id"], speaker=r["speaker"],
+        related=tuple(related),
+        evidence=rows[episode]["content"] if episode is not None and episode in rows else r.get("evidence"),
+    )
 
 
 def _joint(ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]]
