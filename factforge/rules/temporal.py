@@ -205,14 +205,7 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
             year = today.year if month <= today.month else today.year - 1
         return _month(year, month, tz)
     if m := _MONTH_DAY.fullmatch(e):
-        month, day = MONTHS[m.group(1)], int(m.group(2))
-        years = [int(m.group(3))] if m.group(3) else \
-            ([today.year, today.year + 1] if future else [today.year, today.year - 1])
-        for year in years:  # without a year: the most recent such day, or for a plan the coming one
-            if day <= calendar.monthrange(year, month)[1] and (
-                    m.group(3) or (date(year, month, day) >= today if future else date(year, month, day) <= today)):
-                return _day(date(year, month, day), tz)
-        return None
+        return _month_day(m, today, future, tz)
     if m := _RELATIVE_PERIOD.fullmatch(e):
         step = {"last": -1, "past": -1, "this": 0, "next": 1}[m.group(1)]
         if m.group(2) == "year":
@@ -231,25 +224,41 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
     if m := _WEEKDAY.fullmatch(e):
         return _day(_weekday(today, _WEEKDAY_NUMBER[_weekday_name(m)], m.group(1) or m.group(3), future), tz)
     if m := _AGO.fullmatch(e):
-        n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[regex.sub(r"\s+", " ", m.group(1))]
-        unit = m.group(2).rstrip("s")
-        if unit == "month":
-            y, mo = _shift_months(today.year, today.month, -n)
-            return _day(date(y, mo, min(today.day, calendar.monthrange(y, mo)[1])), tz)
-        if unit == "year":
-            y = today.year - n
-            return _day(date(y, today.month, min(today.day, calendar.monthrange(y, today.month)[1])), tz)
-        if unit == "weekend":  # "two weekends ago": the Saturday and Sunday n weekends back
-            saturday = today - timedelta(days=(today.weekday() - 5) % 7 or 7) - timedelta(weeks=n - 1)
-            return _day(saturday, tz)[0], _day(saturday + timedelta(days=1), tz)[1]
-        days = n * {"day": 1, "week": 7, "fortnight": 14}[unit]
-        return _day(today - timedelta(days=days), tz)
+        return _ago(m, today, tz)
     # Day-level expressions ("yesterday", "last Tuesday", "next Friday", "on Monday"): parsedatetime.
     naive = ref.replace(tzinfo=None)
     parsed, ctx = _calendar().parseDT(e, sourceTime=naive)
     if not ctx.hasDate:
         return None
     return _day(parsed.date(), tz)
+
+
+def _month_day(m: regex.Match[str], today: date, future: bool, tz: tzinfo) -> tuple[datetime, datetime] | None:
+    """"July 4" / "July 4, 2022": without a year the most recent such day, or for a plan the coming one."""
+    month, day = MONTHS[m.group(1)], int(m.group(2))
+    years = [int(m.group(3))] if m.group(3) else \
+        ([today.year, today.year + 1] if future else [today.year, today.year - 1])
+    for year in years:
+        if day <= calendar.monthrange(year, month)[1] and (
+                m.group(3) or (date(year, month, day) >= today if future else date(year, month, day) <= today)):
+            return _day(date(year, month, day), tz)
+    return None
+
+
+def _ago(m: regex.Match[str], today: date, tz: tzinfo) -> tuple[datetime, datetime]:
+    """"3 days ago", "two weekends ago", "a few years ago": the day (or weekend) that far back."""
+    n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[regex.sub(r"\s+", " ", m.group(1))]
+    unit = m.group(2).rstrip("s")
+    if unit == "month":
+        y, mo = _shift_months(today.year, today.month, -n)
+        return _day(date(y, mo, min(today.day, calendar.monthrange(y, mo)[1])), tz)
+    if unit == "year":
+        y = today.year - n
+        return _day(date(y, today.month, min(today.day, calendar.monthrange(y, today.month)[1])), tz)
+    if unit == "weekend":  # the Saturday and Sunday n weekends back
+        saturday = today - timedelta(days=(today.weekday() - 5) % 7 or 7) - timedelta(weeks=n - 1)
+        return _day(saturday, tz)[0], _day(saturday + timedelta(days=1), tz)[1]
+    return _day(today - timedelta(days=n * {"day": 1, "week": 7, "fortnight": 14}[unit]), tz)
 
 
 def _weekday_name(m: regex.Match[str]) -> str:
