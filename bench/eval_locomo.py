@@ -11,7 +11,7 @@ For every question of categories 1-4 both speakers' memories are searched with k
 * evidence recall@10: the share of questions where a returned fact or episode came from an evidence turn;
 * answer containment@10: the share where the short gold answer is found in the returned texts (a fact hit
   returns its content and its evidence), each hit's date appended ("7 May 2023": its stated validity, else
-  the time it was said).
+  the time it was said), and its ``when`` ("the week before 9 June 2023") where its words name a time.
 
 In the same run, with the same budget (10 per speaker) and the same dates: BM25 over the raw turns (every turn
 of the speaker, no gate; PostgreSQL's English analyzer, k1 1.2, b 0.75) and dense retrieval over the raw turns
@@ -126,7 +126,8 @@ def factforge_retriever(memory: Any, where: dict[tuple[str, datetime], str], **o
                     sources[h.id] = memory.sources(h.id)
                 dias = {where.get((s["agent_id"], s["message_ts"])) for s in sources[h.id]}
             text = f"{h.content} {h.evidence or ''}" if h.kind == "fact" else h.content
-            out.append(Found(f"{text} {_day(h.valid_from or h.source_ts)}", frozenset(d for d in dias if d)))
+            out.append(Found(f"{text} {_day(h.valid_from or h.source_ts)} {h.when or ''}",
+                             frozenset(d for d in dias if d)))
         return out
 
     return retrieve
@@ -186,10 +187,15 @@ class RawTurns:
 
 
 _NORM = re.compile(r"[^a-z0-9 ]+")
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
 
 
 def _norm(text: str) -> str:
-    return " ".join(_NORM.sub(" ", text.lower()).split())
+    """Lower case, punctuation out, and one spelling per date, in the gold answers and the returned texts
+    alike: "14September, 2022", "September 14th, 2022" and "14 September 2022" all read "14 september 2022"."""
+    text = re.sub(r"(\d+)(?:st|nd|rd|th)\b", r"\1", text.lower())
+    text = " ".join(_NORM.sub(" ", re.sub(r"(\d)([a-z])", r"\1 \2", text)).split())
+    return re.sub(rf"\b({_MONTHS}) (\d{{1,2}}) (\d{{4}})\b", r"\2 \1 \3", text)
 
 
 def score(convs: list[dict[str, Any]], retrieve: Callable[[str, str], list[Found]]) -> dict[str, Any]:

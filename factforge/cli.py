@@ -211,9 +211,10 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def _hit_date(hit: Any) -> str:
-    """The date a hit speaks of (its stated validity), else when it was said."""
+    """The time a hit speaks of, in words ("the week before 9 June 2023"), else its stated validity, else when
+    it was said."""
     when = hit.valid_from or hit.source_ts or hit.first_seen_at
-    return f"{when:%Y-%m-%d}" if when else ""
+    return hit.when or (f"{when:%Y-%m-%d}" if when else "")
 
 
 def cmd_stats(args: argparse.Namespace) -> int:

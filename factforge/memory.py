@@ -11,8 +11,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from functools import cached_property, wraps
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
@@ -25,6 +25,7 @@ from .redaction import DROPPED, Redactor
 from .rules.extract import Extractor
 from .rules.inline import parse_inline
 from .rules.load import RuleSet, default_rules
+from .rules.temporal import asked_period, when_said
 from .settings import Settings, get_settings
 from .storage.embeddings import EmbedReport, embed_pending
 from .storage.keys import KeyStore
@@ -325,13 +326,19 @@ class Memory:
 
         ``mode``: "hybrid", "vector" or "bm25". ``kinds``: "fact", "episode" or both (default). Other
         filters: see :func:`factforge.storage.search.search`. Every hit is dated (validity, first/last seen, the
-        source's timestamp and session) and says which ``kind`` it is.
+        source's timestamp and session, ``when`` in words) and says which ``kind`` it is. A query that names a
+        time ("what did I cook in March 2023?", "... last week?") puts first, among its best ``3 k``, what
+        happened or was said then.
         """
         from .storage.search import search
 
         query = check_text("query", query, required=True) or ""
-        return search(self.store, query, agent_id=agent_id, team_id=team_id, k=k, embedder=self._embedder,
-                      mode=mode, kinds=kinds, **filters)
+        period = asked_period(query, datetime.now(timezone.utc))
+        hits = search(self.store, query, agent_id=agent_id, team_id=team_id, k=_looked_at(k, period),
+                      embedder=self._embedder, mode=mode, kinds=kinds, **filters)
+        if period is not None:  # what happened or was said then comes first
+            hits = sorted(hits, key=lambda hit: not _within(hit, period))[:k]
+        return [_dated(hit) for hit in hits]
 
     def sources(self, fact_id: UUID | str, *, agent_id: str | None = None,
                 team_id: str | None = None) -> list[dict[str, Any]]:
@@ -408,6 +415,30 @@ def open_store(settings: Settings, *, check_embedder: bool = True, rules: RuleSe
     return Store.open(settings, check_embedder=check_embedder,
                       supersession=lambda fact, has_vector: current().supersession.decide(fact, has_vector),
                       canonical_name=lambda name: current().ner.canonical(name))
+
+
+def _looked_at(k: Any, period: tuple[datetime, datetime] | None) -> Any:
+    """How many hits a search ranks: ``k``, or for a question naming a time ``3 k`` (at least ``k + 20``, at
+    most 1000), so what happened then can come first. A bad ``k`` goes through as given, to be refused."""
+    if period is None or isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+        return k
+    return min(max(3 * k, k + 20), 1000)
+
+
+def _within(hit: SearchHit, period: tuple[datetime, datetime]) -> bool:
+    """Whether the time ``hit`` speaks of (its validity), or the time it was said, falls in ``period``."""
+    first, last = period
+    if hit.valid_from is not None and hit.valid_from <= last and (hit.valid_to or hit.valid_from) >= first:
+        return True
+    return hit.source_ts is not None and first <= hit.source_ts <= last
+
+
+def _dated(hit: SearchHit) -> SearchHit:
+    """``hit`` with ``when``: the time its words speak of, against the day they were said (a fact's evidence
+    sentence, an episode's text)."""
+    words = hit.evidence or hit.content if hit.kind == "fact" else hit.content
+    when = when_said(words, hit.source_ts) if hit.source_ts is not None else None
+    return replace(hit, when=when) if when else hit
 
 
 def turn_key(user: str, assistant: str | None, agent_id: str, team_id: str | None, session_id: str | None,

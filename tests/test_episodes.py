@@ -278,3 +278,34 @@ def test_cli_search_json_has_kind_dates_and_evidence(memory: Memory, db_url: str
         assert hit["kind"] == kind and hit["session_id"] == "s9" and hit["speaker"] == "Maria"
         assert hit["valid_from"].startswith("2023-05-07") and hit["source_ts"].startswith("2023-05-08")
         assert {"valid_to", "first_seen_at", "last_seen_at", "related", "evidence"} <= set(hit)
+        assert hit["when"] == "7 May 2023"
+
+
+@pytest.mark.parametrize(("said", "when"), [
+    ("I ran a charity race last weekend", "the weekend before 8 May 2023"),
+    ("We adopted a puppy last Friday", "the Friday before 8 May 2023"),
+    ("I have two kids and a dog", None),  # no time in its words
+])
+def test_every_hit_says_in_words_when_it_speaks_of(memory: Memory, said: str, when: str | None) -> None:
+    memory.remember(user=said, agent_id=A, session_id="s1", timestamp="2023-05-08T13:56:00Z")
+    (hit,) = memory.search(said, agent_id=A, mode="bm25", kinds=["episode"])
+    assert hit.when == when
+
+
+def test_a_query_naming_a_time_puts_what_happened_then_first(memory: Memory) -> None:
+    for month in (1, 2, 3, 4, 5, 6):  # April's words match the query least
+        said = "I baked bread" if month == 4 else "I baked sourdough bread, sourdough bread is my thing"
+        memory.remember(user=said, agent_id=A, session_id=f"s{month}", timestamp=f"2023-0{month}-10T10:00:00Z")
+    plain = memory.search("baked sourdough bread", agent_id=A, k=2, mode="bm25", kinds=["episode"])
+    dated = memory.search("baked sourdough bread in April 2023", agent_id=A, k=2, mode="bm25", kinds=["episode"])
+    assert 4 not in {h.source_ts.month for h in plain}
+    assert dated[0].source_ts.month == 4 and len(dated) == 2
+    # a time outside everything changes nothing but the number looked at
+    never = memory.search("baked sourdough bread in 1999", agent_id=A, k=2, mode="bm25", kinds=["episode"])
+    assert [h.source_ts for h in never] == [h.source_ts for h in plain]
+
+
+@pytest.mark.parametrize("k", [0, 1001, "5"])
+def test_a_bad_k_is_refused_the_same_with_a_time_in_the_query(memory: Memory, k: object) -> None:
+    with pytest.raises(ValidationError, match="k must be an integer between 1 and 1000"):
+        memory.search("what did I bake in April 2023", agent_id=A, k=k)  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from factforge.rules.temporal import find_anchor, find_expressions, resolve
+from factforge.rules.temporal import find_anchor, find_expressions, resolve, when_said
 
 REF = datetime(2024, 6, 15, 12, 0, tzinfo=timezone.utc)
 UTC = timezone.utc
@@ -139,6 +139,67 @@ def test_find_anchor_stays_inside_its_bounds() -> None:
     assert find_anchor(text, REF, 20, len(text)) is None
     anchor = find_anchor(text, REF, 0, 19)
     assert anchor is not None and anchor.span.text == "Yesterday"
+
+
+# REF is Saturday 15 June 2024.
+@pytest.mark.parametrize(
+    ("expression", "expected", "future"),
+    [
+        ("last weekend", (day(2024, 6, 8), day(2024, 6, 9, True)), False),  # said on a Saturday: the one before
+        ("this weekend", (day(2024, 6, 15), day(2024, 6, 16, True)), False),
+        ("next weekend", (day(2024, 6, 22), day(2024, 6, 23, True)), False),
+        ("on Friday", (day(2024, 6, 14), day(2024, 6, 14, True)), False),  # told afterwards: the one just past
+        ("on Friday", (day(2024, 6, 21), day(2024, 6, 21, True)), True),  # a plan: the coming one
+        ("Saturday", (day(2024, 6, 15), day(2024, 6, 15, True)), False),  # today
+        ("last Saturday", (day(2024, 6, 8), day(2024, 6, 8, True)), False),
+        ("next Saturday", (day(2024, 6, 22), day(2024, 6, 22, True)), False),
+        ("July 4", (day(2023, 7, 4), day(2023, 7, 4, True)), False),  # no year: the most recent one
+        ("July 4th", (day(2024, 7, 4), day(2024, 7, 4, True)), True),
+        ("June 1, 2022", (day(2022, 6, 1), day(2022, 6, 1, True)), False),
+        ("February 30", (None, None), False),
+        ("last Fri", (day(2024, 6, 14), day(2024, 6, 14, True)), False),  # short names after last/next/on
+        ("next tues", (day(2024, 6, 18), day(2024, 6, 18, True)), False),
+        ("last night", (day(2024, 6, 14), day(2024, 6, 14, True)), False),
+        ("this morning", (day(2024, 6, 15), day(2024, 6, 15, True)), False),
+        ("two weekends ago", (day(2024, 6, 1), day(2024, 6, 2, True)), False),
+    ],
+)
+def test_weekends_weekdays_and_days_of_a_month_resolve_the_way_the_tense_reads(
+        expression: str, expected: tuple[datetime | None, datetime | None], future: bool) -> None:
+    assert resolve(expression, REF, future=future) == expected
+
+
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        ("I went to a support group yesterday.", "14 June 2024"),
+        ("We moved to Lisbon 3 days ago", "12 June 2024"),
+        ("I ran a charity race last weekend", "the weekend before 15 June 2024"),
+        ("We're hiking this weekend", "the weekend of 15 June 2024"),
+        ("I painted it last week", "the week before 15 June 2024"),
+        ("I painted it this week", "the week of 15 June 2024"),
+        ("The exam is next week", "the week after 15 June 2024"),
+        ("I adopted a cat last Tuesday", "the Tuesday before 15 June 2024"),
+        ("I joined two weeks ago", "two weeks before 15 June 2024"),
+        ("I started last month", "May 2024"),
+        ("We met 3 months ago", "March 2024"),
+        ("I quit a few years ago", "2021"),
+        ("I graduated last year", "2023"),
+        ("I moved here in March", "March 2024"),
+        ("I've lived here since 2016", "since 2016"),
+        ("I worked there from 2019 to 2021", "from 2019 to 2021"),
+        ("I love painting", None),
+        ("Hi Anna! Yesterday I baked bread", "14 June 2024"),  # a capital after a sentence's end is no title
+        ("So glad. Last Friday I went to a council meeting", "the Friday before 15 June 2024"),
+        ("I watch Last Week Tonight", None),  # a capital in mid-sentence is a title
+        ("We went camping two weekends ago", "two weekends before 15 June 2024"),
+        ("I joined a new group last Tues", "the Tuesday before 15 June 2024"),
+        ("I sat in the sun all day", None),  # a short weekday name needs last/next/on before it
+        ("On Friday I got the news. Next month I leave for Ireland", "the Friday before 15 June 2024; July 2024"),
+    ],
+)
+def test_when_said_describes_the_time_a_sentence_speaks_of(sentence: str, expected: str | None) -> None:
+    assert when_said(sentence, REF) == expected
 
 
 # Weekends and seasons (issue 14), against Wednesday 2024-06-12 and Saturday 2024-06-15.

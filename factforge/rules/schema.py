@@ -482,7 +482,7 @@ class TimeWordsSpec(Spec):
 
     number_words: dict[str, int]
     weekdays: list[str]
-    weekday_short: dict[str, str] = {}
+    weekday_short: dict[str, str]
     seasons: list[str]
     season_start: dict[str, int]
     relative: list[str]

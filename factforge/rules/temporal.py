@@ -47,16 +47,20 @@ for _n, (_full, _abbr) in enumerate(zip(calendar.month_name[1:], calendar.month_
     MONTHS[_abbr.lower()] = _n
 MONTHS["sept"] = 9
 _MONTH_RX = "|".join(sorted(MONTHS, key=len, reverse=True))
-_UNIT_RX = r"(?:day|week|month|year|fortnight)s?"
+_UNIT_RX = r"(?:day|week|weekend|month|year|fortnight)s?"
 _NUMBER_WORDS: dict[str, int] = _WORDS_DATA["number_words"]
 _NUMBER_RX = r"(?:\d+|" + "|".join(w.replace(" ", r"\s+") for w in _NUMBER_WORDS) + ")"
 _WEEKDAY_RX = "(?:" + "|".join(_WORDS_DATA["weekdays"]) + ")"
+_WEEKDAY_SHORT: dict[str, str] = _WORDS_DATA["weekday_short"]
+_SHORT_RX = "(?:" + "|".join(sorted(_WEEKDAY_SHORT, key=len, reverse=True)) + r")\.?"
 _SEASON_RX = "|".join(_WORDS_DATA["seasons"])
 
 # The expressions :func:`resolve` understands, for finding them in running text.
 _CORE = (
-    rf"(?:yesterday|today|tonight|tomorrow|the\s+day\s+before\s+yesterday"
+    rf"(?:yesterday|today|tonight|tomorrow|the\s+day\s+before\s+yesterday|last\s+night"
+    rf"|this\s+(?:morning|afternoon|evening)"
     rf"|(?:last|this|next|past)\s+(?:{_WEEKDAY_RX}|week|month|year|weekend|{_SEASON_RX})"
+    rf"|(?:last|this|next|past|on)\s+{_SHORT_RX}"
     rf"|(?:on\s+)?{_WEEKDAY_RX}"
     rf"|{_NUMBER_RX}\s+{_UNIT_RX}\s+ago"
     rf"|(?:in\s+|early\s+|late\s+)?(?:{_MONTH_RX})(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?(?:,?\s+(?:19|20)\d\d)?\b"
@@ -71,9 +75,12 @@ EXPRESSION = regex.compile(
 
 _YEAR = regex.compile(r"(?:in\s+)?((?:19|20)\d\d)")
 _MONTH = regex.compile(rf"(?:in\s+|early\s+|late\s+)?({_MONTH_RX})(?:,?\s+((?:19|20)\d\d))?")
+_MONTH_DAY = regex.compile(rf"(?:on\s+)?({_MONTH_RX})\s+(\d{{1,2}})(?:,?\s+((?:19|20)\d\d))?")
 _ISO = regex.compile(r"(?:on\s+)?(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?))?")
 _RELATIVE_PERIOD = regex.compile(r"(last|this|next|past)\s+(week|month|year)")
 _WEEKEND = regex.compile(r"(last|this|next|past)\s+weekend")
+_WEEKDAY = regex.compile(rf"(?:(last|this|next|past|on)\s+)?({_WEEKDAY_RX})|(last|this|next|past|on)\s+({_SHORT_RX})")
+_WEEKDAY_NUMBER = {name: n for n, name in enumerate(_WORDS_DATA["weekdays"])}
 _SEASON = regex.compile(rf"(last|this|next|past)\s+({_SEASON_RX})")
 _SEASON_START: dict[str, int] = _WORDS_DATA["season_start"]
 _AGO = regex.compile(rf"({_NUMBER_RX})\s+({_UNIT_RX})\s+ago")
@@ -86,8 +93,10 @@ _AMBIGUOUS = regex.compile(rf"(?:(?:early|late)\s+)?(?:{_MONTH_RX})|{_WEEKDAY_RX
 # Every expression find_anchor accepts holds one of these words or a year-like number: a cheap test that
 # spares the full expression scan on the many sentences that hold no time at all.
 _TRIGGERS = frozenset(_WORDS_DATA["relative"]) | frozenset(_WORDS_DATA["seasons"]) | \
-    frozenset(_WORDS_DATA["weekdays"]) | frozenset(MONTHS)
+    frozenset(_WORDS_DATA["weekdays"]) | frozenset(_WEEKDAY_SHORT) | frozenset(MONTHS)
 _WORDS = regex.compile(r"[a-z]+")
+# Where a sentence ends: a capital after it starts a sentence ("Hi! Yesterday I ..."), it is no title.
+_SENTENCE_END = regex.compile(r"[.!?\n]+[\s\"')\]]*|\s+[-\u2013\u2014]\s+")
 _YEARISH = regex.compile(r"(?:19|20)\d\d|[\u4e00-\u9fff]")
 # Expressions whose meaning does not depend on when they were said: they name a year or an ISO date.
 _ABSOLUTE = regex.compile(r"(?:19|20)\d\d")
@@ -171,8 +180,10 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
     """
     tz = ref.tzinfo or timezone.utc
     today = ref.date()
-    if e in ("today", "tonight"):
+    if e in ("today", "tonight") or e.startswith("this ") and e[5:] in ("morning", "afternoon", "evening"):
         return _day(today, tz)
+    if e == "last night":
+        return _day(today - timedelta(days=1), tz)
     if e == "the day before yesterday":
         return _day(today - timedelta(days=2), tz)
     if m := _ISO.fullmatch(e):
@@ -193,6 +204,8 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
         else:
             year = today.year if month <= today.month else today.year - 1
         return _month(year, month, tz)
+    if m := _MONTH_DAY.fullmatch(e):
+        return _month_day(m, today, future, tz)
     if m := _RELATIVE_PERIOD.fullmatch(e):
         step = {"last": -1, "past": -1, "this": 0, "next": 1}[m.group(1)]
         if m.group(2) == "year":
@@ -208,23 +221,60 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
         return _day(saturday, tz)[0], _day(saturday + timedelta(days=1), tz)[1]
     if m := _SEASON.fullmatch(e):
         return _season(m.group(1), _SEASON_START[m.group(2)], today, tz)
+    if m := _WEEKDAY.fullmatch(e):
+        return _day(_weekday(today, _WEEKDAY_NUMBER[_weekday_name(m)], m.group(1) or m.group(3), future), tz)
     if m := _AGO.fullmatch(e):
-        n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[regex.sub(r"\s+", " ", m.group(1))]
-        unit = m.group(2).rstrip("s")
-        if unit == "month":
-            y, mo = _shift_months(today.year, today.month, -n)
-            return _day(date(y, mo, min(today.day, calendar.monthrange(y, mo)[1])), tz)
-        if unit == "year":
-            y = today.year - n
-            return _day(date(y, today.month, min(today.day, calendar.monthrange(y, today.month)[1])), tz)
-        days = n * {"day": 1, "week": 7, "fortnight": 14}[unit]
-        return _day(today - timedelta(days=days), tz)
+        return _ago(m, today, tz)
     # Day-level expressions ("yesterday", "last Tuesday", "next Friday", "on Monday"): parsedatetime.
     naive = ref.replace(tzinfo=None)
     parsed, ctx = _calendar().parseDT(e, sourceTime=naive)
     if not ctx.hasDate:
         return None
     return _day(parsed.date(), tz)
+
+
+def _month_day(m: regex.Match[str], today: date, future: bool, tz: tzinfo) -> tuple[datetime, datetime] | None:
+    """"July 4" / "July 4, 2022": without a year the most recent such day, or for a plan the coming one."""
+    month, day = MONTHS[m.group(1)], int(m.group(2))
+    years = [int(m.group(3))] if m.group(3) else \
+        ([today.year, today.year + 1] if future else [today.year, today.year - 1])
+    for year in years:
+        if day <= calendar.monthrange(year, month)[1] and (
+                m.group(3) or (date(year, month, day) >= today if future else date(year, month, day) <= today)):
+            return _day(date(year, month, day), tz)
+    return None
+
+
+def _ago(m: regex.Match[str], today: date, tz: tzinfo) -> tuple[datetime, datetime]:
+    """"3 days ago", "two weekends ago", "a few years ago": the day (or weekend) that far back."""
+    n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[regex.sub(r"\s+", " ", m.group(1))]
+    unit = m.group(2).rstrip("s")
+    if unit == "month":
+        y, mo = _shift_months(today.year, today.month, -n)
+        return _day(date(y, mo, min(today.day, calendar.monthrange(y, mo)[1])), tz)
+    if unit == "year":
+        y = today.year - n
+        return _day(date(y, today.month, min(today.day, calendar.monthrange(y, today.month)[1])), tz)
+    if unit == "weekend":  # the Saturday and Sunday n weekends back
+        saturday = today - timedelta(days=(today.weekday() - 5) % 7 or 7) - timedelta(weeks=n - 1)
+        return _day(saturday, tz)[0], _day(saturday + timedelta(days=1), tz)[1]
+    return _day(today - timedelta(days=n * {"day": 1, "week": 7, "fortnight": 14}[unit]), tz)
+
+
+def _weekday_name(m: regex.Match[str]) -> str:
+    """The full weekday name a :data:`_WEEKDAY` match names ("fri." -> "friday")."""
+    return m.group(2) or _WEEKDAY_SHORT[m.group(4).rstrip(".")]
+
+
+def _weekday(today: date, weekday: int, qualifier: str | None, future: bool) -> date:
+    """The day a weekday names: "last Friday" the one before today, "next Friday" the one after; a plain
+    "Friday" / "on Friday" / "this Friday" the most recent one (today included), or for a plan the coming one."""
+    back = (today.weekday() - weekday) % 7
+    if qualifier in ("last", "past"):
+        return today - timedelta(days=back or 7)
+    if qualifier == "next" or future:
+        return today + timedelta(days=(weekday - today.weekday()) % 7 or (7 if qualifier == "next" else 0))
+    return today - timedelta(days=back)
 
 
 def _normalise(expression: str) -> str:
@@ -304,7 +354,7 @@ def find_anchor(
         words = _normalise(span.text)
         if _AMBIGUOUS.fullmatch(words):
             continue
-        if span.text[:1].isupper() and text[start:span.start].strip(" \t\n\"'(") and \
+        if span.text[:1].isupper() and _SENTENCE_END.split(text[start:span.start])[-1].strip(" \t\n\"'(") and \
                 regex.match(rf"(?:{_MONTH_RX}|{_WEEKDAY_RX})\b", words) is None:
             continue
         valid_from, valid_to = resolve(span.text, reference, future=future)
@@ -315,3 +365,70 @@ def find_anchor(
         return Anchor(span, valid_from, valid_to if closed else None,
                       relative=any(_ABSOLUTE.search(p) is None for p in parts))
     return None
+
+
+def _said(day: date) -> str:
+    return f"{day.day} {day:%B} {day.year}"
+
+
+def describe(expression: str, said_at: datetime) -> str | None:
+    """The time ``expression`` names, in words a reader can check: as a date where the words name a day
+    ("yesterday" said on 8 May 2023: "7 May 2023"), a month or a year ("last month": "April 2023"), and
+    relative to the day it was said where the words are that vague ("last week": "the week before 8 May
+    2023", "last Friday": "the Friday before 8 May 2023", "two weeks ago": "two weeks before 8 May 2023").
+    None if it does not resolve."""
+    e = _normalise(_from_chinese(expression) or expression)
+    if (m := _RANGE.fullmatch(e)) is not None:
+        first, last = describe(m.group(1), said_at), describe(m.group(2), said_at)
+        return f"from {first} to {last}" if first and last else None
+    if (m := _OPEN.fullmatch(e)) is not None:
+        rest = describe(m.group(2), said_at)
+        return f"{'until' if m.group(1) in ('until', 'till') else 'since'} {rest}" if rest else None
+    valid_from, valid_to = resolve(e, said_at)
+    if valid_from is None or valid_to is None:
+        return None
+    said, start = said_at.date(), valid_from.date()
+    side = "before" if start < said else "after" if start > said else "of"
+    if m := _WEEKEND.fullmatch(e):
+        inside = m.group(1) == "this" or valid_from.date() <= said <= valid_to.date()
+        return f"the weekend {'of' if inside else side} {_said(said)}"
+    if m := _RELATIVE_PERIOD.fullmatch(e):
+        if m.group(2) == "week":
+            return f"the week {'of' if m.group(1) == 'this' else side} {_said(said)}"
+    if (m := _WEEKDAY.fullmatch(e)) is not None and side != "of":
+        return f"the {_weekday_name(m).capitalize()} {side} {_said(said)}"
+    if (m := _AGO.fullmatch(e)) is not None:  # "3 months ago" names a month at most, "a few years ago" a year
+        unit = m.group(2).rstrip("s")
+        if unit in ("week", "weekend", "fortnight"):
+            return f"{m.group(1)} {m.group(2)} before {_said(said)}"
+        if unit != "day":
+            return f"{start:%B} {start.year}" if unit == "month" else str(start.year)
+    days = (valid_to - valid_from).days
+    if days < 1:
+        return _said(start)
+    if days < 32:
+        return f"{start:%B} {start.year}"
+    return str(start.year)
+
+
+def when_said(text: str, said_at: datetime, most: int = 3) -> str | None:
+    """The times ``text`` speaks of (the first ``most``), each described (:func:`describe`) relative to
+    ``said_at``, joined by "; "; None if it names none."""
+    told: list[str] = []
+    start = 0
+    while len(told) < most and (anchor := find_anchor(text, said_at, start)) is not None:
+        words = describe(anchor.span.text, said_at)
+        if words and words not in told:
+            told.append(words)
+        start = anchor.span.end
+    return "; ".join(told) or None
+
+
+def asked_period(question: str, now: datetime) -> tuple[datetime, datetime] | None:
+    """The closed period a question asks about ("what did I cook in March 2023?", "... last week?"), or None
+    where it names none, or names only an open end ("since 2016")."""
+    anchor = find_anchor(question, now)
+    if anchor is None:
+        return None
+    valid_from, valid_to = resolve(anchor.span.text, now)
+    return (valid_from, valid_to) if valid_from is not None and valid_to is not None else None

@@ -53,7 +53,9 @@ class SearchHit:
     ``first_seen_at``/``last_seen_at``, and ``source_ts``/``session_id``/``speaker`` of the (first) turn it
     came from. ``related`` names what was folded into this hit: a fact's own episode, or an episode's facts.
     ``evidence`` (facts): the words it came from - its folded episode's text, else the sentence it was
-    extracted from (never more of another scope's private message than that sentence).
+    extracted from (never more of another scope's private message than that sentence). ``when``: the time its
+    words speak of, described against the day they were said ("the week before 9 June 2023"; set by
+    ``Memory.search``, None where the words name no time).
     """
 
     id: UUID
@@ -81,6 +83,7 @@ class SearchHit:
     speaker: str | None = None
     related: tuple[UUID, ...] = ()
     evidence: str | None = None
+    when: str | None = None
 
 
 # Cosine distance beyond which a vector neighbour that BM25 did not also find is left out, for the default
