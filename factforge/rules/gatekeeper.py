@@ -264,7 +264,7 @@ class Gatekeeper:
         kinds: set[str] = set()
         content: list[_Sentence] = []
         for sentence in sentences:
-            sentence_kinds = self._social_kinds(self._social_words(sentence)) \
+            sentence_kinds = self._social_kinds(_social_words(self, sentence)) \
                 if n_tokens <= self.max_social_tokens else None
             if sentence_kinds is None:
                 content.append(sentence)
@@ -314,41 +314,6 @@ class Gatekeeper:
                 sentence.words.pop()
         return [s for s in out if s.words]
 
-    def _social_words(self, sentence: _Sentence) -> list[str]:
-        """The words the social check reads: names addressed to the listener cut ("Thanks, Caroline!", "Hey
-        John, ..."), and any other capitalised word outside the vocabulary replaced by :data:`NAME`, which no
-        open tail may hold ("You look great in that dress from Zara" names something, so it is content).
-
-        A vocative is a capitalised word outside the gate's vocabulary that stands alone between clause
-        marks - after a comma, at the sentence start or after a one-word social phrase ("hey", "thanks"),
-        and before a comma or the sentence end. So "Caroline moved to Boston" keeps its name, and a bare
-        answer ("Yes, Boston.") keeps it too: with the name gone, only ``bare_answers`` would be left.
-        """
-        words = sentence.words
-        caps = sentence.capitals
-        # Most sentences hold only their capitalised first word, which is neither a vocative nor a name.
-        if not caps or (len(caps) == 1 and 0 in caps and (len(words) < 2 or words[1] != ",")):
-            return words
-        n = len(words)
-        names = {i for i in sentence.capitals
-                 if words[i] not in self.vocabulary and words[i] not in self.words["first_person"].starts}
-        drop: set[int] = set()
-        for i in names:
-            if i + 1 < n and words[i + 1] != ",":
-                continue
-            prev = words[i - 1] if i else ","
-            if prev == "," or self.social.phrases.get((prev,)) is not None:
-                drop.add(i)
-        # A sentence's first word is capitalised whatever it is, so it says nothing about a name.
-        names.discard(0)
-        kept = [NAME if i in names else w for i, w in enumerate(words) if i not in drop]
-        # Commas left doubled or at an edge by the cut carry nothing.
-        out = [w for i, w in enumerate(kept) if w != "," or (0 < i < len(kept) - 1 and kept[i - 1] != ",")]
-        content = [w for w in out if w != ","]
-        if drop and (not content or (len(content) == 1 and self.words["bare_answers"].match_at(content, 0)[0])):
-            return [NAME if i in names else w for i, w in enumerate(words)]
-        return out
-
     def _social_kinds(self, words: list[str]) -> set[str] | None:
         """The social kinds that make up the whole sentence, or None if any clause is not social talk.
 
@@ -367,7 +332,7 @@ class Gatekeeper:
             return None if found is None else set(found)
         foreign: list[bool] | None = None
         # The open shapes worth a try: a phrase of each of their required classes occurs in the sentence.
-        allowed = self._open_candidates(words) if self.open_keys else set()
+        allowed = _open_candidates(self.open_index, words) if self.open_keys else set()
         if not all_known:
             if not allowed:
                 if len(words) <= _SHORT_SENTENCE:
@@ -391,27 +356,6 @@ class Gatekeeper:
         if len(cache) >= _SOCIAL_CACHE_SIZE:
             cache.clear()
         cache[key] = None if result is None else frozenset(result)
-
-    def _open_candidates(self, words: list[str]) -> set[int]:
-        """The shapes with an open slot that could cover part of ``words``: a phrase of each of their required
-        classes occurs (by ``id``)."""
-        index = self.open_index
-        out: set[int] = set()
-        seen: set[int] = set()
-        present: set[str] | None = None
-        for word in words:
-            entries = index.get(word)
-            if entries is None:
-                continue
-            for shape_id, keys in entries:
-                if shape_id in seen:
-                    continue
-                seen.add(shape_id)
-                if present is None:
-                    present = set(words)
-                if all(not key.starts.isdisjoint(present) for key in keys) and all(_occurs(key, words) for key in keys):
-                    out.add(shape_id)
-        return out
 
     def _tile(self, words: list[str], i: int, kinds: set[str], dead: set[int],
               foreign: list[bool] | None = None, allowed: set[int] | frozenset[int] = frozenset()) -> bool:
@@ -540,6 +484,64 @@ def _build_tokenizer(segment: Mapping[str, str]) -> tuple[regex.Pattern[str], fr
         f"|[{regex.escape(clause_marks)}]"
     )
     return regex.compile(pattern), frozenset(terminators) | {"\n"}, question_marks
+
+
+def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
+    """The words the social check reads: names addressed to the listener cut ("Thanks, Caroline!", "Hey
+    John, ..."), and any other capitalised word outside the vocabulary replaced by :data:`NAME`, which no
+    open tail may hold ("You look great in that dress from Zara" names something, so it is content).
+
+    A vocative is a capitalised word outside the gate's vocabulary that stands alone between clause
+    marks - after a comma, at the sentence start or after a one-word social phrase ("hey", "thanks"),
+    and before a comma or the sentence end. So "Caroline moved to Boston" keeps its name, and a bare
+    answer ("Yes, Boston.") keeps it too: with the name gone, only ``bare_answers`` would be left.
+    """
+    words = sentence.words
+    caps = sentence.capitals
+    # Most sentences hold only their capitalised first word, which is neither a vocative nor a name.
+    if not caps or (len(caps) == 1 and 0 in caps and (len(words) < 2 or words[1] != ",")):
+        return words
+    n = len(words)
+    names = {i for i in sentence.capitals
+             if words[i] not in keeper.vocabulary and words[i] not in keeper.words["first_person"].starts}
+    drop: set[int] = set()
+    for i in names:
+        if i + 1 < n and words[i + 1] != ",":
+            continue
+        prev = words[i - 1] if i else ","
+        if prev == "," or keeper.social.phrases.get((prev,)) is not None:
+            drop.add(i)
+    # A sentence's first word is capitalised whatever it is, so it says nothing about a name.
+    names.discard(0)
+    kept = [NAME if i in names else w for i, w in enumerate(words) if i not in drop]
+    # Commas left doubled or at an edge by the cut carry nothing.
+    out = [w for i, w in enumerate(kept) if w != "," or (0 < i < len(kept) - 1 and kept[i - 1] != ",")]
+    content = [w for w in out if w != ","]
+    if drop and (not content or (len(content) == 1 and keeper.words["bare_answers"].match_at(content, 0)[0])):
+        return [NAME if i in names else w for i, w in enumerate(words)]
+    return out
+
+
+def _open_candidates(index: Mapping[str, tuple[tuple[int, tuple[PhraseSet, ...]], ...]],
+                     words: list[str]) -> set[int]:
+    """The shapes with an open slot that could cover part of ``words``: a phrase of each of their required
+    classes occurs (by ``id``)."""
+    out: set[int] = set()
+    seen: set[int] = set()
+    present: set[str] | None = None
+    for word in words:
+        entries = index.get(word)
+        if entries is None:
+            continue
+        for shape_id, keys in entries:
+            if shape_id in seen:
+                continue
+            seen.add(shape_id)
+            if present is None:
+                present = set(words)
+            if all(not key.starts.isdisjoint(present) for key in keys) and all(_occurs(key, words) for key in keys):
+                out.add(shape_id)
+    return out
 
 
 def _tokenise_phrase(tokenizer: regex.Pattern[str], phrase: str) -> tuple[str, ...]:
