@@ -94,8 +94,8 @@ class Memory:
         self.supersession = self.rules.supersession
         self.extractor = Extractor(self.settings, rules=self.rules)
         self.secrets = self.rules.secrets
-        self._llm = self._make_llm() if llm == "auto" else llm
-        self._embedder = self._make_embedder() if embedder == "auto" else embedder
+        self._llm = _default_llm(self.settings, self.rules) if llm == "auto" else llm
+        self._embedder = _default_embedder(self.settings) if embedder == "auto" else embedder
         self._redactor = Redactor(self.settings, self.secrets)
         self._writer = Writer(self.store, self.settings, self.extractor, self.supersession, lambda: self._embedder)
         self._drainer = Drainer(self.store, self.settings, self.extractor, self._redactor, self._writer,
@@ -103,26 +103,6 @@ class Memory:
         self._background = background
         self._closed = False
         self._threads = Background(lambda: self.drain(), lambda: self.embed_pending(), lambda: self._closed)
-
-    # -- construction helpers ------------------------------------------------------------------------
-
-    def _make_llm(self) -> Any:
-        if not self.settings.llm_enabled:
-            return None
-        from .models.llm import OllamaLLM
-
-        return OllamaLLM(self.settings, gatekeeper=self.rules.gate)
-
-    def _make_embedder(self) -> Any:
-        from .models.embed import CachedEmbedder, make_embedder
-
-        try:
-            inner = make_embedder(self.settings)
-            # Queries asked again and facts said again are not embedded again (see CachedEmbedder).
-            return CachedEmbedder(inner) if inner is not None else None
-        except EmbedderError as exc:
-            logger.warning("no embedder (%s); facts are stored without vectors, backfill later", exc)
-            return None
 
     # -- writing -------------------------------------------------------------------------------------
 
@@ -232,13 +212,8 @@ class Memory:
         text, stored = guard.scrub(raw)
         extraction = self.extractor.extract(text or "", timestamp=ts)
         key = source_key("activity", agent_id, team_id, activity_session_id, ts.isoformat() if ts else None, raw)
-        provenance = Provenance(
-            source_key=key,
-            session_id=activity_session_id,
-            user_message=stored,
-            activity_session=activity_session_id,
-            message_ts=ts,
-        )
+        provenance = Provenance(source_key=key, session_id=activity_session_id, user_message=stored,
+                                activity_session=activity_session_id, message_ts=ts)
         result = self._store_extraction(WriteRequest(
             extraction, provenance, agent_id=agent_id, team_id=team_id, visibility=visibility, kind="activity",
             intent=intent, payload={"kind": "activity", "user": stored, "assistant": None},
@@ -401,6 +376,28 @@ def _extract_turn(store: Store, extractor: Extractor, user: str, assistant: str 
     if session_id is not None and extractor.turns.reads_prior(user):
         prior = store.last_assistant_message(session_id, agent_id=agent_id, team_id=team_id)
     return extractor.extract_turn(user, assistant, timestamp=ts, prior_assistant=prior)
+
+
+def _default_llm(settings: Settings, rules: RuleSet) -> Any:
+    """Ollama as the settings say, or None where they turn the LLM off."""
+    if not settings.llm_enabled:
+        return None
+    from .models.llm import OllamaLLM
+
+    return OllamaLLM(settings, gatekeeper=rules.gate)
+
+
+def _default_embedder(settings: Settings) -> Any:
+    """The settings' embedder behind a cache (queries asked again and facts said again are not embedded
+    again, see CachedEmbedder); None, with a warning, where it cannot start."""
+    from .models.embed import CachedEmbedder, make_embedder
+
+    try:
+        inner = make_embedder(settings)
+        return CachedEmbedder(inner) if inner is not None else None
+    except EmbedderError as exc:
+        logger.warning("no embedder (%s); facts are stored without vectors, backfill later", exc)
+        return None
 
 
 def open_store(settings: Settings, *, check_embedder: bool = True, rules: RuleSet | None = None) -> Store:
