@@ -392,5 +392,6 @@ def test_judge_is_cheap() -> None:
     for text in texts:
         GATE.judge(text)
     per_message_us = (time.perf_counter() - start) / len(texts) * 1e6
-    # Target is well under 50 µs; the bound leaves room for a busy shared machine.
-    assert per_message_us < 150, per_message_us
+    # Its speed is measured by bench/bench_extract.py (about 50 µs); this only catches a blow-up (a shape search
+    # gone exponential, a cache that never hits), with room for a shared machine at a load of 8 on 2 cores.
+    assert per_message_us < 2000, per_message_us
