@@ -403,10 +403,10 @@ def test_normalise_label(label: str, expected: str | None) -> None:
 @pytest.mark.parametrize(
     ("content", "category", "reason"),
     [
-        ("User runs", "technology", "too_short"),              # 9 characters ("User uses Go" passes)
+        ("User runs", "technology", None),                     # subject + verb: a fact, however short
         ("用户喜欢", "preference", None),                        # 4 CJK characters are enough
         ("喜欢茶", "preference", "too_short"),                   # 3 are not
-        ("Internationalization", "other", "category_mismatch"),  # long enough, but one word
+        ("Internationalization", "other", "too_short"),         # long, but one word
         ("User deploys the billing service with Nomad", "temporal", "category_mismatch"),
         ("User deploys the billing service with Nomad every Friday", "temporal", None),
         ("User deployed the billing service on 2025-03-14", "temporal", None),
@@ -611,3 +611,33 @@ def test_fake_server_speaks_streaming_chat_to_the_real_client(fake: FakeOllama) 
 def test_grounding_numbers_names_polarity(content: str, source: str, passes: bool) -> None:
     facts, _, _, rejections = _validate([dict(_fact(content), category="other")], source=source)
     assert (len(facts), dict(rejections)) == ((1, {}) if passes else (0, {"ungrounded": 1}))
+
+
+# The floor is words and a clause, not characters: short whole facts pass, fragments and empty templates do not.
+_FLOOR_SOURCE = ("Honestly I'm a dad now, and my cat Pepper naps all day. We always deploy with Nomad. I cook. "
+                 "Pepper is a cat, called Pepper.")
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("User is a dad", None),               # subject, copula, one content word
+        ("User has a cat", None),
+        ("User cooks", None),                  # subject + verb
+        ("Team uses Nomad", None),             # the content word is a name
+        ("Pepper is a cat", None),             # no configured subject, but a clause
+        ("Pepper naps all day", None),         # another subject and a bare verb
+        ("User's cat naps all day", None),
+        ("The cat is called Pepper", None),    # opens like a noun phrase, but has a clause
+        ("Always deploy with Nomad", None),    # an instruction
+        ("a cat named Pepper", "too_short"),   # fragment: no subject, no verb
+        ("the cat", "too_short"),
+        ("User is", "too_short"),              # empty templates: nothing said
+        ("User has a", "too_short"),
+        ("User likes it", "too_short"),
+        ("cat", "too_short"),                  # one word
+    ],
+)
+def test_fact_floor_in_words(content: str, reason: str | None) -> None:
+    facts, _, _, rejections = _validate([dict(_fact(content), category="other")], source=_FLOOR_SOURCE)
+    assert (dict(rejections), len(facts)) == (({reason: 1}, 0) if reason else ({}, 1))
