@@ -641,3 +641,33 @@ _FLOOR_SOURCE = ("Honestly I'm a dad now, and my cat Pepper naps all day. We alw
 def test_fact_floor_in_words(content: str, reason: str | None) -> None:
     facts, _, _, rejections = _validate([dict(_fact(content), category="other")], source=_FLOOR_SOURCE)
     assert (dict(rejections), len(facts)) == (({reason: 1}, 0) if reason else ({}, 1))
+
+
+# Grounding accepts a fact that says the turn in other words (stems, the related-word groups of
+# data/fact_checks.yaml) and rejects one whose content the turn does not hold. Sentences written for this test.
+_TURN = "My wife and I adopted two kittens last month; I've been reading a lot about feeding them."
+
+
+@pytest.mark.parametrize(
+    ("content", "passes"),
+    [
+        ("User is married", True),                        # "wife" -> married: a related-word group
+        ("User has a spouse", True),
+        ("User adopted kittens", True),                    # the turn's own words
+        ("User has pets", True),                           # kittens -> pets: related group
+        ("User reads about feeding kittens", True),        # stems: reads/reading, feeding
+        ("User adopted two cats last month", True),
+        # Known weakness (issue 14): half the content words are enough, and the pet group grounds "puppy" by
+        # "kittens", so two of three words pass; strict xfail turns red once grounding catches it.
+        pytest.param("User adopted a puppy from a shelter", False,
+                     marks=pytest.mark.xfail(strict=True, reason="half-share grounding accepts one added word")),
+        ("User adopted a kitten from a shelter in Ohio", False),  # a name and a place the turn does not hold
+        ("User adopted three kittens", False),             # a number the turn does not say
+        ("User is divorced", False),                       # the opposite, in a word the turn does not hold
+        ("User bought a horse", False),                    # nothing of it in the turn
+        ("User adopted kittens from Spain", False),        # a name the turn does not say
+    ],
+)
+def test_grounding_accepts_paraphrase_rejects_added_content(content: str, passes: bool) -> None:
+    facts, _, _, rejections = _validate([dict(_fact(content), category="other")], source=_TURN)
+    assert (len(facts), dict(rejections)) == ((1, {}) if passes else (0, {"ungrounded": 1}))
