@@ -403,10 +403,10 @@ def test_normalise_label(label: str, expected: str | None) -> None:
 @pytest.mark.parametrize(
     ("content", "category", "reason"),
     [
-        ("User runs", "technology", "too_short"),              # 9 characters ("User uses Go" passes)
+        ("User runs", "technology", None),                     # subject + verb: a fact, however short
         ("用户喜欢", "preference", None),                        # 4 CJK characters are enough
         ("喜欢茶", "preference", "too_short"),                   # 3 are not
-        ("Internationalization", "other", "category_mismatch"),  # long enough, but one word
+        ("Internationalization", "other", "too_short"),         # long, but one word
         ("User deploys the billing service with Nomad", "temporal", "category_mismatch"),
         ("User deploys the billing service with Nomad every Friday", "temporal", None),
         ("User deployed the billing service on 2025-03-14", "temporal", None),
@@ -610,4 +610,64 @@ def test_fake_server_speaks_streaming_chat_to_the_real_client(fake: FakeOllama) 
 )
 def test_grounding_numbers_names_polarity(content: str, source: str, passes: bool) -> None:
     facts, _, _, rejections = _validate([dict(_fact(content), category="other")], source=source)
+    assert (len(facts), dict(rejections)) == ((1, {}) if passes else (0, {"ungrounded": 1}))
+
+
+# The floor is words and a clause, not characters: short whole facts pass, fragments and empty templates do not.
+_FLOOR_SOURCE = ("Honestly I'm a dad now, and my cat Pepper naps all day. We always deploy with Nomad. I cook. "
+                 "Pepper is a cat, called Pepper.")
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("User is a dad", None),               # subject, copula, one content word
+        ("User has a cat", None),
+        ("User cooks", None),                  # subject + verb
+        ("Team uses Nomad", None),             # the content word is a name
+        ("Pepper is a cat", None),             # no configured subject, but a clause
+        ("Pepper naps all day", None),         # another subject and a bare verb
+        ("User's cat naps all day", None),
+        ("The cat is called Pepper", None),    # opens like a noun phrase, but has a clause
+        ("Always deploy with Nomad", None),    # an instruction
+        ("a cat named Pepper", "too_short"),   # fragment: no subject, no verb
+        ("the cat", "too_short"),
+        ("User is", "too_short"),              # empty templates: nothing said
+        ("User has a", "too_short"),
+        ("User likes it", "too_short"),
+        ("cat", "too_short"),                  # one word
+    ],
+)
+def test_fact_floor_in_words(content: str, reason: str | None) -> None:
+    facts, _, _, rejections = _validate([dict(_fact(content), category="other")], source=_FLOOR_SOURCE)
+    assert (dict(rejections), len(facts)) == (({reason: 1}, 0) if reason else ({}, 1))
+
+
+# Grounding accepts a fact that says the turn in other words (stems, the related-word groups of
+# data/fact_checks.yaml) and rejects one whose content the turn does not hold. Sentences written for this test.
+_TURN = "My wife and I adopted two kittens last month; I've been reading a lot about feeding them."
+
+
+@pytest.mark.parametrize(
+    ("content", "passes"),
+    [
+        ("User is married", True),                        # "wife" -> married: a related-word group
+        ("User has a spouse", True),
+        ("User adopted kittens", True),                    # the turn's own words
+        ("User has pets", True),                           # kittens -> pets: related group
+        ("User reads about feeding kittens", True),        # stems: reads/reading, feeding
+        ("User adopted two cats last month", True),
+        # Known weakness (issue 14): half the content words are enough, and the pet group grounds "puppy" by
+        # "kittens", so two of three words pass; strict xfail turns red once grounding catches it.
+        pytest.param("User adopted a puppy from a shelter", False,
+                     marks=pytest.mark.xfail(strict=True, reason="half-share grounding accepts one added word")),
+        ("User adopted a kitten from a shelter in Ohio", False),  # a name and a place the turn does not hold
+        ("User adopted three kittens", False),             # a number the turn does not say
+        ("User is divorced", False),                       # the opposite, in a word the turn does not hold
+        ("User bought a horse", False),                    # nothing of it in the turn
+        ("User adopted kittens from Spain", False),        # a name the turn does not say
+    ],
+)
+def test_grounding_accepts_paraphrase_rejects_added_content(content: str, passes: bool) -> None:
+    facts, _, _, rejections = _validate([dict(_fact(content), category="other")], source=_TURN)
     assert (len(facts), dict(rejections)) == ((1, {}) if passes else (0, {"ungrounded": 1}))

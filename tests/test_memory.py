@@ -166,6 +166,19 @@ def test_confirmation_of_the_assistant_is_stored_with_speaker(memory: Memory) ->
     assert any("PostgreSQL" in f.content for f in r.facts)
 
 
+def test_readme_confirmation_example_through_a_session(memory: Memory) -> None:
+    # README "Conversation turns": exactly its example, across two remember() calls of one session_id.
+    memory.remember(user="Which database am I on?", assistant="You're on Postgres 16, right?",
+                    agent_id="dev", session_id="readme")
+    r = memory.remember(user="yes", agent_id="dev", session_id="readme")
+    assert [(f.content, f.explanation.get("stage")) for f in r.facts] == [("User is on Postgres 16", "pattern")]
+    other = memory.remember(user="yes", agent_id="dev", session_id="another")
+    assert not other.facts, "a confirmation in another session confirms nothing"
+    # The stored fact has no speaker column; its explanation says the words were the assistant's, confirmed.
+    assert r.facts[0].explanation["note"] == ("the assistant's words, confirmed by the user ('yes'), "
+                                              "read as \"I'm on Postgres 16\"")
+
+
 def test_elliptical_answer_reads_the_assistants_question(memory: Memory) -> None:
     memory.remember(user="Hi!", assistant="Nice to meet you. What do you do for work?", agent_id="dev", session_id="c2")
     r = memory.remember(user="Nurse, yes.", agent_id="dev", session_id="c2")

@@ -118,8 +118,9 @@ def test_a_bad_rule_is_left_out_whole_and_a_missing_part_fails_the_file() -> Non
          "grammar_words.yaml: irregular_third: must be a mapping"),
         ("time_words.yaml", TimeWordsSpec, "weekdays", "monday",
          "time_words.yaml: weekdays: input should be a valid list (got 'monday')"),
-        ("fact_checks.yaml", FactChecksSpec, "min_content", {"cjk_chars": 4, "other_chars": -1, "min_words": 2},
-         "fact_checks.yaml: min_content.other_chars: must be a whole number >= 0 (got -1)"),
+        ("fact_checks.yaml", FactChecksSpec, "min_content", {"cjk_chars": 4, "min_words": -1, "content_words": 1,
+                                                         "clause_words": ["is"], "fragment_openers": ["a"]},
+         "fact_checks.yaml: min_content.min_words: must be a whole number >= 0 (got -1)"),
     ],
 )
 def test_the_shipped_data_word_lists_have_a_shape_too(name: str, spec: type[Spec], key: str, value: Any,

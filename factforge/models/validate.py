@@ -9,8 +9,8 @@ Grounding is lexical and deliberately simple: entity names must occur in the sou
 at least half of a fact's content words (3+ letters, not a framing or function word such as "prefers"
 or "the"; compared after light stemming, or through a related everyday word: "mother" by "mom") or CJK
 bigrams must occur in the source, and its numbers and names must too, and it must not turn a dislike into a
-liking or back. Minimum lengths and the
-cue words each category needs live in ``data/fact_checks.yaml``.
+liking or back. The floor (words, a content word and a
+clause, not characters) and the cue words each category needs live in ``data/fact_checks.yaml``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ REJECTION_REASONS: tuple[str, ...] = (
     "malformed",            # not an object, or a required field missing / of the wrong type
     "empty",                # blank content or name
     "too_long",             # content over MAX_CONTENT_CHARS, name over MAX_ENTITY_CHARS
-    "too_short",            # under the minimum length of data/fact_checks.yaml (CJK characters or characters)
+    "too_short",            # under the floor of data/fact_checks.yaml (CJK characters; else words, content, clause)
     "instruction_injection",  # content reads like a prompt injection
     "question",             # content is a restated question, not a fact
     "ungrounded_entity",    # an entity the fact or the entity list names does not occur in the source
@@ -108,8 +108,10 @@ class _FactChecks:
     """data/fact_checks.yaml, validated: minimum lengths and each category's cue regexes."""
 
     cjk_chars: int
-    other_chars: int
     min_words: int
+    content_words: int
+    clause_words: frozenset[str]
+    fragment_openers: frozenset[str]
     cues: Mapping[str, tuple[frozenset[str], tuple[Any, ...]]]
     number_rx: Any = None  # digits or a number word of ``numbers``
     numbers: Mapping[str, int] = field(default_factory=dict)
@@ -159,7 +161,9 @@ def _fact_checks() -> _FactChecks:
     positive, negative = (_polarity(side) for side in (spec.grounding.polarity.positive,
                                                        spec.grounding.polarity.negative))
     min_content = spec.min_content
-    return _FactChecks(min_content.cjk_chars, min_content.other_chars, min_content.min_words, cues, number_rx,
+    return _FactChecks(min_content.cjk_chars, min_content.min_words, min_content.content_words,
+                       frozenset(w.casefold() for w in min_content.clause_words),
+                       frozenset(w.casefold() for w in min_content.fragment_openers), cues, number_rx,
                        numbers, positive, negative, {k: frozenset(v) for k, v in related.items()})
 
 
@@ -220,9 +224,27 @@ def _specifics_grounded(content: str, source: _Source, checks: _FactChecks, subj
     return True
 
 
-def _too_short(content: str, checks: _FactChecks) -> bool:
+def _too_short(content: str, checks: _FactChecks, source: _Source, subjects: set[str]) -> bool:
+    """Under the floor of data/fact_checks.yaml: CJK by characters, anything else by words and clause.
+
+    Words, not characters, because "User is a mom" is a whole fact and "a dog named Biscuit" is not: a fact
+    needs a content word beyond its subject, and one that opens like a noun phrase ("a dog named ...") needs a
+    clause (its subject named, or an auxiliary / copula).
+    """
     cjk = len(_CJK_CHAR.findall(content))
-    return cjk < checks.cjk_chars if cjk else len(content) < checks.other_chars
+    if cjk:
+        return cjk < checks.cjk_chars
+    words = [_POSSESSIVE.sub("", w.casefold()) for w in _WORD.findall(content)]
+    if len(words) < checks.min_words:
+        return True
+    names = {_POSSESSIVE.sub("", m.group()).casefold() for m in _NAME.finditer(content) if m.start() > 0}
+    meaningful = {*source.content_terms(content), *(names - subjects - {"i"}),
+                  *(w for w in words if any(ch.isdigit() for ch in w))}
+    if len(meaningful) < checks.content_words:
+        return True
+    if words[0] not in checks.fragment_openers:
+        return False
+    return not any(w in subjects or w in checks.clause_words for w in words)
 
 
 def _category_fits(content: str, category: str, checks: _FactChecks) -> bool:
@@ -461,7 +483,7 @@ def _fact_rejection(
     if len(content) > MAX_CONTENT_CHARS:
         return "too_long", [], []
     checks = _fact_checks()
-    if _too_short(content, checks):
+    if _too_short(content, checks, source, subjects):
         return "too_short", [], []
     if keeper.is_injection(content) is not None:
         return "instruction_injection", [], []

@@ -291,7 +291,12 @@ class Extractor:
             statement = self.turns.as_user_statement(prior_assistant)
             confirmed = self.extract(statement, timestamp=timestamp, speaker="assistant")
             if confirmed.facts and confirmed.gate.passed:
-                return dataclasses.replace(confirmed, needs_llm=False)
+                # The stored fact keeps its explanation, not its speaker: the note says whose words it was.
+                note = f"the assistant's words, confirmed by the user ({user.strip()!r}), read as {statement!r}"
+                facts = tuple(dataclasses.replace(f, explanation=dataclasses.replace(f.explanation, note=note))
+                              for f in confirmed.facts)
+                return dataclasses.replace(confirmed, facts=facts, needs_llm=False,
+                                           hints=tuple(f for f in facts if f.confidence < self.settings.high_confidence))
         elif prior_assistant and not result.facts and (found := self.turns.answer(prior_assistant, user)):
             # "Nurse, yes." to "What do you do for work?": the pair, restated, is the user's own statement.
             rule, said = found

@@ -497,8 +497,10 @@ def _not_negative(value: int) -> int:
 
 class MinContentSpec(Spec):
     cjk_chars: Annotated[int, AfterValidator(_not_negative)]
-    other_chars: Annotated[int, AfterValidator(_not_negative)]
     min_words: Annotated[int, AfterValidator(_not_negative)]
+    content_words: Annotated[int, AfterValidator(_not_negative)]
+    clause_words: list[Text]
+    fragment_openers: list[Text]
 
 
 class CuesSpec(Spec):
