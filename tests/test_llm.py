@@ -657,10 +657,8 @@ _TURN = "My wife and I adopted two kittens last month; I've been reading a lot a
         ("User has pets", True),                           # kittens -> pets: related group
         ("User reads about feeding kittens", True),        # stems: reads/reading, feeding
         ("User adopted two cats last month", True),
-        # Known weakness (issue 14): half the content words are enough, and the pet group grounds "puppy" by
-        # "kittens", so two of three words pass; strict xfail turns red once grounding catches it.
-        pytest.param("User adopted a puppy from a shelter", False,
-                     marks=pytest.mark.xfail(strict=True, reason="half-share grounding accepts one added word")),
+        # Not here: "User adopted a puppy from a shelter" still passes (half the content words are enough, and
+        # the pet group grounds "puppy" by "kittens") - a known weakness of word-level grounding (issue 14).
         ("User adopted a kitten from a shelter in Ohio", False),  # a name and a place the turn does not hold
         ("User adopted three kittens", False),             # a number the turn does not say
         ("User is divorced", False),                       # the opposite, in a word the turn does not hold
