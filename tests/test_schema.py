@@ -130,3 +130,20 @@ def test_the_shipped_data_word_lists_have_a_shape_too(name: str, spec: type[Spec
     problems = Problems()
     assert check(spec, {**raw, key: value}, name, problems) is None
     assert problems.items == [expected]
+
+
+def test_a_key_written_twice_in_a_rule_file_is_an_error_not_a_silent_override(tmp_path: Path) -> None:
+    from factforge.rules.rulefile import Problems, read_yaml
+
+    path = tmp_path / "twice.yaml"
+    path.write_text("rules:\n  - id: a\nthresholds: {x: 1}\nrules:\n  - id: b\n", encoding="utf-8")
+    problems = Problems()
+    assert read_yaml(path, problems) is None
+    assert any("duplicate key 'rules' (line 4)" in str(item) for item in problems.items), problems.items
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("grounding:\n  related: [a]\n  related: [b]\n", encoding="utf-8")
+    problems = Problems()
+    assert read_yaml(nested, problems) is None and problems.items
+    fine = tmp_path / "fine.yaml"  # the same key in two different mappings is fine
+    fine.write_text("a: {id: 1}\nb: {id: 2}\n", encoding="utf-8")
+    assert read_yaml(fine, Problems()) == {"a": {"id": 1}, "b": {"id": 2}}

@@ -1,4 +1,5 @@
-"""Loading rule files: ``yaml.safe_load`` only, every problem collected into one :class:`PatternError`."""
+"""Loading rule files: YAML's safe loader only (a key written twice is an error, not a silent override), every
+problem collected into one :class:`PatternError`."""
 
 from __future__ import annotations
 
@@ -82,11 +83,35 @@ def grammar_words() -> dict[str, Any]:
     return out
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.safe_load``, except that a mapping holding a key twice is an error: YAML would keep the last one
+    and silently drop the first (a rule list written twice, a threshold set twice)."""
+
+
+def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (line {key_node.start_mark.line + 1})", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def load_yaml(text: Any) -> Any:
+    """Parse YAML text (or an open file) with the safe loader, refusing duplicate keys."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def read_yaml(path: Path, problems: Problems) -> Any:
     """Parse one YAML file safely; a parse error becomes a problem, not an exception."""
     try:
         with path.open(encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+            return load_yaml(fh)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         problems.add(str(path), f"cannot read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
         return None

@@ -20,10 +20,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypeVar, Union, get_args, get_origin
 
-import yaml
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from .rulefile import Problems, read_yaml
+from .rulefile import Problems, load_yaml, read_yaml
 from ..types import CATEGORIES, ENTITY_TYPES
 
 __all__ = ["Spec", "check", "read", "read_data", "unique"]
@@ -552,7 +551,7 @@ def read_data(spec: type[S], name: str) -> S:
     """One word list of the package's ``data/`` folder, checked; a bad one raises one PatternError."""
     path = resources.files("factforge").joinpath(f"data/{name}")
     problems = Problems()
-    checked = check(spec, yaml.safe_load(path.read_text(encoding="utf-8")), str(path), problems)
+    checked = check(spec, load_yaml(path.read_text(encoding="utf-8")), str(path), problems)
     if checked is None or problems.items:
         problems.raise_all(f"invalid data file {name}")
     return checked
