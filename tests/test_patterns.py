@@ -479,6 +479,10 @@ def test_hedges_are_never_high() -> None:
          'User\'s favorite song is "Hotel California" by Eagles', ("Hotel California", "Eagles")),
         ("I'm building a bot called Mr Roboto.", "User is building a bot called Mr Roboto", ("Mr Roboto",)),
         ("I have a parrot called Kiwi.", "User has a parrot called Kiwi", ("Kiwi",)),
+        # a further list item does not inherit the first item's name (its own is not taken yet)
+        ("I have a hamster named Biscuit, and a gecko named Ziggy.", "User has a gecko named Ziggy", ()),
+        ("My favourite record is 'Abbey Road' by The Beatles.",
+         'User\'s favorite record is "Abbey Road" by The Beatles', ("Abbey Road", "The Beatles")),
         ("We've got two cats named Salt and Pepper.", "User and others have two cats named Salt and Pepper",
          ("Salt", "Pepper")),
     ],

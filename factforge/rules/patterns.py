@@ -330,6 +330,11 @@ class PatternLibrary:
                 if _TO.match(first) and not _NO_CARRY.match(item):
                     item = "to " + item
                 more = {**values, group: self._swap_pronouns(item)}
+                # A group inside the first item belongs to that item ("a dog named Rex, a cat named Leo").
+                g_start, g_end = m.span(group)
+                for inner in rule.entity_groups:
+                    if inner != group and inner in more and g_start <= m.start(inner) and m.end(inner) <= g_end:
+                        del more[inner]
                 fact = self._fact(rule, m, original, start, end, more, subject_group, item_start, item_end, timestamp,
                                   dated)
                 if fact is not None:
