@@ -462,3 +462,50 @@ def test_hedges_are_never_high() -> None:
     for text in ("I might get a cat.", "I'd love to learn piano.", "I'm thinking about moving to Denver."):
         facts = LIB.match(text, timestamp=TS)
         assert facts and all(f.confidence < 0.85 for f in facts), text
+
+
+# ------------------------------------------------------------------- quoted titles and named things (issue 14)
+
+@pytest.mark.parametrize(
+    ("text", "content", "entities"),
+    [
+        ("'Clair de Lune' by Claude Debussy means so much to me.",
+         '"Clair de Lune" by Claude Debussy means so much to User', ("Clair de Lune", "Claude Debussy")),
+        ("Honestly, I love \u201cThe Hobbit\u201d by J.R.R. Tolkien.",
+         'User loves "The Hobbit" by J.R.R. Tolkien', ("The Hobbit", "J.R.R. Tolkien")),
+        ("I really enjoy 'Call Me Maybe'!", 'User enjoys "Call Me Maybe"', ("Call Me Maybe",)),
+        ("My favorite movie is 'Arrival'.", 'User\'s favorite movie is "Arrival"', ("Arrival",)),
+        ('"Hotel California" by Eagles is my favourite song.',
+         'User\'s favorite song is "Hotel California" by Eagles', ("Hotel California", "Eagles")),
+        ("I'm building a bot called Mr Roboto.", "User is building a bot called Mr Roboto", ("Mr Roboto",)),
+        ("I have a parrot called Kiwi.", "User has a parrot called Kiwi", ("Kiwi",)),
+        # a further list item does not inherit the first item's name (its own is not taken yet)
+        ("I have a hamster named Biscuit, and a gecko named Ziggy.", "User has a gecko named Ziggy", ()),
+        ("My favourite record is 'Abbey Road' by The Beatles.",
+         'User\'s favorite record is "Abbey Road" by The Beatles', ("Abbey Road", "The Beatles")),
+        ("We've got two cats named Salt and Pepper.", "User and others have two cats named Salt and Pepper",
+         ("Salt", "Pepper")),
+    ],
+)
+def test_titles_and_names_kept_whole(text: str, content: str, entities: tuple[str, ...]) -> None:
+    facts = [f for f in LIB.match(text, timestamp=TS) if f.content == content]
+    assert facts, [f.content for f in LIB.match(text, timestamp=TS)]
+    assert facts[0].entities == entities
+    assert facts[0].confidence >= 0.7
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Have you listened to 'Clair de Lune'?",
+        "Do you love \"The Hobbit\" too?",
+        "Maybe I'd enjoy 'Arrival'.",
+        "I might love \"The Hobbit\" if I read it.",
+        "He said 'I'm done' and left.",
+        "My boss told me 'take the day off'.",
+    ],
+)
+def test_no_high_title_fact(text: str) -> None:
+    facts = LIB.match(text, timestamp=TS)
+    assert all(f.confidence < 0.85 for f in facts), [f.content for f in facts]
+    assert not any('"' in f.content for f in facts), [f.content for f in facts]

@@ -132,6 +132,7 @@ class Rule:
     blockers: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     allow_questions: bool = False
     list_group: str | None = None
+    verbatim_groups: tuple[str, ...] = ()
     future: bool = False
     source: str = ""
     pieces: tuple[_Piece, ...] = field(default=(), repr=False, compare=False)
@@ -311,7 +312,8 @@ class PatternLibrary:
         raw = dict(values)
         if self._dangling(v for k, v in raw.items() if k != subject_group):
             return []  # "User wants to try that too": the fact means nothing without the conversation
-        values = {k: v if k == subject_group else self._swap_pronouns(v) for k, v in values.items()}
+        keep = (subject_group, *rule.verbatim_groups)
+        values = {k: v if k in keep else self._swap_pronouns(v) for k, v in values.items()}
         values["subject"] = subject
         out = []
         dated = (anchor, reference, cut) if anchor is not None else None
@@ -328,6 +330,11 @@ class PatternLibrary:
                 if _TO.match(first) and not _NO_CARRY.match(item):
                     item = "to " + item
                 more = {**values, group: self._swap_pronouns(item)}
+                # A group inside the first item belongs to that item ("a dog named Rex, a cat named Leo").
+                g_start, g_end = m.span(group)
+                for inner in rule.entity_groups:
+                    if inner != group and inner in more and g_start <= m.start(inner) and m.end(inner) <= g_end:
+                        del more[inner]
                 fact = self._fact(rule, m, original, start, end, more, subject_group, item_start, item_end, timestamp,
                                   dated)
                 if fact is not None:
@@ -397,7 +404,8 @@ class PatternLibrary:
             note = (f"dated by {anchor.span.text!r} in its sentence, resolved against {reference.isoformat()}"
                     + ("; the relative phrase is left out of the content" if cut else ""))
         entities = tuple(dict.fromkeys(
-            _ARTICLE.sub("", values[g]) for g in rule.entity_groups if values.get(g)
+            values[g] if g in rule.verbatim_groups else _ARTICLE.sub("", values[g])
+            for g in rule.entity_groups if values.get(g)
         ))
         slots = {k: v for k, v in values.items() if k not in ("subject", subject_group)}
         span = Span(span_start, span_end, original[span_start:span_end])
@@ -655,6 +663,9 @@ def _check_groups(spec: FactRuleSpec, groups: set[str], defines: Mapping[str, st
         problems.add(at, f"subject {spec.subject!r} must be 'user', 'team' or a group of the regex")
     if spec.time_group is not None and spec.time_group not in groups:
         problems.add(at, f"time_group {spec.time_group!r} is not a group of the regex")
+    for group in spec.verbatim_groups:
+        if group not in groups:
+            problems.add(at, f"verbatim group {group!r} is not a group of the regex")
     if spec.list_group is not None and spec.list_group not in groups:
         problems.add(at, f"list_group {spec.list_group!r} is not a group of the regex")
     if spec.list_group is not None and LIST_DEFINE not in defines:
@@ -687,7 +698,8 @@ def _load_rule(spec: FactRuleSpec, file: FactsFileSpec, defines: Mapping[str, st
         subject=spec.subject, relation=spec.relation, regex=rx, boost_words=tuple(w.lower() for w in spec.boost_words),
         boost=spec.boost if spec.boost is not None else 0.05 if spec.boost_words else 0.0,
         time_group=spec.time_group, time_mode=spec.time_mode, blockers=blockers,
-        allow_questions=spec.allow_questions, list_group=spec.list_group, future=spec.tense == "future",
+        allow_questions=spec.allow_questions, list_group=spec.list_group,
+        verbatim_groups=tuple(spec.verbatim_groups), future=spec.tense == "future",
         source=where, pieces=_parse_template(spec.template),
     )
 

@@ -161,6 +161,7 @@ class FactRuleSpec(Spec):
     allow_questions: bool = False
     description: str = ""
     list_group: str | None = None
+    verbatim_groups: list[Text] = []  # names quoted as written: no pronoun swap, no article cut
     tense: Annotated[str, _one_of(TENSES)] = "any"
 
 
