@@ -416,10 +416,13 @@ def open_store(settings: Settings, *, check_embedder: bool = True, rules: RuleSe
 
 def _looked_at(k: Any, period: tuple[datetime, datetime] | None) -> Any:
     """How many hits a search ranks: ``k``, or for a question naming a time ``3 k`` (at least ``k + 20``, at
-    most 1000), so what happened then can come first. A bad ``k`` goes through as given, to be refused."""
-    if period is None or isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+    most the search's ``MAX_K``), so what happened then can come first. A bad ``k`` goes through as given, to
+    be refused by the search."""
+    from .storage.search import MAX_K
+
+    if period is None or isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         return k
-    return min(max(3 * k, k + 20), 1000)
+    return min(max(3 * k, k + 20), MAX_K)
 
 
 def _within(hit: SearchHit, period: tuple[datetime, datetime]) -> bool:

@@ -34,6 +34,7 @@ __all__ = ["SearchHit", "search", "KINDS", "RRF_K", "BM25_K1", "BM25_B"]
 RRF_K = 60
 MODES = ("hybrid", "vector", "bm25")
 KINDS = ("fact", "episode")
+MAX_K = 1000  # the most hits one search returns
 # How search() fuses the rank lists of the kinds (LoCoMo dev, conversation 1, evidence recall@10 LLM off:
 # calibrated 0.71, per-kind 0.68, joint 0.59; see bench/eval_locomo.py):
 # - calibrated: RRF over each kind's vector and BM25 lists, a kind's rank scaled by (all documents / that kind's
@@ -309,8 +310,8 @@ def _check_arguments(query: str, k: int, mode: str, fusion: str) -> None:
         raise ValidationError(f"search mode {mode!r} must be one of {', '.join(MODES)}")
     if fusion not in FUSIONS:
         raise ValidationError(f"fusion {fusion!r} must be one of {', '.join(FUSIONS)}")
-    if not isinstance(k, int) or k < 1 or k > 1000:
-        raise ValidationError("k must be an integer between 1 and 1000")
+    if not isinstance(k, int) or k < 1 or k > MAX_K:
+        raise ValidationError(f"k must be an integer between 1 and {MAX_K}")
     if not query or not query.strip():
         raise ValidationError("query must not be empty")
 
