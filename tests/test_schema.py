@@ -144,6 +144,10 @@ def test_a_key_written_twice_in_a_rule_file_is_an_error_not_a_silent_override(tm
     nested.write_text("grounding:\n  related: [a]\n  related: [b]\n", encoding="utf-8")
     problems = Problems()
     assert read_yaml(nested, problems) is None and problems.items
+    listed = tmp_path / "listed.yaml"  # a list as a key: a clear problem, not a TypeError from the check
+    listed.write_text("? [a, b]\n: 1\n", encoding="utf-8")
+    problems = Problems()
+    assert read_yaml(listed, problems) is None and problems.items
     fine = tmp_path / "fine.yaml"  # the same key in two different mappings is fine
     fine.write_text("a: {id: 1}\nb: {id: 2}\n", encoding="utf-8")
     assert read_yaml(fine, Problems()) == {"a": {"id": 1}, "b": {"id": 2}}

@@ -91,7 +91,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: set[Any] = set()
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key_node, yaml.ScalarNode):
+            continue  # a list or mapping as a key: construct_mapping refuses it with its own message
+        key = loader.construct_object(key_node)
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r} (line {key_node.start_mark.line + 1})", key_node.start_mark)
