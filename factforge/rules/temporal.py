@@ -79,6 +79,8 @@ _MONTH_DAY = regex.compile(rf"(?:on\s+)?({_MONTH_RX})\s+(\d{{1,2}})(?:,?\s+((?:1
 _ISO = regex.compile(r"(?:on\s+)?(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?))?")
 _RELATIVE_PERIOD = regex.compile(r"(last|this|next|past)\s+(week|month|year)")
 _WEEKEND = regex.compile(r"(last|this|next|past)\s+weekend")
+# How many weeks, months or years "last/past/this/next" moves from the present one.
+_STEP = {"last": -1, "past": -1, "this": 0, "next": 1}
 _WEEKDAY = regex.compile(rf"(?:(last|this|next|past|on)\s+)?({_WEEKDAY_RX})|(last|this|next|past|on)\s+({_SHORT_RX})")
 _WEEKDAY_NUMBER = {name: n for n, name in enumerate(_WORDS_DATA["weekdays"])}
 _SEASON = regex.compile(rf"(last|this|next|past)\s+({_SEASON_RX})")
@@ -207,7 +209,7 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
     if m := _MONTH_DAY.fullmatch(e):
         return _month_day(m, today, future, tz)
     if m := _RELATIVE_PERIOD.fullmatch(e):
-        step = {"last": -1, "past": -1, "this": 0, "next": 1}[m.group(1)]
+        step = _STEP[m.group(1)]
         if m.group(2) == "year":
             return _year(today.year + step, tz)
         if m.group(2) == "month":
@@ -216,7 +218,7 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
         return _day(monday, tz)[0], _day(monday + timedelta(days=6), tz)[1]
     if m := _WEEKEND.fullmatch(e):
         # The Saturday and Sunday of the week named: last weekend is the one before this week's.
-        step = {"last": -1, "past": -1, "this": 0, "next": 1}[m.group(1)]
+        step = _STEP[m.group(1)]
         saturday = today - timedelta(days=today.weekday()) + timedelta(days=5, weeks=step)
         return _day(saturday, tz)[0], _day(saturday + timedelta(days=1), tz)[1]
     if m := _SEASON.fullmatch(e):
