@@ -224,12 +224,13 @@ def _specifics_grounded(content: str, source: _Source, checks: _FactChecks, subj
     return True
 
 
-def _too_short(content: str, checks: _FactChecks, source: _Source, subjects: set[str]) -> bool:
+def _too_short(content: str, terms: list[str], checks: _FactChecks, subjects: set[str]) -> bool:
     """Under the floor of data/fact_checks.yaml: CJK by characters, anything else by words and clause.
 
     Words, not characters, because "User is a mom" is a whole fact and "a dog named Biscuit" is not: a fact
     needs a content word beyond its subject, and one that opens like a noun phrase ("a dog named ...") needs a
-    clause (its subject named, or an auxiliary / copula).
+    clause (its subject named, or an auxiliary / copula). ``terms``: its content words in the source's terms
+    (:meth:`_Source.content_terms`).
     """
     cjk = len(_CJK_CHAR.findall(content))
     if cjk:
@@ -238,7 +239,7 @@ def _too_short(content: str, checks: _FactChecks, source: _Source, subjects: set
     if len(words) < checks.min_words:
         return True
     names = {_POSSESSIVE.sub("", m.group()).casefold() for m in _NAME.finditer(content) if m.start() > 0}
-    meaningful = {*source.content_terms(content), *(names - subjects - {"i"}),
+    meaningful = {*terms, *(names - subjects - {"i"}),
                   *(w for w in words if any(ch.isdigit() for ch in w))}
     if len(meaningful) < checks.content_words:
         return True
@@ -483,7 +484,8 @@ def _fact_rejection(
     if len(content) > MAX_CONTENT_CHARS:
         return "too_long", [], []
     checks = _fact_checks()
-    if _too_short(content, checks, source, subjects):
+    terms = source.content_terms(content)
+    if _too_short(content, terms, checks, subjects):
         return "too_short", [], []
     if keeper.is_injection(content) is not None:
         return "instruction_injection", [], []
@@ -492,7 +494,6 @@ def _fact_rejection(
     spans = [source.find(n) for n in names]
     if any(s is None for s in spans):
         return "ungrounded_entity", spans, []
-    terms = source.content_terms(content)
     grounded = [t for t in terms if source.has_term(t, checks.related)]
     # At least half of the fact's significant words (CJK bigrams) must come from the source (seed 002 said 30%,
     # which let half of the invented facts of bench/eval_validate.py through); and
