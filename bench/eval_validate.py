@@ -141,13 +141,15 @@ def main() -> None:
             for content, category in items:
                 raw = {"facts": [{"content": content, "category": category, "confidence": 0.8}]}
                 started = time.perf_counter()
-                facts, _, _, rejections = validate_items(raw, turn, settings=settings)
+                explain: list[tuple[str, str, str]] = []
+                facts, _, _, rejections = validate_items(raw, turn, settings=settings, explain=explain)
                 spent += time.perf_counter() - started
                 counts[kind][0] += 1
                 counts[kind][1] += bool(facts)
                 reasons[kind].update(rejections)
                 if (kind == "true") != bool(facts):
-                    lines.append(f"{kind:8} {'PASS' if facts else 'REJECT ' + ','.join(rejections)}: {content!r} <- {turn!r}")
+                    why = "; ".join(f"{reason} ({what})" for _, reason, what in explain)
+                    lines.append(f"{kind:8} {'PASS' if facts else 'REJECT ' + why}: {content!r} <- {turn!r}")
     res = {"true_facts": counts["true"][0], "true_pass_rate": round(counts["true"][1] / counts["true"][0], 3),
            "invented_facts": counts["invented"][0],
            "invented_pass_rate": round(counts["invented"][1] / counts["invented"][0], 3),
