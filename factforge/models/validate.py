@@ -216,6 +216,7 @@ def _polarity(words: list[str]) -> Any:
     return regex.compile("|".join(parts) or "(?!)", regex.IGNORECASE)
 
 
+@lru_cache(maxsize=65536)  # the same few thousand words come back in every reply
 def _stem(word: str) -> str:
     """A light English stem: one suffix off (keeping 3+ letters), "ies" -> "y", a doubled consonant halved."""
     for suffix in _SUFFIXES:
@@ -278,9 +279,9 @@ def _negated(text: str, checks: _FactChecks) -> bool:
 
 
 def _unframed(content: str, checks: _FactChecks) -> str:
-    """``content`` without its liking and negation phrases ("no longer", "can't stand"), which are checked as
-    polarity and negation, not as words the source must contain."""
-    for rx in (checks.negative, checks.positive, checks.negation, checks.light_phrases):
+    """``content`` without its liking and negation phrases ("no longer", "can't stand") and its numbers, which are
+    checked as polarity, negation and numbers ("twenty" by "20"), not as words the source must contain."""
+    for rx in (checks.negative, checks.positive, checks.negation, checks.light_phrases, checks.number_rx):
         if rx is not None:
             content = rx.sub(" ", content)
     return content
