@@ -3,6 +3,7 @@ invents is rejected with a reason that names it, what the turn says passes (issu
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,21 @@ def test_broader_words_ground_one_way_only() -> None:
     assert not validate._Source("a cat", frozenset()).has_term("dog", checks.related)
     assert not validate._Source("my mom", frozenset()).has_term("dad", checks.related)
 
+
+
+@pytest.mark.parametrize(
+    ("turn", "content", "kept"),
+    [
+        ("Got my driver's license yesterday!", "User got a driver's license on 2025-01-08", True),
+        ("Got my driver's license yesterday!", "User got a driver's license on January 8, 2025", True),
+        ("Got my driver's license yesterday!", "User got a driver's license on 2025-01-03", False),
+        ("I quit smoking last year.", "User quit smoking in 2024", True),
+        ("I quit smoking last year.", "User quit smoking in 2023", False),
+    ],
+)
+def test_a_date_written_from_the_message_time_is_grounded(turn: str, content: str, kept: bool) -> None:
+    # The prompt has the model turn "yesterday" into a date (extract.txt); the source has no such numbers.
+    said_at = datetime(2025, 1, 9, 15, tzinfo=timezone.utc)
+    facts, _, _, _ = validate_items({"facts": [{"content": content, "category": "temporal", "confidence": 0.9}]},
+                                    turn, settings=SETTINGS, timestamp=said_at)
+    assert bool(facts) == kept

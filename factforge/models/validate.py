@@ -38,6 +38,7 @@ from ..rules.gatekeeper import SOCIAL_KINDS, Gatekeeper
 from ..rules.load import default_rules
 from ..rules.rulefile import Problems, safe_search
 from ..rules.schema import CuesSpec, FactChecksSpec, read_data
+from ..rules.temporal import find_expressions, resolve
 from ..settings import Settings
 from ..types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship, Span, normalize_content
 
@@ -337,6 +338,15 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
     return problem
 
 
+def _periods(text: str, said_at: datetime) -> list[tuple[datetime, datetime]]:
+    out = []
+    for span in find_expressions(text):
+        start, end = resolve(span.text, said_at)
+        if start is not None and end is not None:
+            out.append((start, end))
+    return out
+
+
 def _other_subject(clause: str, checks: _FactChecks) -> str | None:
     """The word for someone other than the speaker that opens ``clause`` ("my sister is ...", "she ..."), unless
     the speaker joins it ("my partner and I") or appears after it ("my grandpa taught me"); else None."""
@@ -425,8 +435,10 @@ _DETERMINERS = frozenset({"my", "our", "his", "her", "their"})
 class _Source:
     """The source text prepared once for all grounding checks of one reply."""
 
-    def __init__(self, text: str, stopwords: frozenset[str]) -> None:
+    def __init__(self, text: str, stopwords: frozenset[str], said_at: datetime | None = None) -> None:
         self.text = text
+        self.said_at = said_at
+        self._periods: list[tuple[datetime, datetime]] | None = None
         self.folded = text.casefold()
         # Latin runs too: "从MySQL迁移到PostgreSQL" is one word to _WORD.
         self.words = {w.casefold() for w in [*_WORD.findall(text), *_LATIN_WORD.findall(text)]}
@@ -436,6 +448,26 @@ class _Source:
         self._numbers: set[str] | None = None
         self._clauses: list[_Source] | None = None
         self.other: str | None = None  # as a clause: the someone else it is about, if it opens with one
+
+    def periods(self) -> list[tuple[datetime, datetime]]:
+        """The periods the source's time expressions name, resolved against when it was said."""
+        if self._periods is None:
+            self._periods = [] if self.said_at is None else _periods(self.text, self.said_at)
+        return self._periods
+
+    def undated(self, content: str) -> str:
+        """``content`` without the dates that write out a time the source names: the prompt has the model turn
+        "yesterday" into "2025-01-08", whose numbers and month the source does not contain."""
+        if self.said_at is None or not self.periods():
+            return content
+        for span in reversed(find_expressions(content)):
+            period = resolve(span.text, self.said_at)
+            if period[0] is None or period[1] is None:
+                continue
+            if any(start <= period[0] and period[1] <= end or period[0] <= start and end <= period[1]
+                   for start, end in self.periods()):
+                content = content[:span.start] + " " + content[span.end:]
+        return content
 
     def clauses(self, checks: _FactChecks) -> list[_Source]:
         """The source cut at punctuation and clause breaks, each clause with whom it is about."""
@@ -538,7 +570,7 @@ def validate_items(
     """
     keeper = gatekeeper or default_rules(settings.patterns_dir).gate
     subjects = {settings.user_subject.casefold(), settings.team_subject.casefold()}
-    source = _Source(source_text, _base_stopwords() | subjects | _fact_checks().exempt)
+    source = _Source(source_text, _base_stopwords() | subjects | _fact_checks().exempt, timestamp)
     rejections: Counter[str] = Counter()
     facts = _valid_facts(raw, source, keeper, settings, subjects, timestamp, rejections, explain)
     entities, by_name = _valid_entities(raw, source, keeper, subjects, rejections)
@@ -645,7 +677,8 @@ def _fact_rejection(
     if len(content) > MAX_CONTENT_CHARS:
         return "too_long", f"{len(content)} characters", [], []
     checks = _fact_checks()
-    terms = source.content_terms(_unframed(content, checks))
+    said = source.undated(content)
+    terms = source.content_terms(_unframed(said, checks))
     if _too_short(content, terms, checks, subjects):
         return "too_short", "under the floor of data/fact_checks.yaml", [], []
     if keeper.is_injection(content) is not None:
@@ -666,7 +699,7 @@ def _fact_rejection(
             len(cjk_grounded) < checks.cjk_min_share * len(cjk):
         unsupported = [t for t in terms if t not in grounded]
         return "ungrounded", "unsupported: " + ", ".join(unsupported or terms), spans, grounded
-    specific = _specifics_unsupported(content, source, checks, subjects)
+    specific = _specifics_unsupported(said, source, checks, subjects)
     if specific is not None:
         return "ungrounded", "unsupported: " + specific, spans, grounded
     less = _liked_less(content, grounded, source, checks)
