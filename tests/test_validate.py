@@ -74,6 +74,9 @@ TRUE = [
     ("Our dog Max is 3 and still acts like a puppy.", "User's dog Max is 3 years old"),
     ("I've been learning Korean, mostly with an app.", "User studies Korean"),
     ("I taught for 20 years before I retired.", "User was a teacher for twenty years"),
+    ("I'm a nurse at the county hospital.", "User works as a nurse"),  # a light phrase
+    ("I just moved to Boston.", "User recently moved to Boston"),
+    ("I'm going to visit Japan in May.", "User is planning to visit Japan"),
 ]
 
 
