@@ -109,6 +109,14 @@ def test_a_clause_of_its_own_keeps_a_negation_to_itself() -> None:
     assert not _check(turn, "User drinks coffee")[0]
 
 
+def test_so_ends_a_clause_only_before_a_new_subject() -> None:
+    # "so I'm" starts a clause of its own; "not so sure" keeps its negation with what it negates
+    assert _check("I'm not so sure about Rust yet.", "User is not sure about Rust")[0]
+    kept, explain = _check("My mom has diabetes so I'm careful about sugar.", "User has diabetes")
+    assert not kept and explain[0][1] == "other_subject"
+    assert _check("My mom has diabetes so I'm careful about sugar.", "User is careful about sugar")[0]
+
+
 def test_cjk_facts_keep_their_own_share() -> None:
     # a CJK fact shares fewer bigrams with its source than a Latin fact shares words; its Latin names still count
     assert _check("我们团队决定从MySQL迁移到PostgreSQL。", "团队决定迁移到PostgreSQL", "technology")[0]

@@ -37,7 +37,7 @@ import regex
 from ..rules.gatekeeper import SOCIAL_KINDS, Gatekeeper
 from ..rules.load import default_rules
 from ..rules.rulefile import Problems, safe_search
-from ..rules.schema import CuesSpec, FactChecksSpec, read_data
+from ..rules.schema import CuesSpec, FactChecksSpec, NegationSpec, read_data
 from ..rules.temporal import find_expressions, resolve
 from ..settings import Settings
 from ..types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship, Span, normalize_content
@@ -191,20 +191,30 @@ def _fact_checks() -> _FactChecks:
     positive, negative = (_polarity(side) for side in (polarity.positive, polarity.negative))
     negated = negation.words + negation.implied if negation else []
     single = [w for w in [*polarity.positive, *polarity.negative, *negated] if regex.fullmatch(r"\p{Latin}+", w)]
-    breaks = "|".join(regex.escape(w) for w in (negation.clause_breaks if negation else []))
     min_content = spec.min_content
     return _FactChecks(min_content.cjk_chars, min_content.min_words, min_content.content_words,
                        frozenset(w.casefold() for w in min_content.clause_words),
                        frozenset(w.casefold() for w in min_content.fragment_openers), cues, number_rx,
                        numbers, positive, negative, {k: frozenset(v) for k, v in related.items()},
-                       grounding.min_share, grounding.cjk_min_share, frozenset(w.casefold() for w in [*grounding.light, *single]),
-                       _polarity([*polarity.positive, *polarity.praise]), _polarity(negated),
-                       regex.compile(r"[,;:.!?()\n\u2014]+|\s-\s" + (rf"|(?<![\p{{L}}'])(?:{breaks})(?![\p{{L}}'])"
-                                                                    if breaks else ""), regex.IGNORECASE),
+                       grounding.min_share, grounding.cjk_min_share,
+                       frozenset(w.casefold() for w in [*grounding.light, *single]),
+                       _polarity([*polarity.positive, *polarity.praise]), _polarity(negated), _clause_rx(negation),
                        frozenset(w.casefold() for w in grounding.others),
                        _polarity(polarity.contrast) if polarity.contrast else None,
                        {k: _polarity(v) for k, v in phrases.items() if v},
                        _polarity([w for w in grounding.light if " " in w.strip()]))
+
+
+def _clause_rx(negation: NegationSpec | None) -> Any:
+    """Where a clause ends: punctuation, a break word, or a break word that needs a new subject after it
+    ("so I'm careful" ends a clause, "not so sure" does not)."""
+    parts = [r"[,;:.!?()\n\u2014]+|\s-\s"]
+    if negation is not None and negation.clause_breaks:
+        parts.append(_polarity(negation.clause_breaks).pattern)
+    if negation is not None and negation.subject_breaks and negation.subjects:
+        subjects = _polarity(negation.subjects).pattern
+        parts.append(rf"(?:{_polarity(negation.subject_breaks).pattern})(?=\s+(?:{subjects}))")
+    return regex.compile("|".join(parts), regex.IGNORECASE)
 
 
 def _polarity(words: list[str]) -> Any:
