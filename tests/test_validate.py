@@ -39,6 +39,7 @@ INVENTED = [
     ("I'm a mom of three.", "User is a dad", "ungrounded", "dad"),
     # a wrong number, in digits or words
     ("I was a teacher for 20 years before I retired.", "User taught for 10 years", "ungrounded", "10"),
+    ("We are a team of five.", "User's team has six people", "ungrounded", "6"),
     # the opposite: a negated clause, or a "no more" word
     ("I don't own a car, I bike everywhere.", "User owns a car", "negation", "own a car"),
     ("We never use an ORM in this codebase.", "Team uses an ORM", "negation", "never"),
@@ -77,6 +78,7 @@ TRUE = [
     ("I'm a nurse at the county hospital.", "User works as a nurse"),  # a light phrase
     ("I just moved to Boston.", "User recently moved to Boston"),
     ("I'm going to visit Japan in May.", "User is planning to visit Japan"),
+    ("We are a team of five.", "User's team has five people"),  # a number and a light word: the number decides
 ]
 
 

@@ -394,7 +394,7 @@ def _too_short(content: str, terms: list[str], checks: _FactChecks, subjects: se
         return True
     names = {_POSSESSIVE.sub("", m.group()).casefold() for m in _NAME.finditer(content) if m.start() > 0}
     meaningful = {*terms, *(names - subjects - {"i"}),
-                  *(w for w in words if any(ch.isdigit() for ch in w))}
+                  *(w for w in words if any(ch.isdigit() for ch in w) or w in checks.numbers)}
     if len(meaningful) < checks.content_words:
         return True
     if words[0] not in checks.fragment_openers:
@@ -705,7 +705,8 @@ def _fact_rejection(
     # else - must agree with it.
     cjk = [t for t in terms if _CJK_CHAR.match(t)]
     cjk_grounded = [t for t in grounded if _CJK_CHAR.match(t)]
-    if not grounded or len(grounded) - len(cjk_grounded) < checks.min_share * (len(terms) - len(cjk)) or \
+    # (No content words left - only numbers, names and light words: those are checked below.)
+    if terms and not grounded or len(grounded) - len(cjk_grounded) < checks.min_share * (len(terms) - len(cjk)) or \
             len(cjk_grounded) < checks.cjk_min_share * len(cjk):
         unsupported = [t for t in terms if t not in grounded]
         return "ungrounded", "unsupported: " + ", ".join(unsupported or terms), spans, grounded
