@@ -78,7 +78,8 @@ TRUE = [
     ("I'm a nurse at the county hospital.", "User works as a nurse"),  # a light phrase
     ("I just moved to Boston.", "User recently moved to Boston"),
     ("I'm going to visit Japan in May.", "User is planning to visit Japan"),
-    ("We are a team of five.", "User's team has five people"),  # a number and a light word: the number decides
+    ("We are a team of five.", "User's team has five people"),
+    ("They moved the standup to 10am.", "Team moved the standup to 10am"),  # "they" may be the team  # a number and a light word: the number decides
 ]
 
 
