@@ -316,8 +316,9 @@ def test_bad_fact_is_rejected_with_reason(item: Any, reason: str) -> None:
     [("technology", "technology"), ("Preference", "preference"), ("tooling", "other"), (None, "other")],
 )
 def test_category_is_mapped(category: Any, expected: str) -> None:
+    # Its own source: a liking needs a liking in the source, and SOURCE only says the team moved.
     facts, _, _, _ = _validate([{"content": "Team prefers PostgreSQL to MySQL for billing", "category": category,
-                                 "confidence": 0.9}])
+                                 "confidence": 0.9}], source="For billing we prefer PostgreSQL to MySQL.")
     assert [f.category for f in facts] == [expected]
 
 

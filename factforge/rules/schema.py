@@ -511,12 +511,34 @@ class CuesSpec(Spec):
 class PolaritySpec(Spec):
     positive: list[Text]
     negative: list[Text]
+    praise: list[Text] = []  # grounds a liking beside the positive words ("great", "fun")
+    contrast: list[Text] = []  # what follows is liked less ("tea over coffee")
+
+
+def _share(value: float) -> float:
+    if not 0.0 < value <= 1.0:
+        raise ValueError("must be above 0 and at most 1")
+    return value
+
+
+class NegationSpec(Spec):
+    words: list[Text]  # explicit negation ("not", "never", "n't")
+    implied: list[Text] = []  # words that say "no more" on their own ("quit", "no longer", "former")
+    clause_breaks: list[Text] = []  # words that end a clause beside punctuation ("but", "because")
+    subject_breaks: list[Text] = []  # words that end one only before a new subject ("so I'm", not "not so sure")
+    subjects: list[Text] = []  # what opens a new subject ("I", "she", "my")
 
 
 class GroundingSpec(Spec):
+    min_share: Annotated[float, AfterValidator(_share)] = 1.0  # of a fact's content words the source supports
+    cjk_min_share: Annotated[float, AfterValidator(_share)] = 0.5  # of its CJK bigrams
+    light: list[Text] = []  # words that carry no claim of their own ("named", "lives"): not checked
     numbers: dict[str, int] = {}  # number words -> whole numbers
     polarity: PolaritySpec
+    negation: NegationSpec | None = None
     related: list[list[str]] = []  # groups of words that ground each other
+    broader: dict[str, list[str]] = {}  # a word -> the narrower words that ground it ("pet" <- "dog"), not back
+    others: list[Text] = []  # words for someone other than the speaker ("sister", "he"): see validate.py
 
 
 class FactChecksSpec(Spec):

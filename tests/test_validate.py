@@ -1,0 +1,161 @@
+"""Grounding of LLM facts in their source (factforge/models/validate.py, data/fact_checks.yaml): what a model
+invents is rejected with a reason that names it, what the turn says passes (issue 14)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from factforge.models import validate
+from factforge.models.validate import REJECTION_REASONS, validate_items
+from factforge.rules import schema
+from factforge.settings import Settings
+
+SETTINGS = Settings(home=Path("/nonexistent"))
+
+
+def _check(turn: str, content: str, category: str = "other") -> tuple[bool, list[tuple[str, str, str]]]:
+    explain: list[tuple[str, str, str]] = []
+    facts, _, _, rejections = validate_items({"facts": [{"content": content, "category": category,
+                                                         "confidence": 0.9}]},
+                                             turn, settings=SETTINGS, explain=explain)
+    assert sum(rejections.values()) == len(explain)  # every rejection is explained
+    return bool(facts), explain
+
+
+# (turn, fact, reason, a word the explanation must name) - each a way a model invents.
+INVENTED = [
+    # another object of the same kind: one word of the fact is not in the turn (half of the words let it pass)
+    ("I work at a bakery downtown, early shifts mostly.", "User works at a bank", "ungrounded", "bank"),
+    ("I play the flute in a brass band.", "User plays the trumpet", "ungrounded", "trumpet"),
+    ("We deploy the API with Helm on Kubernetes.", "Team deploys the API with Terraform", "ungrounded", "terraform"),
+    # an added detail
+    ("My grandpa taught me to fish when I was little.", "User fishes every weekend", "ungrounded", "weekend"),
+    # kinds of one thing do not ground each other; a broader word does not ground a narrower one
+    ("Our dog Max is 3 and still acts like a puppy.", "User has a cat named Max", "ungrounded", "cat"),
+    ("We have two pets at home.", "User has two dogs", "ungrounded", "dog"),
+    ("I'm a mom of three.", "User is a dad", "ungrounded", "dad"),
+    # a wrong number, in digits or words
+    ("I was a teacher for 20 years before I retired.", "User taught for 10 years", "ungrounded", "10"),
+    ("We are a team of five.", "User's team has six people", "ungrounded", "6"),
+    # the opposite: a negated clause, or a "no more" word
+    ("I don't own a car, I bike everywhere.", "User owns a car", "negation", "own a car"),
+    ("We never use an ORM in this codebase.", "Team uses an ORM", "negation", "never"),
+    ("I quit smoking last year and feel so much better.", "User started smoking last year", "negation", "quit"),
+    # someone else's fact given to the user
+    ("My sister is vegan so Thanksgiving is always interesting.", "User is vegan", "other_subject", "sister"),
+    ("My brother works as a nurse in Leeds.", "User works as a nurse", "other_subject", "brother"),
+    ("She plays tennis every Sunday.", "User plays tennis every Sunday", "other_subject", "she"),
+    # a liking turned around, or given to what the turn likes less
+    ("I prefer tea over coffee, coffee makes me jittery.", "User prefers coffee", "ungrounded", "coffee"),
+    ("I have a vacuum cleaner.", "User loves the vacuum cleaner", "ungrounded", "liking"),
+]
+
+# (turn, fact) - what a faithful model writes, in its own words.
+TRUE = [
+    ("I work at a bakery downtown, early shifts mostly.", "User works at a bakery"),
+    ("We adopted a rescue greyhound last month.", "User has a dog"),  # a broader word, one way
+    ("We adopted a rescue greyhound last month.", "User has a pet"),
+    ("I'm a mom of three and I work part time as a nurse.", "User is a mother of three children"),
+    ("My wife and I just got back from Rome.", "User is married"),
+    ("I don't own a car, I bike everywhere.", "User doesn't own a car"),
+    ("I don't own a car, I bike everywhere.", "User cycles everywhere"),
+    ("I quit smoking last year and feel so much better.", "User no longer smokes"),
+    ("I quit smoking last year and feel so much better.", "User used to smoke"),
+    ("I can't stand horror movies, they give me nightmares.", "User dislikes horror films"),
+    ("My sister is vegan so Thanksgiving is always interesting.", "User's sister is vegan"),
+    ("My sister is vegan so Thanksgiving is always interesting.", "User has a sister"),
+    ("My partner and I are saving for a house.", "User is saving for a house"),  # the speaker joins
+    ("My grandpa taught me to fish when I was little.", "User can fish"),  # the speaker appears after
+    ("I prefer tea over coffee, coffee makes me jittery.", "User prefers tea to coffee"),
+    ("Just got back from Lisbon, the conference was great.", "User enjoyed the conference"),  # praise
+    ("Running every morning keeps me sane.", "User runs daily"),  # a phrase of the source
+    ("Our dog Max is 3 and still acts like a puppy.", "User's dog Max is 3 years old"),
+    ("I've been learning Korean, mostly with an app.", "User studies Korean"),
+    ("I taught for 20 years before I retired.", "User was a teacher for twenty years"),
+    ("I'm a nurse at the county hospital.", "User works as a nurse"),  # a light phrase
+    ("I just moved to Boston.", "User recently moved to Boston"),
+    ("I'm going to visit Japan in May.", "User is planning to visit Japan"),
+    ("We are a team of five.", "User's team has five people"),
+    ("They moved the standup to 10am.", "Team moved the standup to 10am"),  # "they" may be the team  # a number and a light word: the number decides
+]
+
+
+@pytest.mark.parametrize(("turn", "content", "reason", "named"), INVENTED, ids=[c for _, c, _, _ in INVENTED])
+def test_invented_fact_is_rejected_naming_what_is_unsupported(turn: str, content: str, reason: str,
+                                                              named: str) -> None:
+    kept, explain = _check(turn, content)
+    assert not kept
+    ((_, why, what),) = explain
+    assert why == reason and why in REJECTION_REASONS
+    assert named in what.casefold(), what
+
+
+@pytest.mark.parametrize(("turn", "content"), TRUE, ids=[c for _, c in TRUE])
+def test_faithful_fact_passes(turn: str, content: str) -> None:
+    kept, explain = _check(turn, content)
+    assert kept, explain
+
+
+def test_a_dislike_is_no_negation_and_a_negation_no_dislike() -> None:
+    # "can't stand" is a dislike, so the fact that says "dislikes" agrees with it; "loves" does not
+    assert _check("I can't stand horror movies.", "User dislikes horror movies")[0]
+    kept, explain = _check("I can't stand horror movies.", "User loves horror movies")
+    assert not kept and explain[0][1] == "ungrounded"
+
+
+def test_a_clause_of_its_own_keeps_a_negation_to_itself() -> None:
+    turn = "I never drink coffee, just green tea in the afternoon."
+    assert _check(turn, "User drinks green tea")[0]
+    assert not _check(turn, "User drinks coffee")[0]
+
+
+def test_so_ends_a_clause_only_before_a_new_subject() -> None:
+    # "so I'm" starts a clause of its own; "not so sure" keeps its negation with what it negates
+    assert _check("I'm not so sure about Rust yet.", "User is not sure about Rust")[0]
+    kept, explain = _check("My mom has diabetes so I'm careful about sugar.", "User has diabetes")
+    assert not kept and explain[0][1] == "other_subject"
+    assert _check("My mom has diabetes so I'm careful about sugar.", "User is careful about sugar")[0]
+
+
+def test_cjk_facts_keep_their_own_share() -> None:
+    # a CJK fact shares fewer bigrams with its source than a Latin fact shares words; its Latin names still count
+    assert _check("我们团队决定从MySQL迁移到PostgreSQL。", "团队决定迁移到PostgreSQL", "technology")[0]
+    assert not _check("我们团队决定从MySQL迁移到PostgreSQL。", "团队决定迁移到Oracle", "technology")[0]
+
+
+@pytest.mark.parametrize("share", [0, 1.5, -0.2])
+def test_min_share_outside_zero_to_one_is_a_data_error(share: float) -> None:
+    with pytest.raises(ValueError):
+        schema.GroundingSpec.model_validate({"min_share": share, "polarity": {"positive": ["like"],
+                                                                              "negative": ["hate"]}})
+
+
+def test_broader_words_ground_one_way_only() -> None:
+    checks = validate._fact_checks()
+    source = validate._Source("a greyhound", frozenset())
+    assert source.has_term("dog", checks.related) and source.has_term("pet", checks.related)
+    assert not validate._Source("a pet", frozenset()).has_term("dog", checks.related)
+    assert not validate._Source("a cat", frozenset()).has_term("dog", checks.related)
+    assert not validate._Source("my mom", frozenset()).has_term("dad", checks.related)
+
+
+
+@pytest.mark.parametrize(
+    ("turn", "content", "kept"),
+    [
+        ("Got my driver's license yesterday!", "User got a driver's license on 2025-01-08", True),
+        ("Got my driver's license yesterday!", "User got a driver's license on January 8, 2025", True),
+        ("Got my driver's license yesterday!", "User got a driver's license on 2025-01-03", False),
+        ("I quit smoking last year.", "User quit smoking in 2024", True),
+        ("I quit smoking last year.", "User quit smoking in 2023", False),
+    ],
+)
+def test_a_date_written_from_the_message_time_is_grounded(turn: str, content: str, kept: bool) -> None:
+    # The prompt has the model turn "yesterday" into a date (extract.txt); the source has no such numbers.
+    said_at = datetime(2025, 1, 9, 15, tzinfo=timezone.utc)
+    facts, _, _, _ = validate_items({"facts": [{"content": content, "category": "temporal", "confidence": 0.9}]},
+                                    turn, settings=SETTINGS, timestamp=said_at)
+    assert bool(facts) == kept
