@@ -11,8 +11,18 @@ from typing import Any
 
 def to_jsonable(value: Any) -> Any:
     """Dataclasses, datetimes, UUIDs, tuples and mappings turned into JSON-ready values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is list or kind is tuple:
+        return [to_jsonable(v) for v in value]
+    if kind is dict:
+        return {k if type(k) is str else str(k): to_jsonable(v) for k, v in value.items()}
+    names = _FIELDS.get(kind)
+    if names is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(value))
+    if names is not None:
+        return {name: to_jsonable(getattr(value, name)) for name in names}
     if isinstance(value, (datetime, date)):
         return value.isoformat()
     if isinstance(value, uuid.UUID):
@@ -22,6 +32,12 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         return [to_jsonable(v) for v in value]
     return value
+
+
+# Types returned as they are, and each dataclass's field names (read once: dataclasses.fields() is slow, and
+# the API serialises every hit and fact of every answer through here).
+_PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def fact_line(fact: Any) -> dict[str, Any]:

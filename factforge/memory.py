@@ -138,10 +138,9 @@ class Memory:
         ts = check_timestamp(timestamp)
         guard.check_visibility(visibility, team_id)
 
+        # A turn seen before (a re-run) is found when its key is taken, first in the write's transaction, which
+        # then writes nothing: no lookup ahead of it, which every new turn would pay for with a round trip.
         key = turn_key(user, assistant, agent_id, team_id, session_id, ts, user_name, assistant_name)
-        if self.store.turn_seen(key):
-            # Seen before (a re-run of an ingest): one indexed lookup, no scanning, extraction or writes.
-            return RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False, duplicate=True)
 
         # Secrets leave at the edge: everything below (inline tags, extraction, sessions, queue, misses, the
         # LLM prompt) only ever sees the redacted text. Drop mode keeps no stored message that had one.
@@ -163,6 +162,8 @@ class Memory:
                      "assistant_name": assistant_name},
             extra_facts=inline.facts, extra_entities=inline.entities, extra_relationships=inline.relationships,
         ), wait_for_llm=wait_for_llm)
+        if result.duplicate:
+            return RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False, duplicate=True)
         return RememberResult(facts=result.facts, gate=extraction.gate, queued=result.queued,
                               duplicate=result.duplicate, clean_reply=inline.clean_reply,
                               inline_skipped=inline.skipped, extraction=extraction)
@@ -218,6 +219,8 @@ class Memory:
             extraction, provenance, agent_id=agent_id, team_id=team_id, visibility=visibility, kind="activity",
             intent=intent, payload={"kind": "activity", "user": stored, "assistant": None},
         ), wait_for_llm=wait_for_llm)
+        if result.duplicate:
+            return RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False, duplicate=True)
         return RememberResult(facts=result.facts, gate=extraction.gate, queued=result.queued,
                               duplicate=result.duplicate, extraction=extraction)
 

@@ -95,10 +95,6 @@ class Writer:
     def _write(self, req: WriteRequest) -> WriteResult:
         """The writes of one call, inside its transaction."""
         extraction, provenance = req.extraction, req.provenance
-        session_id = provenance.session_id
-        if session_id is not None:
-            self.store.upsert_session(session_id, kind=req.kind, agent_id=req.agent_id, team_id=req.team_id,
-                                      intent=req.intent)
         episode = self.episode_visibility(extraction, provenance, req.visibility, req.team_id)
         if not self._record_turn(req, episode):
             return WriteResult(duplicate=True)
@@ -122,9 +118,10 @@ class Writer:
         return WriteResult(tuple(stored), queued, False, episode)
 
     def _record_turn(self, req: WriteRequest, episode: str | None) -> bool:
-        """Take the turn's key, first in this transaction: a concurrent call with the same turn (two ingests of
-        one file) waits for it here and then finds it taken, so nothing is counted twice; a crash rolls the
-        key back with everything else, so a redo is exact. False: the turn was seen before."""
+        """Take the turn's key (and open its session), first in this transaction: a concurrent call with the
+        same turn (two ingests of one file) waits for it here and then finds it taken, so nothing is counted
+        twice; a crash rolls the key back with everything else, so a redo is exact. False: the turn was seen
+        before."""
         extraction, provenance = req.extraction, req.provenance
         user_name, assistant_name = req.payload.get("user_name"), req.payload.get("assistant_name")
         return self.store.record_turn(
@@ -142,6 +139,8 @@ class Writer:
             assistant_name=assistant_name,
             entities=[n for n in (user_name, *(e.name for e in extraction.entities)) if n],
             **_spoken_of(provenance.user_message if episode else None, provenance.message_ts),
+            session_kind=req.kind,
+            intent=req.intent,
         )
 
     def _enqueue(self, req: WriteRequest) -> None:
@@ -152,22 +151,22 @@ class Writer:
         if assistant_text and self.extractor.gate.is_injection(assistant_text):
             # Injected text never reaches the LLM prompt, whoever wrote it.
             payload = {**payload, "assistant": None}
+        item = {
+            **payload,  # user and assistant: redacted (or dropped) at the edge
+            "agent_id": req.agent_id,
+            "team_id": req.team_id,
+            "session_id": provenance.session_id,
+            "activity_session": provenance.activity_session,
+            "timestamp": provenance.message_ts.isoformat() if provenance.message_ts else None,
+            "visibility": req.visibility,
+        }
         # Queued before anything can fail: the LLM works from the queue, never from memory only.
-        self.store.enqueue(
-            provenance.source_key,
-            {
-                **payload,  # user and assistant: redacted (or dropped) at the edge
-                "agent_id": req.agent_id,
-                "team_id": req.team_id,
-                "session_id": provenance.session_id,
-                "activity_session": provenance.activity_session,
-                "timestamp": provenance.message_ts.isoformat() if provenance.message_ts else None,
-                "visibility": req.visibility,
-            },
-        )
         if not extraction.facts and extraction.gate.passed:
-            self.store.record_miss(extraction.text, session_id=provenance.session_id or provenance.activity_session,
-                                   agent_id=req.agent_id)
+            self.store.enqueue_unanswered(provenance.source_key, item, extraction.text,
+                                          session_id=provenance.session_id or provenance.activity_session,
+                                          agent_id=req.agent_id)
+        else:
+            self.store.enqueue(provenance.source_key, item)
 
     def save(
         self,

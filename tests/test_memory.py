@@ -139,8 +139,12 @@ def test_reingest_is_idempotent(memory: Memory) -> None:
     kw = dict(user="We use PostgreSQL for the database and Redis for caching", agent_id="dev", team_id="platform",
               session_id="s3", timestamp="2026-11-02T09:00:00Z")
     first = memory.remember(**kw)
+    session = "SELECT turn_count, last_seen_at FROM sessions WHERE id = 's3'"
+    before = memory.store._all(session)
     again = memory.remember(**kw)
     assert len(first.facts) == 2 and again.duplicate and again.facts == ()
+    assert again.gate.detail == "seen before" and not again.queued
+    assert memory.store._all(session) == before and before[0]["turn_count"] == 1  # the re-run wrote nothing
     assert sorted(f.content for f in memory.facts(agent_id="dev", team_id="platform")) == [
         "Team uses PostgreSQL for the database", "Team uses Redis for caching"]
 

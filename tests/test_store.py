@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import psycopg
 import pytest
@@ -151,6 +152,39 @@ def test_forget_dry_run_then_real(store: Store) -> None:
     assert store.forget(text="zig") == 1
     with pytest.raises(ValidationError):
         store.forget()
+
+
+def test_record_turn_opens_its_session_in_the_same_statement(store: Store) -> None:
+    def session(sid: str) -> dict[str, Any]:
+        (row,) = store._all("SELECT kind, agent_id, team_id, intent, turn_count FROM sessions WHERE id = %(s)s",
+                            {"s": sid})
+        return row
+
+    assert store.record_turn("o1", session_id="new", agent_id="a1", team_id="t1", session_kind="activity",
+                             intent="fix the build")
+    assert session("new") == {"kind": "activity", "agent_id": "a1", "team_id": "t1", "intent": "fix the build",
+                              "turn_count": 1}
+    assert not store.record_turn("o1", session_id="new", agent_id="a1", team_id="t1", session_kind="activity")
+    assert session("new")["turn_count"] == 1  # a turn seen before is not counted again
+    # another agent using the same id counts its turn but never rewrites the owner's intent
+    assert store.record_turn("o2", session_id="new", agent_id="a2", team_id="t1", session_kind="activity",
+                             intent="something else")
+    assert session("new") == {"kind": "activity", "agent_id": "a1", "team_id": "t1", "intent": "fix the build",
+                              "turn_count": 2}
+    assert store.record_turn("o3", session_id="new", agent_id="a1", team_id="t1", session_kind="activity",
+                             intent="ship it")
+    assert session("new")["intent"] == "ship it" and session("new")["turn_count"] == 3
+
+
+def test_enqueue_unanswered_queues_once_and_counts_the_miss(store: Store) -> None:
+    assert store.enqueue_unanswered("u1", {"user": "my sister moved to Lisbon"}, "my sister moved to Lisbon",
+                                    session_id="s1", agent_id="a1")
+    assert not store.enqueue_unanswered("u1", {"user": "my sister moved to Lisbon"}, "My sister moved to Lisbon",
+                                        session_id="s2", agent_id="a2")  # queued once per source; counted twice
+    (item,) = store.claim_due(5)
+    assert (item.source_key, item.payload["user"]) == ("u1", "my sister moved to Lisbon")
+    (miss,) = store._all("SELECT count, session_ids, agent_ids FROM pattern_misses")
+    assert miss == {"count": 2, "session_ids": ["s1", "s2"], "agent_ids": ["a1", "a2"]}
 
 
 def test_queue_backoff_failure_and_release(store: Store) -> None:

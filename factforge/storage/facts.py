@@ -80,9 +80,9 @@ def save(store: Store, facts: Sequence[Fact],
     raise AssertionError("unreachable")
 
 
-def _fact_params(conn: Any, fact: Fact, scope: Scope, prov: Provenance, vector: Sequence[float] | None,
+def _fact_params(fact: Fact, scope: Scope, prov: Provenance, vector: Sequence[float] | None,
                  embedding_model: str | None) -> dict[str, Any]:
-    """The parameters of a fact's row (its source session only if that session is registered)."""
+    """The parameters of a fact's row and of its source's."""
     from pgvector import Vector
 
     params: dict[str, Any] = {
@@ -95,17 +95,22 @@ def _fact_params(conn: Any, fact: Fact, scope: Scope, prov: Provenance, vector: 
         "visibility": scope.visibility, "embedding": Vector(list(vector)) if vector is not None else None,
         "model": embedding_model if vector is not None else None, "hash": content_hash(fact.content),
         "seen": prov.message_ts or datetime.now(timezone.utc), "valid_from": fact.valid_from, "valid_to": fact.valid_to,
+        "key": prov.source_key, "ts": prov.message_ts,
     }
-    if params["session"] is not None:
-        exists = conn.exec_driver_sql("SELECT 1 FROM sessions WHERE id = %(s)s", {"s": params["session"]}).first()
-        if not exists:
-            params["session"] = None
     return params
+
+
+# Where a fact was said: the session as said, even unregistered (no foreign key here), so that forgetting the
+# session finds the mention.
+_SOURCE_INSERT = ("INSERT INTO fact_sources (fact_id, source_key, session_id, activity_session, agent_id, "
+                  "user_message, assistant_message, message_ts)")
+_SOURCE_VALUES = "%(key)s, %(session)s, %(activity)s, %(agent)s, %(user_msg)s, %(assistant_msg)s, %(ts)s"
+_SOURCE_CONFLICT = "ON CONFLICT (fact_id, source_key) DO NOTHING RETURNING id"
 
 
 def _save_one(store: Store, conn: Any, fact: Fact, scope: Scope, prov: Provenance, vector: Sequence[float] | None,
               embedding_model: str | None) -> StoredFact:
-    params = _fact_params(conn, fact, scope, prov, vector, embedding_model)
+    params = _fact_params(fact, scope, prov, vector, embedding_model)
     seen = params["seen"]
     row = None
     action = "new"
@@ -114,14 +119,17 @@ def _save_one(store: Store, conn: Any, fact: Fact, scope: Scope, prov: Provenanc
         if row is not None:
             action = "paraphrase"
     if row is None:
+        # One round trip: the fact (new, or one more mention of the same content in its scope) and its source.
         row = conn.exec_driver_sql(
             f"""
+            WITH f AS (
             INSERT INTO facts (content, category, confidence, extraction_method, rule_id, entities, subject,
                 relation, slots, explanation, source_session, source_user_message, source_assistant_message,
                 source_activity_session, agent_id, team_id, visibility, embedding, embedding_model,
                 content_hash, first_seen_at, last_seen_at, valid_from, valid_to)
             VALUES (%(content)s, %(category)s, %(confidence)s, %(method)s, %(rule_id)s, %(entities)s,
-                %(subject)s, %(relation)s, %(slots)s::jsonb, %(explanation)s::jsonb, %(session)s,
+                %(subject)s, %(relation)s, %(slots)s::jsonb, %(explanation)s::jsonb,
+                (SELECT s.id FROM sessions s WHERE s.id = %(session)s),  -- only a registered session
                 %(user_msg)s, %(assistant_msg)s, %(activity)s, %(agent)s, %(team)s, %(visibility)s,
                 %(embedding)s, %(model)s, %(hash)s, %(seen)s, %(seen)s, %(valid_from)s, %(valid_to)s)
             ON CONFLICT {CONFLICT_TARGET[scope.visibility]}
@@ -130,19 +138,19 @@ def _save_one(store: Store, conn: Any, fact: Fact, scope: Scope, prov: Provenanc
                 confidence = greatest(facts.confidence, excluded.confidence),
                 embedding = coalesce(facts.embedding, excluded.embedding),
                 embedding_model = coalesce(facts.embedding_model, excluded.embedding_model)
-            RETURNING {FACT_COLS}, (xmax = 0) AS inserted
+            RETURNING {FACT_COLS}, (xmax = 0) AS inserted),
+            src AS ({_SOURCE_INSERT} SELECT f.id, {_SOURCE_VALUES} FROM f {_SOURCE_CONFLICT})
+            SELECT f.*, EXISTS (SELECT FROM src) AS added_source FROM f
             """,
             params,
         ).mappings().one()
         action = "new" if row["inserted"] else "mention"
-    added_source = conn.exec_driver_sql(
-        "INSERT INTO fact_sources (fact_id, source_key, session_id, activity_session, agent_id, user_message, "
-        "assistant_message, message_ts) VALUES (%(id)s, %(key)s, %(src_session)s, %(activity)s, %(agent)s, "
-        "%(user_msg)s, %(assistant_msg)s, %(ts)s) ON CONFLICT (fact_id, source_key) DO NOTHING RETURNING id",
-        # The session as said, even unregistered (no foreign key here): forgetting it must find the mention.
-        {**params, "id": row["id"], "key": prov.source_key, "ts": prov.message_ts, "src_session": prov.session_id},
-    ).first()
-    if action != "new" and added_source is None:
+        added_source = bool(row["added_source"])
+    else:
+        added_source = conn.exec_driver_sql(
+            f"{_SOURCE_INSERT} VALUES (%(id)s, {_SOURCE_VALUES}) {_SOURCE_CONFLICT}", {**params, "id": row["id"]},
+        ).first() is not None
+    if action != "new" and not added_source:
         # The same source said it again (a retried queue item): not a new mention.
         row = conn.exec_driver_sql(
             f"UPDATE facts SET mention_count = greatest(1, mention_count - 1) WHERE id = %(id)s "

@@ -120,13 +120,39 @@ class KeyStore:
         """The principal of a presented key; :class:`AuthError` when it is missing, unknown or revoked."""
         if not key:
             raise AuthError("missing API key: send 'Authorization: Bearer <key>'")
-        rows = self._rows("SELECT id, role, agent_id, team_id, revoked_at FROM api_keys WHERE key_hash = %(h)s",
-                          {"h": hash_key(key)})
-        if not rows or rows[0]["revoked_at"] is not None:
+        row = self._lookup(hash_key(key))
+        if row is None or row[4] is not None:
             raise AuthError("invalid or revoked API key")
-        row = rows[0]
-        self._touch(row["id"])
-        return Principal(row["role"], row["agent_id"], row["team_id"], row["id"])
+        key_id, role, agent_id, team_id, _revoked = row
+        self._touch(key_id)
+        return Principal(role, agent_id, team_id, key_id)
+
+    def _lookup(self, key_hash: str) -> tuple[Any, ...] | None:
+        """The key's row, on a pooled psycopg connection in autocommit: one round trip and little Python around
+        it (every request checks its key; through SQLAlchemy's connection this took 0.23 ms of CPU)."""
+        import psycopg
+
+        from ..errors import DatabaseError
+
+        try:
+            raw = self._engine.raw_connection()
+        except Exception as exc:  # noqa: BLE001 - the pool's errors are SQLAlchemy's, wrapping psycopg's
+            first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+            raise DatabaseError(f"database error: {first[0] if first else type(exc).__name__}") from None
+        try:
+            conn = raw.driver_connection
+            conn.autocommit = True  # the pool hands out idle connections, so this sends nothing
+            try:
+                return conn.execute("SELECT id, role, agent_id, team_id, revoked_at FROM api_keys "
+                                    "WHERE key_hash = %s", (key_hash,)).fetchone()
+            finally:
+                conn.autocommit = False
+        except psycopg.Error as exc:
+            raw.invalidate()  # a broken connection must not go back to the pool
+            first = str(exc).strip().splitlines()
+            raise DatabaseError(f"database error: {first[0] if first else type(exc).__name__}") from None
+        finally:
+            raw.close()
 
     def _touch(self, key_id: int) -> None:
         now = time.monotonic()

@@ -25,12 +25,16 @@ __all__ = ["enqueue", "claim_due", "release_claims", "fail", "release", "complet
 def enqueue(store: Store, source_key: str, payload: Mapping[str, Any]) -> bool:
     """Queue work for the LLM; the same source twice is queued once. Returns whether it was added."""
     with store._tx() as conn:
-        row = conn.exec_driver_sql(
-            "INSERT INTO extraction_queue (source_key, payload) VALUES (%(k)s, %(p)s::jsonb) "
-            "ON CONFLICT (source_key) DO NOTHING RETURNING id",
-            {"k": source_key, "p": json.dumps(dict(payload), ensure_ascii=False, default=str)},
-        ).first()
+        row = conn.exec_driver_sql(ENQUEUE_SQL, enqueue_params(source_key, payload)).first()
     return row is not None
+
+
+ENQUEUE_SQL = ("INSERT INTO extraction_queue (source_key, payload) VALUES (%(k)s, %(p)s::jsonb) "
+               "ON CONFLICT (source_key) DO NOTHING RETURNING id")
+
+
+def enqueue_params(source_key: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+    return {"k": source_key, "p": json.dumps(dict(payload), ensure_ascii=False, default=str)}
 
 
 def claim_due(store: Store, n: int = 1, *, stale_after_s: float | None = None) -> list[QueueItem]:

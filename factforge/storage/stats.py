@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..types import normalize_content
-from .queue import queue_counts
+from .queue import ENQUEUE_SQL, enqueue_params, queue_counts
 from .records import Miss
 
 if TYPE_CHECKING:
     from .store import Store
 
-__all__ = ["record_miss", "top_misses", "stats", "miss_hash"]
+__all__ = ["record_miss", "enqueue_unanswered", "top_misses", "stats", "miss_hash"]
 
 
 def miss_hash(text: str) -> str:
@@ -23,16 +24,29 @@ def record_miss(store: Store, text: str, *, session_id: str | None = None, agent
     """Count an informative message that no pattern answered (for rule writers: `patterns misses`).
 
     ``session_id``/``agent_id`` say whose message it was, so forgetting them removes it too."""
-    store._all(
-        "INSERT INTO pattern_misses AS p (text_hash, text, session_ids, agent_ids) VALUES (%(h)s, %(t)s, "
-        "%(sessions)s, %(agents)s) ON CONFLICT (text_hash) DO UPDATE SET count = p.count + 1, "
-        "last_seen_at = now(), "
-        "session_ids = (SELECT coalesce(array_agg(DISTINCT x), '{}') FROM unnest(p.session_ids || excluded.session_ids) x), "
-        "agent_ids = (SELECT coalesce(array_agg(DISTINCT x), '{}') FROM unnest(p.agent_ids || excluded.agent_ids) x) "
-        "RETURNING count",
-        {"h": miss_hash(text), "t": text[:2000], "sessions": [session_id] if session_id else [],
-         "agents": [agent_id] if agent_id else []},
-    )
+    store._all(_MISS_SQL + " RETURNING count", _miss_params(text, session_id, agent_id))
+
+
+def enqueue_unanswered(store: Store, source_key: str, payload: Mapping[str, Any], text: str, *,
+                       session_id: str | None = None, agent_id: str | None = None) -> bool:
+    """:func:`~factforge.storage.queue.enqueue` and :func:`record_miss` in one statement (one round trip): what
+    a message no rule answered costs. Returns whether the item was queued (once per source)."""
+    rows = store._all(f"WITH q AS ({ENQUEUE_SQL}), m AS ({_MISS_SQL}) SELECT id FROM q",
+                      {**enqueue_params(source_key, payload), **_miss_params(text, session_id, agent_id)})
+    return bool(rows)
+
+
+_MISS_SQL = (
+    "INSERT INTO pattern_misses AS p (text_hash, text, session_ids, agent_ids) VALUES (%(h)s, %(t)s, "
+    "%(sessions)s, %(agents)s) ON CONFLICT (text_hash) DO UPDATE SET count = p.count + 1, "
+    "last_seen_at = now(), "
+    "session_ids = (SELECT coalesce(array_agg(DISTINCT x), '{}') FROM unnest(p.session_ids || excluded.session_ids) x), "
+    "agent_ids = (SELECT coalesce(array_agg(DISTINCT x), '{}') FROM unnest(p.agent_ids || excluded.agent_ids) x)")
+
+
+def _miss_params(text: str, session_id: str | None, agent_id: str | None) -> dict[str, Any]:
+    return {"h": miss_hash(text), "t": text[:2000], "sessions": [session_id] if session_id else [],
+            "agents": [agent_id] if agent_id else []}
 
 
 def top_misses(store: Store, n: int = 20) -> list[Miss]:

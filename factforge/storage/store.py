@@ -229,5 +229,6 @@ class Store:
     record_llm_call = _queue.record_llm_call
 
     record_miss = _stats.record_miss
+    enqueue_unanswered = _stats.enqueue_unanswered
     top_misses = _stats.top_misses
     stats = _stats.stats
