@@ -509,3 +509,15 @@ def test_no_high_title_fact(text: str) -> None:
     facts = LIB.match(text, timestamp=TS)
     assert all(f.confidence < 0.85 for f in facts), [f.content for f in facts]
     assert not any('"' in f.content for f in facts), [f.content for f in facts]
+
+
+@pytest.mark.parametrize(("raw", "clean"), [
+    ("Queen's 'Bohemian Rhapsody'", "Queen's 'Bohemian Rhapsody'"),  # the closing quote of a title at the end stays
+    ("the song 'Imagine'.", "the song 'Imagine'"),
+    ("my friends' houses", "my friends' houses"),  # an apostrophe is no quote to balance
+    ("'em.", "em"),
+])
+def test_clean_keeps_a_closing_title_quote(raw: str, clean: str) -> None:
+    from factforge.rules.patterns import _clean
+
+    assert _clean(raw) == clean

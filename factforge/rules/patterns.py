@@ -547,6 +547,14 @@ def _clean(value: str) -> str:
         close = out.find(lead[0])
         if close > 0 and not out[close + 1:close + 2].isalpha():
             out = lead[0] + out
+    # A quoted title at the end ("Queen's 'Bohemian Rhapsody'") keeps its closing quote when the value opens
+    # one after a space and never closes it, else the fact reads "Queen's 'Bohemian Rhapsody".
+    tail = spaced.rstrip(_TRIM_NO_QUOTES)
+    if tail[-1:] in _TITLE_QUOTES and out and not out.endswith(tail[-1]):
+        q = tail[-1]
+        opened = max(out.rfind(" " + q), 0 if out.startswith(q) else -1)
+        if opened >= 0 and out.find(q, opened + 2) < 0 and out[opened + 2:opened + 3].isalnum():
+            out += q
     # A dash left at the end ("to feel closer to my faith- it was ...") closes nothing.
     return _CJK_GAP.sub("", out.rstrip("-–— "))
 
