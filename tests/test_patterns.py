@@ -508,7 +508,8 @@ def test_titles_and_names_kept_whole(text: str, content: str, entities: tuple[st
 def test_no_high_title_fact(text: str) -> None:
     facts = LIB.match(text, timestamp=TS)
     assert all(f.confidence < 0.85 for f in facts), [f.content for f in facts]
-    assert not any('"' in f.content for f in facts), [f.content for f in facts]
+    # Only a hedge may carry the title, as a MEDIUM hint for the LLM ("User might love "The Hobbit"").
+    assert not any('"' in f.content for f in facts if f.rule_id != "personal.hedge"), [f.content for f in facts]
 
 
 @pytest.mark.parametrize(("raw", "clean"), [
