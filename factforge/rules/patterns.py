@@ -761,7 +761,9 @@ def _build(patterns_dir: Path) -> PatternLibrary:
     pronoun_regex = None
     if pronouns:
         words = "|".join(regex.escape(w) for w in sorted(pronouns, key=len, reverse=True))
-        pronoun_regex = regex.compile(rf"(?<![\p{{L}}\p{{N}}_'])(?:{words})(?![\p{{L}}\p{{N}}_'])", regex.IGNORECASE)
+        # A pronoun inside a hyphenated compound ("me-time", "stay-at-my-place") is part of a word, not the speaker.
+        pronoun_regex = regex.compile(rf"(?<![\p{{L}}\p{{N}}_'])(?<!\p{{L}}-)(?:{words})(?![\p{{L}}\p{{N}}_'])(?!-\p{{L}})",
+                                      regex.IGNORECASE)
     list_next = None
     if any(r.list_group for r in rules) and LIST_DEFINE in defines:
         list_next = compile_regex(_expand(defines[LIST_DEFINE], defines, LIST_DEFINE, problems), LIST_DEFINE,
