@@ -547,6 +547,14 @@ def _clean(value: str) -> str:
         close = out.find(lead[0])
         if close > 0 and not out[close + 1:close + 2].isalpha():
             out = lead[0] + out
+    # A quoted title at the end ("Queen's 'Bohemian Rhapsody'") keeps its closing quote when the value opens
+    # one after a space and never closes it, else the fact reads "Queen's 'Bohemian Rhapsody".
+    tail = spaced.rstrip(_TRIM_NO_QUOTES)
+    if tail[-1:] in _TITLE_QUOTES and out and not out.endswith(tail[-1]):
+        q = tail[-1]
+        opened = max(out.rfind(" " + q), 0 if out.startswith(q) else -1)
+        if opened >= 0 and out.find(q, opened + 2) < 0 and out[opened + 2:opened + 3].isalnum():
+            out += q
     # A dash left at the end ("to feel closer to my faith- it was ...") closes nothing.
     return _CJK_GAP.sub("", out.rstrip("-–— "))
 
@@ -753,7 +761,9 @@ def _build(patterns_dir: Path) -> PatternLibrary:
     pronoun_regex = None
     if pronouns:
         words = "|".join(regex.escape(w) for w in sorted(pronouns, key=len, reverse=True))
-        pronoun_regex = regex.compile(rf"(?<![\p{{L}}\p{{N}}_'])(?:{words})(?![\p{{L}}\p{{N}}_'])", regex.IGNORECASE)
+        # A pronoun inside a hyphenated compound ("me-time", "stay-at-my-place") is part of a word, not the speaker.
+        pronoun_regex = regex.compile(rf"(?<![\p{{L}}\p{{N}}_'])(?<!\p{{L}}-)(?:{words})(?![\p{{L}}\p{{N}}_'])(?!-\p{{L}})",
+                                      regex.IGNORECASE)
     list_next = None
     if any(r.list_group for r in rules) and LIST_DEFINE in defines:
         list_next = compile_regex(_expand(defines[LIST_DEFINE], defines, LIST_DEFINE, problems), LIST_DEFINE,
