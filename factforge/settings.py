@@ -118,6 +118,8 @@ class Settings:
     llm_model: str = "llama3.2"
     llm_timeout: float = 60.0
     llm_enabled: bool = True
+    # Embed new episodes in a thread of this process after each commit; off: `factforge worker` does it.
+    background_embed: bool = True
     embedder: str = "local"
     embed_model: str = "nomic-embed-text"
     embed_dim: int = 384
@@ -167,6 +169,9 @@ class Settings:
         llm_raw = env.get("FACTFORGE_LLM", "on").strip().lower()
         if llm_raw not in LLM_SWITCH:
             raise ConfigError(f"FACTFORGE_LLM={env['FACTFORGE_LLM']!r} must be on or off")
+        background_raw = env.get("FACTFORGE_BACKGROUND_EMBED", "on").strip().lower()
+        if background_raw not in LLM_SWITCH:
+            raise ConfigError(f"FACTFORGE_BACKGROUND_EMBED={env['FACTFORGE_BACKGROUND_EMBED']!r} must be on or off")
         patterns_raw = env.get("FACTFORGE_PATTERNS_DIR")
         url = _database_url(env, "FACTFORGE_DATABASE_URL")
         read_url = _database_url(env, "FACTFORGE_READ_DATABASE_URL")
@@ -178,6 +183,7 @@ class Settings:
             llm_model=env.get("FACTFORGE_LLM_MODEL") or "llama3.2",
             llm_timeout=_float(env, "FACTFORGE_LLM_TIMEOUT", 60.0, 0.1, 3600.0),
             llm_enabled=LLM_SWITCH[llm_raw],
+            background_embed=LLM_SWITCH[background_raw],
             embedder=embedder,
             embed_model=embed_model,
             embed_dim=embed_dim,
