@@ -118,6 +118,8 @@ class Settings:
     llm_model: str = "llama3.2"
     llm_timeout: float = 60.0
     llm_enabled: bool = True
+    # Embed new episodes in a thread of this process after each commit; off: `factforge worker` does it.
+    background_embed: bool = True
     embedder: str = "local"
     embed_model: str = "nomic-embed-text"
     embed_dim: int = 384
@@ -164,9 +166,6 @@ class Settings:
         visibility = _visibilities(env)
         embed_model = env.get("FACTFORGE_EMBED_MODEL") or "nomic-embed-text"
         embed_dim = _embed_dim(env, embedder, embed_model)
-        llm_raw = env.get("FACTFORGE_LLM", "on").strip().lower()
-        if llm_raw not in LLM_SWITCH:
-            raise ConfigError(f"FACTFORGE_LLM={env['FACTFORGE_LLM']!r} must be on or off")
         patterns_raw = env.get("FACTFORGE_PATTERNS_DIR")
         url = _database_url(env, "FACTFORGE_DATABASE_URL")
         read_url = _database_url(env, "FACTFORGE_READ_DATABASE_URL")
@@ -177,7 +176,8 @@ class Settings:
             ollama_host=env.get("OLLAMA_HOST") or "http://127.0.0.1:11434",
             llm_model=env.get("FACTFORGE_LLM_MODEL") or "llama3.2",
             llm_timeout=_float(env, "FACTFORGE_LLM_TIMEOUT", 60.0, 0.1, 3600.0),
-            llm_enabled=LLM_SWITCH[llm_raw],
+            llm_enabled=_switch(env, "FACTFORGE_LLM"),
+            background_embed=_switch(env, "FACTFORGE_BACKGROUND_EMBED"),
             embedder=embedder,
             embed_model=embed_model,
             embed_dim=embed_dim,
@@ -208,6 +208,13 @@ class Settings:
     def with_(self, **changes: object) -> Settings:
         """A copy with some fields changed."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _switch(env: Mapping[str, str], name: str, default: str = "on") -> bool:
+    raw = env.get(name, default).strip().lower()
+    if raw not in LLM_SWITCH:
+        raise ConfigError(f"{name}={env[name]!r} must be on or off")
+    return LLM_SWITCH[raw]
 
 
 def _visibility(env: Mapping[str, str], name: str, default: str) -> str:

@@ -188,6 +188,20 @@ def test_episodes_are_vector_findable_after_the_background_embedder(db_url: str,
         assert m.stats()["episodes_without_vector"] == 0
 
 
+def test_background_embed_off_leaves_episodes_to_a_worker(db_url: str, tmp_path: Path) -> None:
+    """`factforge serve --no-embed` (FACTFORGE_BACKGROUND_EMBED=off): the API process writes and leaves the model
+    to `factforge worker`; facts are still embedded as they are stored."""
+    embedder = LocalEmbedder()
+    settings = _settings(db_url, tmp_path).with_(background_embed=False)
+    with Memory(settings=settings, llm=None, embedder=embedder, background=True) as m:
+        stored = m.remember(user="We switched from Jenkins to GitHub Actions last month", agent_id=A)
+        m.remember(user="The billing service times out on Mondays", agent_id=A)
+        m.wait(30)
+        s = m.stats()
+        assert stored.facts and s["episodes_without_vector"] == 2 and s["facts_without_vector"] == 0
+        assert m.embed_pending().episodes == 2 and m.stats()["episodes_without_vector"] == 0
+
+
 def test_ingest_lines_take_speaker_names(memory: Memory) -> None:
     lines = [json.dumps({"user": "I live in Lisbon.", "agent_id": A, "speaker": "Maria"}),
              json.dumps({"user": "I love hiking.", "agent_id": A, "user_name": "Maria", "assistant_name": "Tom"}),

@@ -397,6 +397,8 @@ def describe(expression: str, said_at: datetime) -> str | None:
     if m := _RELATIVE_PERIOD.fullmatch(e):
         if m.group(2) == "week":
             return f"the week {'of' if m.group(1) == 'this' else side} {_said(said)}"
+    if (m := _SEASON.fullmatch(e)) is not None:  # "last summer": the season (the speaker's word) and its year
+        return f"{m.group(2)} {start.year}" + (f"-{valid_to.year % 100:02d}" if valid_to.year != start.year else "")
     if (m := _WEEKDAY.fullmatch(e)) is not None and side != "of":
         return f"the {_weekday_name(m).capitalize()} {side} {_said(said)}"
     if (m := _AGO.fullmatch(e)) is not None:  # "3 months ago" names a month at most, "a few years ago" a year
