@@ -323,7 +323,7 @@ def test_vector_search_is_exact_over_the_callers_private_rows_and_walks_the_shar
             conn.execute("SET enable_seqscan = off")  # a table this small would be scanned and sorted
             conn.execute("SET enable_sort = off")
             plan = "\n".join(r[0] for r in conn.execute(
-                "EXPLAIN " + vector_sql("facts", where, params), {**params, "v": str(query.tolist()), "n": 20}))
+                "EXPLAIN " + vector_sql("facts", where, params, 384), {**params, "v": str(query.tolist()), "n": 20}))
         assert [h.content for h in hits] == exact
         assert "facts_embedding_shared_hnsw" in plan
         assert "facts_embedding_private_hnsw" not in plan  # even when sorting costs the earth
