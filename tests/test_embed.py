@@ -62,6 +62,11 @@ def test_backfill_then_reset_to_another_dimension(db_url: str, tmp_path: Path) -
         with psycopg.connect(conninfo) as conn:
             assert conn.execute("SELECT vector_dims(embedding), embedding_model FROM facts").fetchone() == (
                 768, "nomic-embed-text")
+            # the graph is remade for the new dimension, as search walks it (migration 0013's expression)
+            assert [r[0] for r in conn.execute("SELECT indexdef FROM pg_indexes WHERE indexdef LIKE '%hnsw%' "
+                                               "AND tablename = 'facts'")] == [
+                "CREATE INDEX facts_embedding_shared_hnsw ON public.facts USING hnsw "
+                "(((embedding)::halfvec(768)) halfvec_cosine_ops) WHERE (visibility <> 'private'::text)"]
     finally:
         # put the shared test schema back to 384 dimensions
         reset_embeddings(db_url, LocalEmbedder())
