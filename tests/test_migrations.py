@@ -57,9 +57,16 @@ def _graphs(url: str) -> dict[str, str]:
                                  ).fetchall())
 
 
+def _private_index(url: str) -> str:
+    with psycopg.connect(db.conninfo(url)) as conn:
+        return str(conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'facts_private_agent_idx'"
+                                ).fetchone()[0])
+
+
 def test_0013_keeps_one_half_precision_graph_of_shared_rows_and_goes_back(fresh_cluster: str, tmp_path: Path) -> None:
-    """Head: per table one HNSW graph, over ``embedding::halfvec(dim)`` of the shared rows (what search walks);
-    back at 0012: the full-precision shared and private graphs; and up again."""
+    """Head: per table one HNSW graph, over ``embedding::halfvec(dim)`` of the shared rows (what search walks),
+    and the agent's private facts with their vectors (an index-only exact read); back at 0012: the
+    full-precision shared and private graphs, the agent's btree alone; and up again."""
     with psycopg.connect(fresh_cluster, autocommit=True) as admin:
         admin.execute("CREATE DATABASE ffhalf")
     base, query = fresh_cluster.split("?", 1)
@@ -71,7 +78,9 @@ def test_0013_keeps_one_half_precision_graph_of_shared_rows_and_goes_back(fresh_
     for table in ("facts", "turns"):
         assert f"((embedding)::halfvec({settings.embed_dim})) halfvec_cosine_ops" in head[f"{table}_embedding_shared_hnsw"]
         assert "WHERE (visibility <> 'private'::text)" in head[f"{table}_embedding_shared_hnsw"]
+    assert "INCLUDE (id, visibility, team_id, superseded_at, embedding)" in _private_index(url)
     db.downgrade(url, "0012")
+    assert "INCLUDE" not in _private_index(url)
     back = _graphs(url)
     assert sorted(back) == ["facts_embedding_private_hnsw", "facts_embedding_shared_hnsw",
                             "turns_embedding_private_hnsw", "turns_embedding_shared_hnsw"]

@@ -180,11 +180,30 @@ def vector_sql(table: str, where: str, params: dict[str, Any], dim: int) -> str:
     return f"SELECT id, d FROM ({' UNION ALL '.join(parts)}) x ORDER BY d LIMIT %(n)s"
 
 
+# A btree entry holds at most 2,704 bytes: the agent's private rows carry their vectors in their index (an
+# index-only scan) up to this many numbers; beyond, the index holds the agent only (rows read from the table).
+COVERED_MAX_DIM = 512
+
+
 def vector_index_ddl(table: str, dim: int) -> list[str]:
-    """The statements that make ``table``'s HNSW graph as migration 0013 left it, for ``dim`` numbers: over
-    half-precision copies of the shared rows' vectors (what :func:`vector_sql` walks)."""
-    return [f"CREATE INDEX {table}_embedding_shared_hnsw ON {table} USING hnsw ((embedding::halfvec({int(dim)})) "
-            "halfvec_cosine_ops) WHERE visibility <> 'private'"]
+    """The statements that make ``table``'s vector indexes as migration 0013 left them, for ``dim`` numbers:
+    the HNSW graph over half-precision copies of the shared rows' vectors (what :func:`vector_sql` walks),
+    and, for facts, the agent's private rows with what the private branch reads (:data:`COVERED_MAX_DIM`)."""
+    out = [f"CREATE INDEX {table}_embedding_shared_hnsw ON {table} USING hnsw ((embedding::halfvec({int(dim)})) "
+           "halfvec_cosine_ops) WHERE visibility <> 'private'"]
+    if table == "facts":
+        out.append(private_index_ddl(dim))
+    return out
+
+
+def private_index_ddl(dim: int) -> str:
+    """The agent's private facts, by agent: with each row's vector and the columns of the scope and history
+    filters, so that the exact private branch of :func:`vector_sql` is an index-only scan (at 100k facts,
+    ~1,100 rows of one agent on ~200 index pages instead of ~1,100 table pages: 1.5 instead of 2.9 ms)."""
+    if dim <= COVERED_MAX_DIM:
+        return ("CREATE INDEX facts_private_agent_idx ON facts (agent_id) INCLUDE (id, visibility, team_id, "
+                "superseded_at, embedding) WHERE visibility = 'private'")
+    return "CREATE INDEX facts_private_agent_idx ON facts (agent_id) WHERE visibility = 'private'"
 
 
 def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], vector: Sequence[float], n: int,
