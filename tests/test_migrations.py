@@ -76,8 +76,9 @@ def test_0013_keeps_one_half_precision_graph_of_shared_rows_and_goes_back(fresh_
     head = _graphs(url)
     assert sorted(head) == ["facts_embedding_shared_hnsw", "turns_embedding_shared_hnsw"]
     for table in ("facts", "turns"):
-        assert f"((embedding)::halfvec({settings.embed_dim})) halfvec_cosine_ops" in head[f"{table}_embedding_shared_hnsw"]
-        assert "WHERE (visibility <> 'private'::text)" in head[f"{table}_embedding_shared_hnsw"]
+        graph = head[f"{table}_embedding_shared_hnsw"]
+        assert f"((embedding)::halfvec({settings.embed_dim})) halfvec_cosine_ops" in graph
+        assert "WHERE (visibility <> 'private'::text)" in graph
     assert "INCLUDE (id, visibility, team_id, superseded_at, embedding)" in _private_index(url)
     db.downgrade(url, "0012")
     assert "INCLUDE" not in _private_index(url)

@@ -218,7 +218,8 @@ def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], ve
     if _has_iterative_scan(conn, source):
         settings += "SET LOCAL hnsw.iterative_scan = relaxed_order; "
     with psycopg.ClientCursor(conn) as cur:
-        cur.execute(settings + vector_sql(table, where, params, len(vector)), {**params, "v": np.array(vector, dtype=np.float32)})
+        cur.execute(settings + vector_sql(table, where, params, len(vector)),
+                    {**params, "v": np.array(vector, dtype=np.float32)})
         while cur.pgresult is not None and cur.pgresult.status != psycopg.pq.ExecStatus.TUPLES_OK:
             if not cur.nextset():  # past the SETs to the rows
                 break
