@@ -51,19 +51,19 @@ DIM = 384
 N_AGENTS = 50
 N_TEAMS = 10
 MODES = ("vector", "bm25", "hybrid")
-# The schema's vector indexes (migration 0012): one HNSW graph per visibility.
-HNSW_GRAPHS = (("shared", "<>"), ("private", "="))
 
 
+# The schema's vector index (migration 0013): one HNSW graph over the shared rows.
 def drop_hnsw(conn: Any, table: str) -> None:
-    for graph, _ in HNSW_GRAPHS:
-        conn.execute(f"DROP INDEX {table}_embedding_{graph}_hnsw")
+    conn.execute(f"DROP INDEX {table}_embedding_shared_hnsw")
 
 
 def create_hnsw(conn: Any, table: str) -> None:
-    for graph, vis in HNSW_GRAPHS:
-        conn.execute(f"CREATE INDEX {table}_embedding_{graph}_hnsw ON {table} USING hnsw "
-                     f"(embedding vector_cosine_ops) WHERE visibility {vis} 'private'")
+    from factforge.storage.search import vector_index_ddl
+
+    for ddl in vector_index_ddl(table, DIM):
+        conn.execute(ddl)
+
 
 # ---------------------------------------------------------------------------------------------- vocabulary
 
@@ -638,7 +638,7 @@ def main() -> int:
                 "bm25_terms": conn.execute("SELECT count(*) FROM bm25_terms").fetchone()[0],
                 "episodes": conn.execute("SELECT count(*) FROM turns WHERE visibility IS NOT NULL").fetchone()[0],
                 "hnsw_index_mb": round(conn.execute(
-                    "SELECT pg_relation_size('facts_embedding_shared_hnsw') + pg_relation_size('facts_embedding_private_hnsw')"
+                    "SELECT pg_relation_size('facts_embedding_shared_hnsw')"
                     ).fetchone()[0] / 2**20, 1),
                 "table_mb": round(conn.execute("SELECT pg_table_size('facts')").fetchone()[0] / 2**20, 1),
             }
@@ -700,7 +700,7 @@ def main() -> int:
                     conn.execute("SET LOCAL hnsw.ef_search = 400")  # search()'s default
                     conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                     t0 = time.perf_counter()
-                    conn.execute(vector_sql("facts", where, params), {**params, "v": vec}).fetchall()
+                    conn.execute(vector_sql("facts", where, params, DIM), {**params, "v": vec}).fetchall()
                     t1 = time.perf_counter()
                     _bm25_ranks(conn, where, params, text, 40, "fact_terms")
                     t2 = time.perf_counter()
@@ -759,7 +759,7 @@ def main() -> int:
                 conn.execute("SET LOCAL hnsw.ef_search = 400")  # search()'s default
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                 plan = conn.execute(
-                    "EXPLAIN (ANALYZE, BUFFERS) " + vector_sql("facts", where, params),
+                    "EXPLAIN (ANALYZE, BUFFERS) " + vector_sql("facts", where, params, DIM),
                     {**params, "v": qvecs[0]}).fetchall()
                 print(f"\n-- vector, query {text!r}\n" + "\n".join(r[0] for r in plan))
                 built = bm25_query(conn, where, params, text, "fact_terms")  # all candidate steps, one statement

@@ -62,12 +62,22 @@ def test_backfill_then_reset_to_another_dimension(db_url: str, tmp_path: Path) -
         with psycopg.connect(conninfo) as conn:
             assert conn.execute("SELECT vector_dims(embedding), embedding_model FROM facts").fetchone() == (
                 768, "nomic-embed-text")
+            # the graph is remade for the new dimension, as search walks it (migration 0013's expression)
+            assert [r[0] for r in conn.execute("SELECT indexdef FROM pg_indexes WHERE indexdef LIKE '%hnsw%' "
+                                               "AND tablename = 'facts'")] == [
+                "CREATE INDEX facts_embedding_shared_hnsw ON public.facts USING hnsw "
+                "(((embedding)::halfvec(768)) halfvec_cosine_ops) WHERE (visibility <> 'private'::text)"]
+            # 768 numbers do not fit a btree entry beside the agent: the agent's index holds the agent only
+            assert "INCLUDE" not in conn.execute("SELECT indexdef FROM pg_indexes "
+                                                 "WHERE indexname = 'facts_private_agent_idx'").fetchone()[0]
     finally:
         # put the shared test schema back to 384 dimensions
         reset_embeddings(db_url, LocalEmbedder())
         store.close()
     with psycopg.connect(conninfo) as conn:
         assert conn.execute("SELECT value FROM factforge_meta WHERE key = 'embed_dim'").fetchone() == ("384",)
+        assert "INCLUDE (id, visibility, team_id, superseded_at, embedding)" in conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'facts_private_agent_idx'").fetchone()[0]
 
 
 def test_same_dimension_other_model_is_refused_not_mixed(db_url: str, tmp_path: Path) -> None:

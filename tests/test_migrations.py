@@ -49,3 +49,42 @@ def test_owner_without_createrole_migrates_up_and_down(fresh_cluster: str, tmp_p
     assert db.current_revision(url) is None
     db.upgrade(url, settings)
     assert db.current_revision(url) == db._script_head()
+
+
+def _graphs(url: str) -> dict[str, str]:
+    with psycopg.connect(db.conninfo(url)) as conn:
+        return dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexdef LIKE '%USING hnsw%'"
+                                 ).fetchall())
+
+
+def _private_index(url: str) -> str:
+    with psycopg.connect(db.conninfo(url)) as conn:
+        return str(conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'facts_private_agent_idx'"
+                                ).fetchone()[0])
+
+
+def test_0013_keeps_one_half_precision_graph_of_shared_rows_and_goes_back(fresh_cluster: str, tmp_path: Path) -> None:
+    """Head: per table one HNSW graph, over ``embedding::halfvec(dim)`` of the shared rows (what search walks),
+    and the agent's private facts with their vectors (an index-only exact read); back at 0012: the
+    full-precision shared and private graphs, the agent's btree alone; and up again."""
+    with psycopg.connect(fresh_cluster, autocommit=True) as admin:
+        admin.execute("CREATE DATABASE ffhalf")
+    base, query = fresh_cluster.split("?", 1)
+    url = "postgresql+psycopg://" + f"{base.rsplit('/', 1)[0]}/ffhalf?{query}".split("://", 1)[1]
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": str(tmp_path)})
+    db.upgrade(url, settings)
+    head = _graphs(url)
+    assert sorted(head) == ["facts_embedding_shared_hnsw", "turns_embedding_shared_hnsw"]
+    for table in ("facts", "turns"):
+        graph = head[f"{table}_embedding_shared_hnsw"]
+        assert f"((embedding)::halfvec({settings.embed_dim})) halfvec_cosine_ops" in graph
+        assert "WHERE (visibility <> 'private'::text)" in graph
+    assert "INCLUDE (id, visibility, team_id, superseded_at, embedding)" in _private_index(url)
+    db.downgrade(url, "0012")
+    assert "INCLUDE" not in _private_index(url)
+    back = _graphs(url)
+    assert sorted(back) == ["facts_embedding_private_hnsw", "facts_embedding_shared_hnsw",
+                            "turns_embedding_private_hnsw", "turns_embedding_shared_hnsw"]
+    assert all("(embedding vector_cosine_ops)" in d for d in back.values())
+    db.upgrade(url, settings)
+    assert _graphs(url) == head

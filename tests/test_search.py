@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import psycopg
@@ -323,9 +324,81 @@ def test_vector_search_is_exact_over_the_callers_private_rows_and_walks_the_shar
             conn.execute("SET enable_seqscan = off")  # a table this small would be scanned and sorted
             conn.execute("SET enable_sort = off")
             plan = "\n".join(r[0] for r in conn.execute(
-                "EXPLAIN " + vector_sql("facts", where, params), {**params, "v": str(query.tolist()), "n": 20}))
+                "EXPLAIN " + vector_sql("facts", where, params, 384), {**params, "v": str(query.tolist()), "n": 20}))
         assert [h.content for h in hits] == exact
         assert "facts_embedding_shared_hnsw" in plan
         assert "facts_embedding_private_hnsw" not in plan  # even when sorting costs the earth
+        # the analyst's view reads every private row exactly (there is no private graph, migration 0013)
+        everyone = search(store, "services", agent_id=None, team_id=None, mode="vector", k=30,
+                          embedder=_Fixed(query.tolist()))
+        with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+            exact_all = [r[0] for r in conn.execute("SELECT content FROM facts ORDER BY embedding <=> %s::vector "
+                                                    "LIMIT 30", (str(query.tolist()),)).fetchall()]
+        assert [h.content for h in everyone] == exact_all
+    finally:
+        store.close()
+
+
+def _round_trips(store: Store, run: Any) -> tuple[int, list[str]]:
+    """How many times ``run()`` waited for the server on ``store``'s pooled connections (libpq's protocol
+    trace: each simple Query and each Sync of an extended-protocol statement is one round trip)."""
+    import tempfile
+
+    from sqlalchemy import event
+
+    from psycopg.pq import Trace
+
+    trace = tempfile.TemporaryFile("w+")
+    traced: list[Any] = []
+
+    def _on_checkout(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        dbapi_conn.pgconn.trace(trace.fileno())
+        dbapi_conn.pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS | Trace.REGRESS_MODE)
+        traced.append(dbapi_conn)
+
+    event.listen(store.engine, "checkout", _on_checkout)
+    try:
+        run()
+    finally:
+        event.remove(store.engine, "checkout", _on_checkout)
+        for conn in traced:
+            conn.pgconn.untrace()
+    trace.seek(0)
+    sent = [line.split("\t") for line in trace.read().splitlines() if line.startswith("F")]
+    return sum(1 for f in sent if len(f) > 2 and f[2] in ("Query", "Sync")), [f[2] for f in sent if len(f) > 2]
+
+
+def test_a_search_waits_for_the_server_once_per_statement_and_leaves_no_setting_behind(db_url: str,
+                                                                                      tmp_path: Path) -> None:
+    """A vector search is two round trips (the neighbours, with their HNSW settings in the same message; the
+    hits' rows), a keyword search three (the query's term statistics, BM25, the rows): no BEGIN, no separate
+    set_config, no ROLLBACK. The settings end with the statement: the pooled connection is as it was."""
+    import numpy as np
+
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    try:
+        store.save([_fact(f"Team uses service {j} for billing") for j in range(30)], Scope("a1", "t1", "team"),
+                   Provenance("rt"))
+        rows = store.facts_without_embedding(100)
+        rng = np.random.default_rng(3)
+        vecs = rng.normal(size=(len(rows), 384))
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        store.set_embeddings([(fid, v.tolist()) for (fid, _), v in zip(rows, vecs)], "fixed")
+        embedder = _Fixed(vecs[0].tolist())
+        search(store, "billing", agent_id="a1", team_id="t1", mode="vector", kinds=["fact"], embedder=embedder)
+        n, sent = _round_trips(store, lambda: search(store, "billing", agent_id="a1", team_id="t1", mode="vector",
+                                                     kinds=["fact"], embedder=embedder))
+        assert n == 2, sent
+        n, sent = _round_trips(store, lambda: search(store, "billing", agent_id="a1", team_id="t1", mode="bm25",
+                                                     kinds=["fact"]))
+        assert n == 3, sent
+        raw = store.engine.raw_connection()
+        try:
+            conn = raw.driver_connection
+            assert conn.autocommit is False
+            assert conn.execute("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')"
+                                ).fetchone() == ("40", "off")
+        finally:
+            raw.close()
     finally:
         store.close()

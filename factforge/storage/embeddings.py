@@ -10,6 +10,7 @@ from uuid import UUID
 
 from ..errors import ValidationError
 from ..settings import get_settings
+from .search import vector_index_ddl
 
 if TYPE_CHECKING:
     from .store import Store
@@ -61,14 +62,15 @@ def reset_embedding_column(store: Store, dim: int, model: str) -> int:
         n = 0
         for table in ("facts", "turns"):
             if int(meta.get("embed_dim", 0)) != dim:
-                for graph in ("shared", "private"):  # one HNSW graph per visibility (migration 0012)
+                for graph in ("shared", "private"):  # the private one only before migration 0013
                     conn.exec_driver_sql(f"DROP INDEX IF EXISTS {table}_embedding_{graph}_hnsw")
+                if table == "facts":  # it may hold the vectors (private_index_ddl)
+                    conn.exec_driver_sql("DROP INDEX IF EXISTS facts_private_agent_idx")
                 conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) "
                                      "USING NULL")
                 conn.exec_driver_sql(f"UPDATE {table} SET embedding_model = NULL")
-                for graph, vis in (("shared", "<>"), ("private", "=")):
-                    conn.exec_driver_sql(f"CREATE INDEX {table}_embedding_{graph}_hnsw ON {table} USING hnsw "
-                                         f"(embedding vector_cosine_ops) WHERE visibility {vis} 'private'")
+                for ddl in vector_index_ddl(table, dim):
+                    conn.exec_driver_sql(ddl)
             # Episodes without a vector wait for one anyway; only facts are counted (the return value).
             only_vectors = " AND embedding IS NOT NULL" if table == "turns" else ""
             changed = conn.exec_driver_sql(

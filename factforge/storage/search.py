@@ -130,13 +130,16 @@ def _has_iterative_scan(conn: Any, source: Any) -> bool:
 
 @contextmanager
 def _connection(source: Any, *, need_vector: bool) -> Iterator[Any]:
-    """A psycopg connection in a transaction: pooled from a Store, or a new one for a URL."""
+    """A psycopg connection in autocommit: pooled from a Store, or a new one for a URL.
+
+    A search only reads, and each statement stands alone (a row deleted between two of them is left out), so
+    it needs no transaction: without one, no BEGIN and no ROLLBACK round trip (two of a vector search's five)."""
     import psycopg
 
     if isinstance(source, str):
         from .db import conninfo
 
-        with psycopg.connect(conninfo(source)) as conn:
+        with psycopg.connect(conninfo(source), autocommit=True) as conn:
             if need_vector:
                 from pgvector.psycopg import register_vector
 
@@ -146,45 +149,81 @@ def _connection(source: Any, *, need_vector: bool) -> Iterator[Any]:
     raw = source.engine.raw_connection()  # vector types were registered when the pool opened it
     try:
         conn = raw.driver_connection
+        conn.autocommit = True
         try:
             yield conn
         finally:
-            conn.rollback()  # read-only: end the transaction (and its SET LOCALs)
+            conn.autocommit = False  # the pool's other users work in transactions
     finally:
         raw.close()
 
 
-def vector_sql(table: str, where: str, params: dict[str, Any]) -> str:
-    """The ``%(n)s`` nearest rows of ``table`` to ``%(v)s`` under ``where``: the caller's private rows,
-    exactly (read by the agent's btree and sorted: in the private graph the caller's rows are one agent's
-    share, and the planner, which cannot see that, would walk it for 50 ms and stop short), and the shared
-    ones by the shared graph (migration 0012), where the caller's team and global rows are a large share;
-    merged. The analyst's view walks both graphs."""
+def vector_sql(table: str, where: str, params: dict[str, Any], dim: int) -> str:
+    """The ``%(n)s`` nearest rows of ``table`` to ``%(v)s`` (``dim`` numbers) under ``where``: the private
+    rows the caller may see, exactly (an agent's by its btree, then sorted), and the shared ones by the shared
+    graph (migrations 0012, 0013), where the caller's team and global rows are a large share; merged. There is
+    no private graph: in one, an agent's rows would be one agent's share, and the planner, which cannot see
+    that, would walk it for 50 ms and stop short; the analyst's view reads every private row. The graph holds
+    half-precision copies of the vectors: it is walked by that distance, and the rows found are ranked by
+    the full one."""
     agent = params.get("v_agent") is not None
     scoped = "v_agent" in params or "v_team" in params
-    # "+ 0" keeps the private branch off the graph: an exact scan
-    branches = [("f.visibility <> 'private'", "")]
+    half = f"::halfvec({int(dim)})"
+    # "+ 0" keeps a private branch off any index order: an exact scan and sort
+    branches = [("f.visibility <> 'private'", f"f.embedding{half} <=> %(v)s{half}")]
     if agent:
-        branches.insert(0, ("f.visibility = 'private' AND f.agent_id = %(v_agent)s", " + 0"))
+        branches.insert(0, ("f.visibility = 'private' AND f.agent_id = %(v_agent)s", "(f.embedding <=> %(v)s) + 0"))
     elif not scoped:  # a team-only caller has no private rows
-        branches.insert(0, ("f.visibility = 'private'", ""))
+        branches.insert(0, ("f.visibility = 'private'", "(f.embedding <=> %(v)s) + 0"))
     parts = [f"(SELECT f.id, f.embedding <=> %(v)s AS d FROM {table} f WHERE {vis} AND f.embedding IS NOT NULL "
-             f"AND {where} ORDER BY (f.embedding <=> %(v)s){exact} LIMIT %(n)s)" for vis, exact in branches]
+             f"AND {where} ORDER BY {order} LIMIT %(n)s)" for vis, order in branches]
     return f"SELECT id, d FROM ({' UNION ALL '.join(parts)}) x ORDER BY d LIMIT %(n)s"
+
+
+# A btree entry holds at most 2,704 bytes: the agent's private rows carry their vectors in their index (an
+# index-only scan) up to this many numbers; beyond, the index holds the agent only (rows read from the table).
+COVERED_MAX_DIM = 512
+
+
+def vector_index_ddl(table: str, dim: int) -> list[str]:
+    """The statements that make ``table``'s vector indexes as migration 0013 left them, for ``dim`` numbers:
+    the HNSW graph over half-precision copies of the shared rows' vectors (what :func:`vector_sql` walks),
+    and, for facts, the agent's private rows with what the private branch reads (:data:`COVERED_MAX_DIM`)."""
+    out = [f"CREATE INDEX {table}_embedding_shared_hnsw ON {table} USING hnsw ((embedding::halfvec({int(dim)})) "
+           "halfvec_cosine_ops) WHERE visibility <> 'private'"]
+    if table == "facts":
+        out.append(private_index_ddl(dim))
+    return out
+
+
+def private_index_ddl(dim: int) -> str:
+    """The agent's private facts, by agent: with each row's vector and the columns of the scope and history
+    filters, so that the exact private branch of :func:`vector_sql` is an index-only scan (at 100k facts,
+    ~1,100 rows of one agent on ~200 index pages instead of ~1,100 table pages: 1.5 instead of 2.9 ms)."""
+    if dim <= COVERED_MAX_DIM:
+        return ("CREATE INDEX facts_private_agent_idx ON facts (agent_id) INCLUDE (id, visibility, team_id, "
+                "superseded_at, embedding) WHERE visibility = 'private'")
+    return "CREATE INDEX facts_private_agent_idx ON facts (agent_id) WHERE visibility = 'private'"
 
 
 def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], vector: Sequence[float], n: int,
                   ef_search: int, table: str = "facts") -> dict[UUID, tuple[int, float]]:
     import numpy as np
+    import psycopg
 
-    # One round trip for both settings (set_config(..., true) is SET LOCAL).
+    # One round trip: the HNSW settings (SET LOCAL: this statement's implicit transaction only) and the query
+    # in one simple-protocol message, the vector bound client-side.
+    ef = int(max(ef_search, n))
+    settings = f"SET LOCAL hnsw.ef_search = {ef}; "
     if _has_iterative_scan(conn, source):
-        conn.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', "
-                     "'relaxed_order', true)", (str(int(max(ef_search, n))),))
-    else:
-        conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(int(max(ef_search, n))),))
-    rows = conn.execute(vector_sql(table, where, params), {**params, "v": np.array(vector, dtype=np.float32)}
-                        ).fetchall()
+        settings += "SET LOCAL hnsw.iterative_scan = relaxed_order; "
+    with psycopg.ClientCursor(conn) as cur:
+        cur.execute(settings + vector_sql(table, where, params, len(vector)),
+                    {**params, "v": np.array(vector, dtype=np.float32)})
+        while cur.pgresult is not None and cur.pgresult.status != psycopg.pq.ExecStatus.TUPLES_OK:
+            if not cur.nextset():  # past the SETs to the rows
+                break
+        rows = cur.fetchall()
     # relaxed_order may return neighbours slightly out of order: rank by the exact distance.
     return {fid: (rank, float(d)) for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1]), 1)}
 
