@@ -157,6 +157,18 @@ def run(coro: Any) -> Any:
     return uvloop.run(coro)
 
 
+def settle(pid: int, most_s: float = 120.0) -> None:
+    """Wait until the server's processes use under a tenth of a core (its background embedder has caught up)."""
+    deadline = time.monotonic() + most_s
+    last = cpu(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = cpu(pid)
+        if now - last < 0.05:
+            return
+        last = now
+
+
 def cpu(pid: int) -> float:
     """CPU seconds used so far by a process and its children (PostgreSQL's backends are the postmaster's)."""
     import psutil
@@ -259,6 +271,7 @@ def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
                 ("search new", lambda i, c: ("POST", "/v1/search",
                                              {"query": " ".join(rng.sample(words, 3)), "k": 10})),
             ):
+                settle(proc.pid)  # the previous phase's episodes are embedded in the background: not this phase's CPU
                 load_before = os.getloadavg()[0]
                 before = cpu(proc.pid), cpu(server.get_pid()), time.process_time()
                 row = run(load(url, key, clients, args.seconds, args.requests, make))
