@@ -18,8 +18,7 @@ from typing import Any, TextIO
 
 from .errors import DatabaseError, InputError, ValidationError
 from .inputs import check_text, check_timestamp, iter_json_lines
-from .memory import Memory, RememberResult, turn_key
-from .types import GateDecision
+from .memory import SEEN_BEFORE, Memory, RememberResult, turn_key
 
 logger = logging.getLogger("factforge.ingest")
 
@@ -200,8 +199,7 @@ def _seen_turns(memory: Memory, group: Sequence[tuple[int, dict[str, Any] | Inpu
             continue
         keys[key] = no
     found = memory.store.seen_keys(list(keys))
-    done = RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False, duplicate=True)
-    return {keys[k]: done for k in found}
+    return {keys[k]: SEEN_BEFORE for k in found}
 
 
 def _attempt(memory: Memory, no: int, obj: dict[str, Any] | InputError, wait_for_llm: bool) -> RememberResult | str:

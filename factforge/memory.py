@@ -55,6 +55,10 @@ class RememberResult:
     extraction: Extraction | None = None
 
 
+# What a call answers for a turn (or activity) already stored: a re-run stores nothing.
+SEEN_BEFORE = RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False, duplicate=True)
+
+
 @dataclass(frozen=True, slots=True)
 class _Inline:
     """What the inline tags of an assistant reply supplied (see :meth:`Memory._inline`)."""
@@ -163,9 +167,9 @@ class Memory:
             extra_facts=inline.facts, extra_entities=inline.entities, extra_relationships=inline.relationships,
         ), wait_for_llm=wait_for_llm)
         if result.duplicate:
-            return RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False, duplicate=True)
+            return SEEN_BEFORE
         return RememberResult(facts=result.facts, gate=extraction.gate, queued=result.queued,
-                              duplicate=result.duplicate, clean_reply=inline.clean_reply,
+                              duplicate=False, clean_reply=inline.clean_reply,
                               inline_skipped=inline.skipped, extraction=extraction)
 
     def _inline(self, reply: str) -> _Inline:
@@ -220,9 +224,9 @@ class Memory:
             intent=intent, payload={"kind": "activity", "user": stored, "assistant": None},
         ), wait_for_llm=wait_for_llm)
         if result.duplicate:
-            return RememberResult(facts=(), gate=GateDecision(True, None, "seen before"), queued=False, duplicate=True)
+            return SEEN_BEFORE
         return RememberResult(facts=result.facts, gate=extraction.gate, queued=result.queued,
-                              duplicate=result.duplicate, extraction=extraction)
+                              duplicate=False, extraction=extraction)
 
     def batch(self) -> AbstractContextManager[None]:
         """Store the :meth:`remember`/:meth:`observe` calls made in this block (in this thread) in one
