@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..errors import AuthError, NotFoundError, ValidationError
+from ..errors import AuthError, DatabaseError, NotFoundError, ValidationError
 from ..inputs import check_text
 
 __all__ = ["ROLES", "Principal", "KeyInfo", "KeyStore", "hash_key"]
@@ -75,16 +75,12 @@ class KeyStore:
     def _rows(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         from sqlalchemy.exc import SQLAlchemyError
 
-        from ..errors import DatabaseError
-
         try:
-            # One statement, autocommit: one round trip instead of BEGIN, statement, COMMIT (every request
-            # checks its key).
+            # One statement, autocommit: one round trip instead of BEGIN, statement, COMMIT.
             with self._engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                 return [dict(r) for r in conn.exec_driver_sql(sql, params).mappings()]
         except SQLAlchemyError as exc:
-            first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-            raise DatabaseError(f"database error: {first[0] if first else type(exc).__name__}") from None
+            raise _database_error(exc) from None
 
     def create(self, *, role: str = "agent", agent_id: str | None = None, team_id: str | None = None,
                name: str | None = None) -> tuple[KeyInfo, str]:
@@ -132,13 +128,10 @@ class KeyStore:
         it (every request checks its key; through SQLAlchemy's connection this took 0.23 ms of CPU)."""
         import psycopg
 
-        from ..errors import DatabaseError
-
         try:
             raw = self._engine.raw_connection()
         except Exception as exc:  # noqa: BLE001 - the pool's errors are SQLAlchemy's, wrapping psycopg's
-            first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-            raise DatabaseError(f"database error: {first[0] if first else type(exc).__name__}") from None
+            raise _database_error(exc) from None
         try:
             conn = raw.driver_connection
             conn.autocommit = True  # the pool hands out idle connections, so this sends nothing
@@ -149,8 +142,7 @@ class KeyStore:
                 conn.autocommit = False
         except psycopg.Error as exc:
             raw.invalidate()  # a broken connection must not go back to the pool
-            first = str(exc).strip().splitlines()
-            raise DatabaseError(f"database error: {first[0] if first else type(exc).__name__}") from None
+            raise _database_error(exc) from None
         finally:
             raw.close()
 
@@ -161,6 +153,12 @@ class KeyStore:
                 return
             self._touched[key_id] = now
         self._rows("UPDATE api_keys SET last_used_at = now() WHERE id = %(id)s RETURNING id", {"id": key_id})
+
+
+def _database_error(exc: BaseException) -> DatabaseError:
+    """A failed key statement as one line (SQLAlchemy's errors carry the driver's in ``orig``)."""
+    first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return DatabaseError(f"database error: {first[0] if first else type(exc).__name__}")
 
 
 def _info(row: dict[str, Any]) -> KeyInfo:
