@@ -247,8 +247,9 @@ def _add_memory_routes(app: FastAPI, service: Service) -> None:
               as_of: datetime | None = None, session_id: str | None = None, entity: str | None = None,
               limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> JSONResponse:
         """The facts the key may see, newest first."""
-        return JSONResponse(service.facts(service.keys.verify(key), categories=category, include_history=include_history, as_of=as_of,
-                                          session_id=session_id, entity=entity, limit=limit))
+        return JSONResponse(service.facts(service.keys.verify(key), categories=category,
+                                          include_history=include_history, as_of=as_of, session_id=session_id,
+                                          entity=entity, limit=limit))
 
     @app.get("/v1/facts/{fact_id}/sources", tags=["memory"], response_model=dict[str, Any])
     def sources(fact_id: str, key: Key) -> JSONResponse:
@@ -259,8 +260,9 @@ def _add_memory_routes(app: FastAPI, service: Service) -> None:
     def forget(body: ForgetIn, key: Key) -> JSONResponse:
         """Forget what the key's agent said (selected by fact, session, category or text)."""
         return JSONResponse(service.forget(
-            service.keys.verify(key), fact_id=body.fact_id, session_id=body.session_id, category=body.category, text=body.text,
-            everything=body.everything, dry_run=body.dry_run, args=body.model_dump(exclude_unset=True)))
+            service.keys.verify(key), fact_id=body.fact_id, session_id=body.session_id, category=body.category,
+            text=body.text, everything=body.everything, dry_run=body.dry_run,
+            args=body.model_dump(exclude_unset=True)))
 
     @app.get("/v1/stats", tags=["memory"], response_model=dict[str, Any])
     def stats(key: Key) -> JSONResponse:

@@ -74,8 +74,8 @@ def record_turn(store: Store, key: str, *, session_id: str | None = None, activi
 
     ``session_kind``: also open the session (or touch it), as :func:`upsert_session` would, in the same
     statement: one round trip per turn instead of two."""
-    for name, value in (("key", key), ("session_id", session_id), ("intent", intent), ("activity_session", activity_session),
-                        ("agent_id", agent_id), ("team_id", team_id), ("user_message", user_message),
+    for name, value in (("key", key), ("session_id", session_id), ("intent", intent),
+                        ("activity_session", activity_session), ("agent_id", agent_id), ("team_id", team_id), ("user_message", user_message),
                         ("assistant_message", assistant_message), ("gate_reason", gate_reason),
                         ("user_name", user_name), ("assistant_name", assistant_name),
                         *(("entity", e) for e in entities)):
