@@ -206,9 +206,24 @@ def private_index_ddl(dim: int) -> str:
     return "CREATE INDEX facts_private_agent_idx ON facts (agent_id) WHERE visibility = 'private'"
 
 
-def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], vector: Sequence[float], n: int,
+@dataclass(frozen=True, slots=True)
+class _VectorText:
+    """A query vector as its text literal, made once per search: the query names it in every branch of each
+    kind's statement, and a client-side cursor dumps a parameter at each place it appears (pgvector's dumper
+    took a third of a search's CPU)."""
+
+    text: str
+    dim: int
+
+    @classmethod
+    def of(cls, vector: Sequence[float]) -> _VectorText:
+        import numpy as np
+
+        return cls("[" + ",".join(map(repr, np.asarray(vector, dtype=np.float32).tolist())) + "]", len(vector))
+
+
+def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], vector: _VectorText, n: int,
                   ef_search: int, table: str = "facts") -> dict[UUID, tuple[int, float]]:
-    import numpy as np
     import psycopg
 
     # One round trip: the HNSW settings (SET LOCAL: this statement's implicit transaction only) and the query
@@ -217,11 +232,8 @@ def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], ve
     settings = f"SET LOCAL hnsw.ef_search = {ef}; "
     if _has_iterative_scan(conn, source):
         settings += "SET LOCAL hnsw.iterative_scan = relaxed_order; "
-    # The vector as its text literal, made once: the query names it in every branch, and a client-side
-    # cursor dumps a parameter at each place it appears (pgvector's dumper took a third of a search's CPU).
-    literal = "[" + ",".join(map(repr, np.asarray(vector, dtype=np.float32).tolist())) + "]"
     with psycopg.ClientCursor(conn) as cur:
-        cur.execute(settings + vector_sql(table, where, params, len(vector)), {**params, "v": literal})
+        cur.execute(settings + vector_sql(table, where, params, vector.dim), {**params, "v": vector.text})
         while cur.pgresult is not None and cur.pgresult.status != psycopg.pq.ExecStatus.TUPLES_OK:
             if not cur.nextset():  # past the SETs to the rows
                 break
@@ -242,7 +254,7 @@ def _executor() -> ThreadPoolExecutor:
         return _EXECUTOR[0]
 
 
-def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], vector: Sequence[float], n: int,
+def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], vector: _VectorText, n: int,
                               ef_search: int, table: str = "facts") -> dict[UUID, tuple[int, float]]:
     with _connection(source, need_vector=True) as conn:
         return _vector_ranks(conn, source, where, params, vector, n, ef_search, table)
@@ -384,15 +396,16 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
     distinct UUIDs. Vector neighbours too far away that BM25 did not find are left out (:func:`_agreeing`)."""
     ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]] = {}
     pending = {}
-    if vector is not None and mode == "hybrid" and not isinstance(source, str):
+    text = _VectorText.of(vector) if vector is not None else None
+    if text is not None and mode == "hybrid" and not isinstance(source, str):
         # Other pooled connections: the HNSW queries run while this one does BM25.
         pending = {kind.name: _executor().submit(_vector_on_own_connection, source,
-                                                 vector_where[kind.name], kind.params, vector, n,
+                                                 vector_where[kind.name], kind.params, text, n,
                                                  ef_search, kind.table) for kind in plan}
     for kind in plan:
-        if vector is not None and kind.name not in pending:
+        if text is not None and kind.name not in pending:
             ranks[kind.name, "vector"] = _vector_ranks(conn, source, vector_where[kind.name], kind.params,
-                                                       vector, n, ef_search, kind.table)
+                                                       text, n, ef_search, kind.table)
         if mode != "vector":
             ranks[kind.name, "bm25"] = _bm25_ranks(conn, kind.where, kind.params, query, n, kind.terms_table)
     for name, future in pending.items():
