@@ -198,14 +198,14 @@ def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     with Memory(settings=settings, llm=None, background=False) as memory:
         key = KeyStore(memory.store.engine).create(agent_id="bench-agent", team_id="bench-team")[1]
-        statements = count_statements(memory.store.engine)
+        statements = count_statements(memory.store)
         # the library alone, one thread, one transaction per call as the API does: the floor under the HTTP figures
         lat = []
         cpu0 = time.process_time()
         n = min(args.requests, 500)
         for i in range(n):
             t0 = time.perf_counter()
-            with memory.batch():
+            with memory.store.unit_of_work(savepoints=False):  # as the API's Service does
                 memory.remember(user=texts[i % len(texts)] + f" #{i}", agent_id="lib-agent", team_id="bench-team",
                                 session_id=f"lib{i // 20}")
             lat.append((time.perf_counter() - t0) * 1000)
@@ -292,20 +292,12 @@ def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     return results
 
 
-def count_statements(engine: Any) -> Any:
-    """A Counter of the SQL statements (and BEGIN/COMMIT/SAVEPOINT) ``engine`` sends from now on."""
+def count_statements(store: Any) -> Any:
+    """A Counter of the SQL statements (and BEGIN/COMMIT/SAVEPOINT) ``store`` sends from now on."""
     from collections import Counter
 
-    from sqlalchemy import event
-
     seen: Counter[str] = Counter()
-
-    @event.listens_for(engine, "before_cursor_execute")
-    def _statement(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
-        seen[" ".join(statement.split())[:100]] += 1
-
-    for name in ("begin", "commit", "rollback"):
-        event.listen(engine, name, lambda _conn, _n=name.upper(): seen.update([_n]))
+    store.statement_listener = lambda sql: seen.update([" ".join(sql.split())[:100]])
     return seen
 
 

@@ -96,28 +96,30 @@ class Writer:
         """The writes of one call, inside its transaction."""
         extraction, provenance = req.extraction, req.provenance
         episode = self.episode_visibility(extraction, provenance, req.visibility, req.team_id)
-        if not self._record_turn(req, episode):
+        user_name, assistant_name = req.payload.get("user_name"), req.payload.get("assistant_name")
+        # The facts as they will be stored, known before the turn is recorded: the turn row gets its fact
+        # count at once (store.save returns one stored fact or mention per fact), not in an UPDATE after.
+        facts, entities = self._complete(list(extraction.facts) + list(req.extra_facts),
+                                         list(extraction.entities) + list(req.extra_entities),
+                                         user_name=user_name, assistant_name=assistant_name)
+        if not self._record_turn(req, episode, len(facts)):
             return WriteResult(duplicate=True)
-        stored = self.save(
-            list(extraction.facts) + list(req.extra_facts),
+        stored = self._store(
+            facts,
             # The turn row holds the message (once); facts' sources reference it by source_key.
             dataclasses.replace(provenance, user_message=None, assistant_message=None),
             agent_id=req.agent_id,
             team_id=req.team_id,
             visibility=req.visibility,
-            entities=list(extraction.entities) + list(req.extra_entities),
+            entities=entities,
             relationships=list(extraction.relationships) + list(req.extra_relationships),
-            user_name=req.payload.get("user_name"),
-            assistant_name=req.payload.get("assistant_name"),
         )
         queued = extraction.needs_llm
         if queued:
             self._enqueue(req)
-        if stored:
-            self.store.set_turn_fact_count(provenance.source_key, len(stored))
         return WriteResult(tuple(stored), queued, False, episode)
 
-    def _record_turn(self, req: WriteRequest, episode: str | None) -> bool:
+    def _record_turn(self, req: WriteRequest, episode: str | None, fact_count: int) -> bool:
         """Take the turn's key (and open its session), first in this transaction: a concurrent call with the
         same turn (two ingests of one file) waits for it here and then finds it taken, so nothing is counted
         twice; a crash rolls the key back with everything else, so a redo is exact. False: the turn was seen
@@ -134,6 +136,7 @@ class Writer:
             assistant_message=provenance.assistant_message,
             message_ts=provenance.message_ts,
             gate_reason=extraction.gate.reason,
+            fact_count=fact_count,
             episode=episode,
             user_name=user_name,
             assistant_name=assistant_name,
@@ -182,15 +185,31 @@ class Writer:
         assistant_name: str | None = None,
     ) -> list[StoredFact]:
         """Store facts (and the facts they imply) in the scopes their categories get, most private first."""
+        facts, entities = self._complete(facts, entities, user_name=user_name, assistant_name=assistant_name)
+        return self._store(facts, provenance, agent_id=agent_id, team_id=team_id, visibility=visibility,
+                           entities=entities, relationships=relationships)
+
+    def _complete(self, facts: Sequence[Fact], entities: Sequence[Entity], *, user_name: str | None,
+                  assistant_name: str | None) -> tuple[list[Fact], list[Entity]]:
+        """The facts to store: with the facts the rules imply ("switched from JWT to Clerk" -> "Team uses
+        Clerk") and in the speakers' names ("User went to a pottery class" -> "Maria went to ..."), after the
+        rules so they keep one wording; the speakers become entities."""
         if not facts and not entities:
-            return []
-        # Facts the rules imply ("switched from JWT to Clerk" -> "Team uses Clerk"), stored beside them.
+            return [], []
         facts = list(facts) + self.supersession.implied(facts)
+        entities = list(entities)
         if user_name or assistant_name:
-            # "User went to a pottery class" -> "Maria went to ...": after the rules, so they keep one wording.
             facts = name_speakers(facts, user_subject=self.settings.user_subject, user_name=user_name,
                                   assistant_name=assistant_name)
-            entities = [*entities, *(Entity(n, "person") for n in (user_name, assistant_name) if n)]
+            entities += [Entity(n, "person") for n in (user_name, assistant_name) if n]
+        return facts, entities
+
+    def _store(self, facts: list[Fact], provenance: Provenance, *, agent_id: str, team_id: str | None,
+               visibility: str | None, entities: Sequence[Entity], relationships: Sequence[Relationship],
+               ) -> list[StoredFact]:
+        """Store completed facts: one stored fact (or mention) per fact, in the order given by scope."""
+        if not facts and not entities:
+            return []
         vectors = self._embed([f.content for f in facts])
         groups: dict[str, list[int]] = {}
         for i, fact in enumerate(facts):

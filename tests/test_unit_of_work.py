@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event
 
 from factforge.settings import Settings
 from factforge.storage.store import Store
@@ -16,7 +15,7 @@ def test_a_one_call_unit_has_no_savepoint_and_rolls_back_whole(db_url: str, tmp_
     store = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path),
                                           "FACTFORGE_EMBEDDER": "none"}))
     sent: list[str] = []
-    event.listen(store.engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+    store.statement_listener = sent.append
     try:
         with store.unit_of_work(savepoints=False), store.atomic():
             store.upsert_session("s1", agent_id="a")
@@ -38,3 +37,25 @@ def test_a_one_call_unit_has_no_savepoint_and_rolls_back_whole(db_url: str, tmp_
         assert store._all("SELECT turn_count FROM sessions WHERE id = 's1'") == [{"turn_count": 1}]
     finally:
         store.close()
+
+
+def test_a_turn_is_recorded_with_its_fact_count_in_one_statement(db_url: str, tmp_path: Path) -> None:
+    """The turn row gets the number of facts stored from it (implied ones included) when it is inserted, so a
+    remembered turn sends no UPDATE of its turn afterwards."""
+    from factforge.memory import Memory
+
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path),
+                                  "FACTFORGE_EMBEDDER": "none", "FACTFORGE_LLM": "off"})
+    with Memory(settings=settings, llm=None, embedder=None, background=False) as m:
+        sent: list[str] = []
+        m.store.statement_listener = sent.append
+        switch = m.remember(user="We switched from JWT to Clerk for authentication", agent_id="dev",
+                            team_id="platform", session_id="s1", user_name="Maria")
+        plain = m.remember(user="The staging cluster keeps running out of memory at night, any idea why",
+                           agent_id="dev", team_id="platform", session_id="s1")
+        assert len(switch.facts) == 2 and plain.facts == ()  # the switch, and "Team uses Clerk" it implies
+        assert not [s for s in sent if s.lstrip().upper().startswith("UPDATE TURNS")]
+        assert sent.count("BEGIN") == sent.count("COMMIT") == 2  # one transaction per call
+        counts = {r["user_message"]: r["fact_count"] for r in m.store._all("SELECT user_message, fact_count FROM turns")}
+        assert counts == {"We switched from JWT to Clerk for authentication": 2,
+                          "The staging cluster keeps running out of memory at night, any idea why": 0}

@@ -30,10 +30,16 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("factforge.store")
 
-__all__ = ["save", "facts", "get", "sources", "MAX_TX_ATTEMPTS", "RETRY_SQLSTATES"]
+__all__ = ["save", "facts", "get", "sources", "MAX_TX_ATTEMPTS", "RETRY_SQLSTATES", "sqlstate"]
 
 MAX_TX_ATTEMPTS = 5
 RETRY_SQLSTATES = frozenset({"40001", "40P01", "23505"})  # serialization failure, deadlock, unique race
+
+
+def sqlstate(exc: DatabaseError) -> str | None:
+    """The SQLSTATE of the server error behind ``exc`` (psycopg's own, or wrapped by SQLAlchemy), if any."""
+    cause = exc.__cause__
+    return getattr(getattr(cause, "orig", None) or cause, "sqlstate", None)
 
 
 def _explanation_json(fact: Fact) -> str:
@@ -72,7 +78,7 @@ def save(store: Store, facts: Sequence[Fact],
             return out
         except DatabaseError as exc:
             # Deadlocks and serialisation failures between concurrent writers are retried, never surfaced.
-            code = getattr(getattr(exc.__cause__, "orig", None), "sqlstate", None)
+            code = sqlstate(exc)
             if code not in RETRY_SQLSTATES or attempt == MAX_TX_ATTEMPTS or store._bound() is not None:
                 raise
             logger.info("concurrent write conflict (%s); retrying (%d)", code, attempt)

@@ -15,7 +15,7 @@ from .records import check_text
 if TYPE_CHECKING:
     from .store import Store
 
-__all__ = ["upsert_session", "turn_seen", "seen_keys", "record_turn", "set_turn_fact_count", "last_assistant_message"]
+__all__ = ["upsert_session", "turn_seen", "seen_keys", "record_turn", "last_assistant_message"]
 
 
 # Opening a session that exists touches it. A session belongs to the agent (and team) that opened it: another
@@ -101,12 +101,6 @@ def record_turn(store: Store, key: str, *, session_id: str | None = None, activi
              "valid_from": valid_from, "valid_to": valid_to, "kind": session_kind, "intent": intent},
         ).first()
     return inserted is not None
-
-
-def set_turn_fact_count(store: Store, key: str, n: int) -> None:
-    """How many facts the turn gave (known once they are stored, after the turn took its key)."""
-    with store._tx() as conn:
-        conn.exec_driver_sql("UPDATE turns SET fact_count = %(n)s WHERE key = %(k)s", {"n": n, "k": key})
 
 
 def last_assistant_message(store: Store, session_id: str, *, agent_id: str, team_id: str | None) -> str | None:
