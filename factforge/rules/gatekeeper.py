@@ -14,6 +14,7 @@ injection keywords; injection regexes run only for rules whose keyword occurs in
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -50,6 +51,7 @@ _SOCIAL_CACHE_SIZE = 4096
 # Content sentences up to this many words are cached too: short ones recur, long ones would only churn the cache.
 _SHORT_SENTENCE = 8
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
+_CLAUSE_MARKS = ",，、:：;"
 
 
 def _is_cjk(ch: str) -> bool:
@@ -221,6 +223,8 @@ class Gatekeeper:
     # Sentence words -> social kinds (or None): short social sentences ("yeah", "i know") recur constantly.
     social_cache: dict[tuple[str, ...], frozenset[str] | None] = field(default_factory=dict, compare=False,
                                                                          repr=False)
+    # ``tokenizer`` for ASCII text, on the stdlib engine: the same tokens, found in a third of the time.
+    ascii_tokenizer: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> Gatekeeper:
@@ -288,7 +292,9 @@ class Gatekeeper:
         out: list[_Sentence] = []
         words: list[str] = []
         capitals: list[int] = []
-        raws = self.tokenizer.findall(text.translate(_APOSTROPHES))
+        text = text.translate(_APOSTROPHES)
+        tokenizer = self.ascii_tokenizer if self.ascii_tokenizer is not None and text.isascii() else self.tokenizer
+        raws = tokenizer.findall(text)
         # One lower() for all tokens (the separator is no token character, so the split keeps them aligned).
         tokens = "\x01".join(raws).lower().split("\x01") if raws else []
         question_marks, enders, clause_marks = self.question_marks, self.enders, self.clause_marks
@@ -472,9 +478,9 @@ class Gatekeeper:
 
 
 def _build_tokenizer(segment: Mapping[str, str]) -> tuple[regex.Pattern[str], frozenset[str], frozenset[str]]:
-    terminators = (segment["latin_terminators"] + segment["cjk_terminators"]).replace("?", "").replace("？", "")
+    terminators = _terminators(segment)
     question_marks = frozenset("?？")
-    clause_marks = ",，、:：;"
+    clause_marks = _CLAUSE_MARKS
     # A word keeps inner apostrophes, hyphens, dots, slashes and underscores ("uh-huh", "i'm", "3.12").
     pattern = (
         r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
@@ -484,6 +490,23 @@ def _build_tokenizer(segment: Mapping[str, str]) -> tuple[regex.Pattern[str], fr
         f"|[{regex.escape(clause_marks)}]"
     )
     return regex.compile(pattern), frozenset(terminators) | {"\n"}, question_marks
+
+
+def _terminators(segment: Mapping[str, str]) -> str:
+    return (segment["latin_terminators"] + segment["cjk_terminators"]).replace("?", "").replace("？", "")
+
+
+def _build_ascii_tokenizer(segment: Mapping[str, str]) -> re.Pattern[str]:
+    """:func:`_build_tokenizer`'s pattern as it reads ASCII text: no CJK character can occur there, and the only
+    letters and digits of ``\\p{L}`` and ``\\p{N}`` are ``A-Za-z`` and ``0-9``."""
+    terminators = "".join(ch for ch in _terminators(segment) if ch.isascii())
+    clause_marks = "".join(ch for ch in _CLAUSE_MARKS if ch.isascii())
+    return re.compile(
+        r"[A-Za-z0-9_]+(?:['\-./+#][A-Za-z0-9_]+)*"
+        r"|[?]"
+        f"|[{re.escape(terminators)}\\n]"
+        f"|[{re.escape(clause_marks)}]"
+    )
 
 
 def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
@@ -700,7 +723,7 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         tokenizer=tokenizer,
         enders=enders,
         question_marks=question_marks,
-        clause_marks=frozenset(",，、:：;"),
+        clause_marks=frozenset(_CLAUSE_MARKS),
         social=PhraseSet.build(social),
         shapes=shapes,
         vocabulary=frozenset({",", *(w for p in social for w in p),
@@ -718,6 +741,7 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         injection_rules=tuple(rules),
         normaliser=normaliser,
         automaton=automaton,
+        ascii_tokenizer=_build_ascii_tokenizer(gate.segment.model_dump()),
     )
     _check_gate_examples(keeper, gate, rules, str(patterns_dir / "gate.yaml"), problems)
     problems.raise_if_any()
