@@ -328,7 +328,7 @@ class Gatekeeper:
         """
         # Every word must belong to some phrase or class: one set lookup per word settles most content.
         vocabulary = self.vocabulary
-        all_known = all(w in vocabulary for w in words)
+        all_known = vocabulary.issuperset(words)
         if not all_known and not self.open_keys:
             return None
         key = tuple(words)
@@ -552,6 +552,7 @@ def _open_candidates(index: Mapping[str, tuple[tuple[int, tuple[PhraseSet, ...]]
     out: set[int] = set()
     seen: set[int] = set()
     present: set[str] | None = None
+    occurs: dict[int, bool] = {}  # by id of the class: shapes share their classes
     for word in words:
         entries = index.get(word)
         if entries is None:
@@ -562,7 +563,13 @@ def _open_candidates(index: Mapping[str, tuple[tuple[int, tuple[PhraseSet, ...]]
             seen.add(shape_id)
             if present is None:
                 present = set(words)
-            if all(not key.starts.isdisjoint(present) for key in keys) and all(_occurs(key, words) for key in keys):
+            for key in keys:
+                found = occurs.get(id(key))
+                if found is None:
+                    found = occurs[id(key)] = _occurs(key, words, present)
+                if not found:
+                    break
+            else:
                 out.add(shape_id)
     return out
 
@@ -638,9 +645,16 @@ def _key_words(shape: Shape) -> tuple[PhraseSet, ...]:
     return tuple(words for words, optional, _ in shape.slots if words is not None and not optional)
 
 
-def _occurs(phrases: PhraseSet, words: Sequence[str]) -> bool:
-    starts = phrases.starts
-    return any(w in starts and phrases.match_at(words, i)[0] for i, w in enumerate(words))
+def _occurs(phrases: PhraseSet, words: Sequence[str], present: set[str] | None = None) -> bool:
+    """Whether a phrase of ``phrases`` occurs in ``words`` (``present``: the set of ``words``, if known)."""
+    found = phrases.starts.intersection(set(words) if present is None else present)
+    if not found:
+        return False
+    by_start = phrases.by_start
+    # A one-word phrase occurs wherever its word does (lengths are sorted longest first).
+    if any(by_start[w][-1] == 1 for w in found):
+        return True
+    return any(w in found and phrases.match_at(words, i)[0] for i, w in enumerate(words))
 
 
 def _open_index(shapes: Mapping[str, tuple[Shape, ...]]) -> tuple[
