@@ -68,6 +68,8 @@ class PhraseSet:
     lengths: tuple[int, ...]
     # First word -> lengths of the phrases starting with it, longest first (derived from ``phrases``).
     by_start: Mapping[str, tuple[int, ...]] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
+    # The one-word phrases (derived from ``phrases``): such a phrase occurs wherever its word does.
+    singles: frozenset[str] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.by_start is None:
@@ -75,6 +77,8 @@ class PhraseSet:
             for p in self.phrases:
                 index.setdefault(p[0], set()).add(len(p))
             object.__setattr__(self, "by_start", {w: tuple(sorted(ls, reverse=True)) for w, ls in index.items()})
+        if self.singles is None:
+            object.__setattr__(self, "singles", frozenset(p[0] for p in self.phrases if len(p) == 1))
 
     @classmethod
     def build(cls, phrases: Mapping[tuple[str, ...], str]) -> PhraseSet:
@@ -647,14 +651,14 @@ def _key_words(shape: Shape) -> tuple[PhraseSet, ...]:
 
 def _occurs(phrases: PhraseSet, words: Sequence[str], present: set[str] | None = None) -> bool:
     """Whether a phrase of ``phrases`` occurs in ``words`` (``present``: the set of ``words``, if known)."""
-    found = phrases.starts.intersection(set(words) if present is None else present)
-    if not found:
-        return False
-    by_start = phrases.by_start
-    # A one-word phrase occurs wherever its word does (lengths are sorted longest first).
-    if any(by_start[w][-1] == 1 for w in found):
+    if present is None:
+        present = set(words)
+    if not phrases.singles.isdisjoint(present):
         return True
-    return any(w in found and phrases.match_at(words, i)[0] for i, w in enumerate(words))
+    starts = phrases.starts
+    if starts.isdisjoint(present):
+        return False
+    return any(w in starts and phrases.match_at(words, i)[0] for i, w in enumerate(words))
 
 
 def _open_index(shapes: Mapping[str, tuple[Shape, ...]]) -> tuple[
