@@ -130,45 +130,47 @@ class Shape:
 
     def ends(self, tokens: Sequence[str], i: int) -> set[int]:
         """Every position at which a match of this shape that starts at ``tokens[i]`` can end."""
-        out: set[int] = set()
-        seen: set[tuple[int, int]] = set()
-        self._walk(tokens, 0, i, out, seen)
-        out.discard(i)
-        return out
-
-    def _walk(self, tokens: Sequence[str], k: int, i: int, out: set[int], seen: set[tuple[int, int]]) -> None:
-        # Depth-first over (slot, position) states, each visited once; iterative to save call overhead.
-        slots = self.slots
-        last = len(slots)
+        # Slot by slot, the positions a partial match can have reached: most shapes die at their first or
+        # second slot, after a dictionary lookup or two.
         n = len(tokens)
-        stack = [(k, i)]
-        while stack:
-            state = stack.pop()
-            if state in seen:
-                continue
-            seen.add(state)
-            k, i = state
-            if k == last:
-                out.add(i)
-                continue
-            words, optional, repeated = slots[k]
+        positions: set[int] | tuple[int, ...] = (i,)
+        for words, optional, repeated in self.slots:
+            reached: set[int] = set()
             if words is None:
                 # The open slot: one or more words of the clause, up to a comma or a stop word.
-                j = i
-                while j < n and tokens[j] != "," and tokens[j] not in self.stop:
-                    j += 1
-                    stack.append((k + 1, j))
-                continue
-            if i < n:
-                lengths = words.by_start.get(tokens[i])
-                if lengths is not None:
-                    # A repeated slot stays at k (now optional by construction: "*" is always optional).
-                    nk = k if repeated else k + 1
-                    for length in lengths:  # inlined PhraseSet.lengths_at
-                        if length == 1 or (i + length <= n and tuple(tokens[i:i + length]) in words.phrases):
-                            stack.append((nk, i + length))
-            if optional:
-                stack.append((k + 1, i))
+                stop = self.stop
+                for p in positions:
+                    j = p
+                    while j < n and tokens[j] != "," and tokens[j] not in stop:
+                        j += 1
+                        reached.add(j)
+            else:
+                by_start, phrases = words.by_start, words.phrases
+                frontier = positions
+                while frontier:
+                    found: set[int] = set()
+                    for p in frontier:
+                        lengths = by_start.get(tokens[p]) if p < n else None
+                        if lengths is not None:
+                            for length in lengths:
+                                if length == 1 or (p + length <= n and tuple(tokens[p:p + length]) in phrases):
+                                    found.add(p + length)
+                    if not repeated:
+                        reached = found
+                        break
+                    # A repeated slot ("*", optional by construction) takes zero or more phrases.
+                    frontier = found - reached
+                    reached |= frontier
+                if repeated and not optional:
+                    reached = set()  # never leaves the slot: the state walk this replaces could not either
+                elif optional:
+                    reached.update(positions)
+            if not reached:
+                return reached
+            positions = reached
+        out = set(positions)
+        out.discard(i)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
