@@ -283,9 +283,15 @@ class Gatekeeper:
         if not content:
             reason = next((k for k in self.reason_priority if k in kinds), "filler")
             return GateDecision(False, reason, "whole message is " + ", ".join(sorted(kinds)))
-        question_details = [self._question(s) for s in content]
-        if all(d is not None for d in question_details):
-            return GateDecision(False, "question", question_details[0])
+        # A message is a question only when every content sentence is one: the first statement settles it.
+        first_question: str | None = None
+        for sentence in content:
+            detail = self._question(sentence)
+            if detail is None:
+                break
+            first_question = first_question or detail
+        else:
+            return GateDecision(False, "question", first_question)
         cjk, letters = self._size(sentences)
         if cjk < self.min_cjk_chars and letters < self.min_letters:
             return GateDecision(False, "too_short", f"{cjk} CJK characters, {letters} letters")
@@ -557,9 +563,9 @@ def _open_candidates(index: Mapping[str, tuple[tuple[int, tuple[PhraseSet, ...]]
     classes occurs (by ``id``)."""
     out: set[int] = set()
     seen: set[int] = set()
-    present: set[str] | None = None
+    present = set(words)
     occurs: dict[int, bool] = {}  # by id of the class: shapes share their classes
-    for word in words:
+    for word in present:
         entries = index.get(word)
         if entries is None:
             continue
@@ -567,8 +573,6 @@ def _open_candidates(index: Mapping[str, tuple[tuple[int, tuple[PhraseSet, ...]]
             if shape_id in seen:
                 continue
             seen.add(shape_id)
-            if present is None:
-                present = set(words)
             for key in keys:
                 found = occurs.get(id(key))
                 if found is None:
