@@ -127,6 +127,13 @@ class Shape:
     starts: frozenset[str]  # the words a match can begin with ("" when any word can: it opens with ``rest``)
     # The words an open slot may not hold.
     stop: frozenset[str] = frozenset()
+    # The classes a match must hold a phrase of (derived from ``slots``: the required ones).
+    required: tuple[PhraseSet, ...] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.required is None:
+            object.__setattr__(self, "required", tuple(
+                words for words, optional, _ in self.slots if words is not None and not optional))
 
     def ends(self, tokens: Sequence[str], i: int) -> set[int]:
         """Every position at which a match of this shape that starts at ``tokens[i]`` can end."""
@@ -349,8 +356,12 @@ class Gatekeeper:
             found = cache[key]
             return None if found is None else set(found)
         foreign: list[bool] | None = None
+        # Whether a phrase of a class occurs in the sentence, by id of the class: a shape is tried only where each
+        # of its required classes does.
+        present = set(words)
+        occurs: dict[int, bool] = {}
         # The open shapes worth a try: a phrase of each of their required classes occurs in the sentence.
-        allowed = _open_candidates(self.open_index, words) if self.open_keys else set()
+        allowed = _open_candidates(self.open_index, words, present, occurs) if self.open_keys else set()
         if not all_known:
             if not allowed:
                 if len(words) <= _SHORT_SENTENCE:
@@ -365,7 +376,7 @@ class Gatekeeper:
                 ahead = False if w == "," else ahead or w not in vocabulary
                 foreign[i] = ahead
         kinds: set[str] = set()
-        result = kinds if self._tile(words, 0, kinds, set(), foreign, allowed) else None
+        result = kinds if self._tile(words, 0, kinds, set(), foreign, allowed, (present, occurs)) else None
         self._remember(key, result)
         return result
 
@@ -376,7 +387,8 @@ class Gatekeeper:
         cache[key] = None if result is None else frozenset(result)
 
     def _tile(self, words: list[str], i: int, kinds: set[str], dead: set[int],
-              foreign: list[bool] | None = None, allowed: set[int] | frozenset[int] = frozenset()) -> bool:
+              foreign: list[bool] | None = None, allowed: set[int] | frozenset[int] = frozenset(),
+              seen: tuple[set[str], dict[int, bool]] | None = None) -> bool:
         n = len(words)
         while i < n and words[i] == ",":
             i += 1
@@ -385,7 +397,7 @@ class Gatekeeper:
         if i in dead:
             return False
         length, kind = self.social.match_at(words, i)
-        if kind is not None and self._tile(words, i + length, kinds, dead, foreign, allowed):
+        if kind is not None and self._tile(words, i + length, kinds, dead, foreign, allowed, seen):
             kinds.add(kind)
             return True
         only_open = foreign is not None and foreign[i]
@@ -396,12 +408,17 @@ class Gatekeeper:
                 # A shape that opens with the open slot (a general subject) starts a clause, never inside one.
                 opened += self.open_shapes.get("", ())
             shapes += tuple(shape for shape in opened if id(shape) in allowed)
+        if seen is None:
+            seen = (set(words), {})
+        present, occurs = seen
         for shape in shapes:
+            if not _all_occur(shape.required, words, present, occurs):
+                continue
             for end in sorted(shape.ends(words, i), reverse=True):
                 # A shape closes a clause: two shapes back to back ("he said" + "it was just") are not one.
                 if end < n and words[end] != "," and not self.social.match_at(words, end)[0]:
                     continue
-                if self._tile(words, end, kinds, dead, foreign, allowed):
+                if self._tile(words, end, kinds, dead, foreign, allowed, seen):
                     kinds.add(shape.kind)
                     return True
         dead.add(i)
@@ -558,13 +575,15 @@ def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
 
 
 def _open_candidates(index: Mapping[str, tuple[tuple[int, tuple[PhraseSet, ...]], ...]],
-                     words: list[str]) -> set[int]:
+                     words: list[str], present: set[str] | None = None,
+                     occurs: dict[int, bool] | None = None) -> set[int]:
     """The shapes with an open slot that could cover part of ``words``: a phrase of each of their required
-    classes occurs (by ``id``)."""
+    classes occurs (by ``id``). ``present``: the set of ``words``; ``occurs``: what is known of which classes
+    occur (by id of the class; filled in)."""
     out: set[int] = set()
     seen: set[int] = set()
-    present = set(words)
-    occurs: dict[int, bool] = {}  # by id of the class: shapes share their classes
+    present = set(words) if present is None else present
+    occurs = {} if occurs is None else occurs
     for word in present:
         entries = index.get(word)
         if entries is None:
@@ -573,15 +592,20 @@ def _open_candidates(index: Mapping[str, tuple[tuple[int, tuple[PhraseSet, ...]]
             if shape_id in seen:
                 continue
             seen.add(shape_id)
-            for key in keys:
-                found = occurs.get(id(key))
-                if found is None:
-                    found = occurs[id(key)] = _occurs(key, words, present)
-                if not found:
-                    break
-            else:
+            if _all_occur(keys, words, present, occurs):
                 out.add(shape_id)
     return out
+
+
+def _all_occur(keys: Sequence[PhraseSet], words: Sequence[str], present: set[str], occurs: dict[int, bool]) -> bool:
+    """Whether a phrase of each class in ``keys`` occurs in ``words`` (``occurs``: the answers so far, by id)."""
+    for key in keys:
+        found = occurs.get(id(key))
+        if found is None:
+            found = occurs[id(key)] = _occurs(key, words, present)
+        if not found:
+            return False
+    return True
 
 
 def _tokenise_phrase(tokenizer: regex.Pattern[str], phrase: str) -> tuple[str, ...]:
@@ -652,7 +676,7 @@ def _build_shapes(tokenizer: regex.Pattern[str], spec: GateShapesSpec, where: st
 
 def _key_words(shape: Shape) -> tuple[PhraseSet, ...]:
     """The required classes of a shape: a phrase of each occurs in every match."""
-    return tuple(words for words, optional, _ in shape.slots if words is not None and not optional)
+    return shape.required
 
 
 def _occurs(phrases: PhraseSet, words: Sequence[str], present: set[str] | None = None) -> bool:
