@@ -69,7 +69,7 @@ class PhraseSet:
     # First word -> lengths of the phrases starting with it, longest first (derived from ``phrases``).
     by_start: Mapping[str, tuple[int, ...]] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
     # The one-word phrases (derived from ``phrases``): such a phrase occurs wherever its word does.
-    singles: frozenset[str] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    singles: frozenset[str] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         if self.by_start is None:
@@ -128,7 +128,7 @@ class Shape:
     # The words an open slot may not hold.
     stop: frozenset[str] = frozenset()
     # The classes a match must hold a phrase of (derived from ``slots``: the required ones).
-    required: tuple[PhraseSet, ...] = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    required: tuple[PhraseSet, ...] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         if self.required is None:
