@@ -688,7 +688,15 @@ def _occurs(phrases: PhraseSet, words: Sequence[str], present: set[str] | None =
     starts = phrases.starts
     if starts.isdisjoint(present):
         return False
-    return any(w in starts and phrases.match_at(words, i)[0] for i, w in enumerate(words))
+    # Only phrases of two or more words are left to look for.
+    by_start, table = phrases.by_start, phrases.phrases
+    n = len(words)
+    for i, w in enumerate(words):
+        if w in starts:
+            for length in by_start[w]:
+                if i + length <= n and tuple(words[i:i + length]) in table:
+                    return True
+    return False
 
 
 def _open_index(shapes: Mapping[str, tuple[Shape, ...]]) -> tuple[
