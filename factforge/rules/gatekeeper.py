@@ -47,6 +47,7 @@ _CJK_RANGES: tuple[tuple[int, int], ...] = (
     (0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF),
     (0x20000, 0x2FA1F),
 )
+_CJK_LOWEST = min(lo for lo, _ in _CJK_RANGES)  # everything below it (all of ASCII) is answered at once
 _SOCIAL_CACHE_SIZE = 4096
 # Content sentences up to this many words are cached too: short ones recur, long ones would only churn the cache.
 _SHORT_SENTENCE = 8
@@ -56,7 +57,7 @@ _CLAUSE_MARKS = ",，、:：;"
 
 def _is_cjk(ch: str) -> bool:
     o = ord(ch)
-    return any(lo <= o <= hi for lo, hi in _CJK_RANGES)
+    return o >= _CJK_LOWEST and any(lo <= o <= hi for lo, hi in _CJK_RANGES)
 
 
 @dataclass(frozen=True, slots=True)
