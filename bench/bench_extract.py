@@ -33,7 +33,8 @@ TEAM = [
 ]
 
 
-def corpus(n: int, seed: int = 7, data: Path = DATA) -> list[str]:
+def sources(data: Path = DATA) -> list[str]:
+    """Every message the mix is drawn from, in file order."""
     texts: list[str] = list(TEAM)
     swda = data / "swda_val.txt"
     if swda.exists():
@@ -48,7 +49,11 @@ def corpus(n: int, seed: int = 7, data: Path = DATA) -> list[str]:
     inj = data / "injections_train.jsonl"
     if inj.exists():
         texts += [json.loads(l)["text"] for l in inj.read_text(encoding="utf-8").splitlines() if l.strip()]
-    texts = [t for t in texts if t]
+    return [t for t in texts if t]
+
+
+def corpus(n: int, seed: int = 7, data: Path = DATA) -> list[str]:
+    texts = sources(data)
     rng = random.Random(seed)
     out = texts[:]
     while len(out) < n:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import shutil
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factforge.errors import PatternError
-from factforge.rules.gatekeeper import REASONS, Gatekeeper
+from factforge.rules.gatekeeper import REASONS, Gatekeeper, Shape
 from factforge.rules.rulefile import default_patterns_dir
 
 GATE = Gatekeeper.from_dir()
@@ -395,3 +396,81 @@ def test_judge_is_cheap() -> None:
     # Its speed is measured by bench/bench_extract.py (about 50 µs); this only catches a blow-up (a shape search
     # gone exponential, a cache that never hits), with room for a shared machine at a load of 8 on 2 cores.
     assert per_message_us < 2000, per_message_us
+
+
+# ---------------------------------------------------------------------------------------- fast paths (issue 14)
+# Speed work must not change a verdict: each shortcut is checked against the general code it stands in for.
+
+_ASCII = "".join(map(chr, range(128)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(_ASCII + "ab'-./+#_?!;:,\n  "), max_size=60))
+def test_the_ascii_tokenizer_finds_the_tokens_of_the_general_one(text: str) -> None:
+    assert GATE.ascii_tokenizer is not None
+    assert GATE.ascii_tokenizer.findall(text) == GATE.tokenizer.findall(text)
+
+
+def _reference_ends(shape: Shape, tokens: list[str], i: int) -> set[int]:
+    """The depth-first walk over (slot, position) states that Shape.ends replaced: the reference it must agree with."""
+    out: set[int] = set()
+    seen: set[tuple[int, int]] = set()
+    stack = [(0, i)]
+    n = len(tokens)
+    while stack:
+        state = stack.pop()
+        if state in seen:
+            continue
+        seen.add(state)
+        k, j = state
+        if k == len(shape.slots):
+            out.add(j)
+            continue
+        words, optional, repeated = shape.slots[k]
+        if words is None:
+            m = j
+            while m < n and tokens[m] != "," and tokens[m] not in shape.stop:
+                m += 1
+                stack.append((k + 1, m))
+            continue
+        if j < n:
+            for length in words.by_start.get(tokens[j], ()):
+                if length == 1 or (j + length <= n and tuple(tokens[j:j + length]) in words.phrases):
+                    stack.append((k if repeated else k + 1, j + length))
+        if optional:
+            stack.append((k + 1, j))
+    out.discard(i)
+    return out
+
+
+def test_shape_ends_agree_with_the_state_walk_on_sentences_built_from_the_shapes() -> None:
+    rng = random.Random(14)
+    shapes = {id(s): s for shape_list in GATE.shapes.values() for s in shape_list}.values()
+    vocabulary = sorted(GATE.vocabulary) + ["lisbon", "caroline", "my"]
+    matched = 0
+    for shape in shapes:
+        for _ in range(40):
+            words: list[str] = []
+            for cls, optional, repeated in shape.slots:
+                if cls is None:
+                    words += [rng.choice(vocabulary) for _ in range(rng.randint(1, 3))]
+                    continue
+                for _ in range(rng.randint(0 if optional else 1, 3 if repeated else 1)):
+                    words += list(rng.choice(list(cls.phrases)))
+            if rng.random() < 0.3:
+                words.insert(rng.randint(0, len(words)), rng.choice(vocabulary))
+            for i in range(len(words)):
+                got = shape.ends(words, i)
+                assert got == _reference_ends(shape, words, i), (shape.text, words, i)
+                matched += bool(got)
+    assert matched > 1000  # the sentences do match their shapes: the comparison is not all empty sets
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(_ASCII + "aA1 "), max_size=80))
+def test_the_normaliser_shortcuts_agree_with_its_regexes(text: str) -> None:
+    from factforge.rules import normalise
+
+    if not normalise._ASCII_DIGIT_OR_SIGN.search(text):
+        assert normalise._MIXED_TOKEN.search(text) is None
+    assert normalise._BASE64_RUN_FAST.findall(text) == normalise._BASE64_RUN.findall(text)

@@ -7,8 +7,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from factforge.errors import PatternError
+from factforge.rules import patterns
 from factforge.rules.patterns import EXAMPLE_REFERENCE, PatternLibrary
 from factforge.rules.rulefile import default_patterns_dir
 from factforge.settings import Settings
@@ -522,3 +526,13 @@ def test_clean_keeps_a_closing_title_quote(raw: str, clean: str) -> None:
     from factforge.rules.patterns import _clean
 
     assert _clean(raw) == clean
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab \t\n\r\x0b\x0c\x1c\u00a0\u2003\u3000好"), max_size=30))
+def test_squeeze_is_the_whitespace_substitution(value: str) -> None:
+    """The shortcut that skips the substitution when there is nothing to squeeze (issue 14) changes nothing."""
+    assert patterns._squeeze(value) == patterns._SPACES.sub(" ", value)
+    # _clean skips the CJK-gap substitution on ASCII values: applied to what it returns, it finds nothing to remove.
+    cleaned = patterns._clean(value)
+    assert patterns._CJK_GAP.sub("", cleaned) == cleaned

@@ -34,6 +34,8 @@ _PART_REF = regex.compile(r"\{\{(\w+)\}\}")
 _SAYS_REF = regex.compile(r"\{(\w+)\}")
 # The question must end the assistant's reply; a few words may follow its key phrase ("... from originally?").
 _QUESTION_END = r"[^.!?\n]{0,40}\?\s*$"
+_ARTICLE_SLOT = regex.compile(r"\0\s*(\S)")
+_REPLY_END = regex.compile(r"[\s!.。！,，~]+$")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -67,7 +69,7 @@ class Answer:
             return values.get(name, "")
 
         text = _SAYS_REF.sub(lambda m: "\0" if m.group(1) == "a" else fill(m), self.says)
-        return regex.sub(r"\0\s*(\S)", lambda m: ("an " if m.group(1).lower() in "aeiou" else "a ") + m.group(1), text)
+        return _ARTICLE_SLOT.sub(lambda m: ("an " if m.group(1).lower() in "aeiou" else "a ") + m.group(1), text)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -129,7 +131,7 @@ class TurnRules:
 
 
 def _norm_reply(text: str) -> str:
-    return regex.sub(r"[\s!.。！,，~]+$", "", text.strip().lower().replace("’", "'"))
+    return _REPLY_END.sub("", text.strip().lower().replace("’", "'"))
 
 
 def _keep_case(found: str, repl: str) -> str:

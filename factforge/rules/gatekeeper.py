@@ -14,6 +14,7 @@ injection keywords; injection regexes run only for rules whose keyword occurs in
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -46,15 +47,17 @@ _CJK_RANGES: tuple[tuple[int, int], ...] = (
     (0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF),
     (0x20000, 0x2FA1F),
 )
+_CJK_LOWEST = min(lo for lo, _ in _CJK_RANGES)  # everything below it (all of ASCII) is answered at once
 _SOCIAL_CACHE_SIZE = 4096
 # Content sentences up to this many words are cached too: short ones recur, long ones would only churn the cache.
 _SHORT_SENTENCE = 8
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
+_CLAUSE_MARKS = ",，、:：;"
 
 
 def _is_cjk(ch: str) -> bool:
     o = ord(ch)
-    return any(lo <= o <= hi for lo, hi in _CJK_RANGES)
+    return o >= _CJK_LOWEST and any(lo <= o <= hi for lo, hi in _CJK_RANGES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,8 @@ class PhraseSet:
     lengths: tuple[int, ...]
     # First word -> lengths of the phrases starting with it, longest first (derived from ``phrases``).
     by_start: Mapping[str, tuple[int, ...]] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
+    # The one-word phrases (derived from ``phrases``): such a phrase occurs wherever its word does.
+    singles: frozenset[str] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         if self.by_start is None:
@@ -73,6 +78,8 @@ class PhraseSet:
             for p in self.phrases:
                 index.setdefault(p[0], set()).add(len(p))
             object.__setattr__(self, "by_start", {w: tuple(sorted(ls, reverse=True)) for w, ls in index.items()})
+        if self.singles is None:
+            object.__setattr__(self, "singles", frozenset(p[0] for p in self.phrases if len(p) == 1))
 
     @classmethod
     def build(cls, phrases: Mapping[tuple[str, ...], str]) -> PhraseSet:
@@ -121,48 +128,57 @@ class Shape:
     starts: frozenset[str]  # the words a match can begin with ("" when any word can: it opens with ``rest``)
     # The words an open slot may not hold.
     stop: frozenset[str] = frozenset()
+    # The classes a match must hold a phrase of (derived from ``slots``: the required ones).
+    required: tuple[PhraseSet, ...] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
+
+    def __post_init__(self) -> None:
+        if self.required is None:
+            object.__setattr__(self, "required", tuple(
+                words for words, optional, _ in self.slots if words is not None and not optional))
 
     def ends(self, tokens: Sequence[str], i: int) -> set[int]:
         """Every position at which a match of this shape that starts at ``tokens[i]`` can end."""
-        out: set[int] = set()
-        seen: set[tuple[int, int]] = set()
-        self._walk(tokens, 0, i, out, seen)
-        out.discard(i)
-        return out
-
-    def _walk(self, tokens: Sequence[str], k: int, i: int, out: set[int], seen: set[tuple[int, int]]) -> None:
-        # Depth-first over (slot, position) states, each visited once; iterative to save call overhead.
-        slots = self.slots
-        last = len(slots)
+        # Slot by slot, the positions a partial match can have reached: most shapes die at their first or
+        # second slot, after a dictionary lookup or two.
         n = len(tokens)
-        stack = [(k, i)]
-        while stack:
-            state = stack.pop()
-            if state in seen:
-                continue
-            seen.add(state)
-            k, i = state
-            if k == last:
-                out.add(i)
-                continue
-            words, optional, repeated = slots[k]
+        positions: set[int] | tuple[int, ...] = (i,)
+        for words, optional, repeated in self.slots:
+            reached: set[int] = set()
             if words is None:
                 # The open slot: one or more words of the clause, up to a comma or a stop word.
-                j = i
-                while j < n and tokens[j] != "," and tokens[j] not in self.stop:
-                    j += 1
-                    stack.append((k + 1, j))
-                continue
-            if i < n:
-                lengths = words.by_start.get(tokens[i])
-                if lengths is not None:
-                    # A repeated slot stays at k (now optional by construction: "*" is always optional).
-                    nk = k if repeated else k + 1
-                    for length in lengths:  # inlined PhraseSet.lengths_at
-                        if length == 1 or (i + length <= n and tuple(tokens[i:i + length]) in words.phrases):
-                            stack.append((nk, i + length))
-            if optional:
-                stack.append((k + 1, i))
+                stop = self.stop
+                for p in positions:
+                    j = p
+                    while j < n and tokens[j] != "," and tokens[j] not in stop:
+                        j += 1
+                        reached.add(j)
+            else:
+                by_start, phrases = words.by_start, words.phrases
+                frontier = positions
+                while frontier:
+                    found: set[int] = set()
+                    for p in frontier:
+                        lengths = by_start.get(tokens[p]) if p < n else None
+                        if lengths is not None:
+                            for length in lengths:
+                                if length == 1 or (p + length <= n and tuple(tokens[p:p + length]) in phrases):
+                                    found.add(p + length)
+                    if not repeated:
+                        reached = found
+                        break
+                    # A repeated slot ("*", optional by construction) takes zero or more phrases.
+                    frontier = found - reached
+                    reached |= frontier
+                if repeated and not optional:
+                    reached = set()  # never leaves the slot: the state walk this replaces could not either
+                elif optional:
+                    reached.update(positions)
+            if not reached:
+                return reached
+            positions = reached
+        out = set(positions)
+        out.discard(i)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +237,8 @@ class Gatekeeper:
     # Sentence words -> social kinds (or None): short social sentences ("yeah", "i know") recur constantly.
     social_cache: dict[tuple[str, ...], frozenset[str] | None] = field(default_factory=dict, compare=False,
                                                                          repr=False)
+    # ``tokenizer`` for ASCII text, on the stdlib engine: the same tokens, found in a third of the time.
+    ascii_tokenizer: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> Gatekeeper:
@@ -273,9 +291,15 @@ class Gatekeeper:
         if not content:
             reason = next((k for k in self.reason_priority if k in kinds), "filler")
             return GateDecision(False, reason, "whole message is " + ", ".join(sorted(kinds)))
-        question_details = [self._question(s) for s in content]
-        if all(d is not None for d in question_details):
-            return GateDecision(False, "question", question_details[0])
+        # A message is a question only when every content sentence is one: the first statement settles it.
+        first_question: str | None = None
+        for sentence in content:
+            detail = self._question(sentence)
+            if detail is None:
+                break
+            first_question = first_question or detail
+        else:
+            return GateDecision(False, "question", first_question)
         cjk, letters = self._size(sentences)
         if cjk < self.min_cjk_chars and letters < self.min_letters:
             return GateDecision(False, "too_short", f"{cjk} CJK characters, {letters} letters")
@@ -288,7 +312,9 @@ class Gatekeeper:
         out: list[_Sentence] = []
         words: list[str] = []
         capitals: list[int] = []
-        raws = self.tokenizer.findall(text.translate(_APOSTROPHES))
+        text = text.translate(_APOSTROPHES)
+        tokenizer = self.ascii_tokenizer if self.ascii_tokenizer is not None and text.isascii() else self.tokenizer
+        raws = tokenizer.findall(text)
         # One lower() for all tokens (the separator is no token character, so the split keeps them aligned).
         tokens = "\x01".join(raws).lower().split("\x01") if raws else []
         question_marks, enders, clause_marks = self.question_marks, self.enders, self.clause_marks
@@ -322,7 +348,7 @@ class Gatekeeper:
         """
         # Every word must belong to some phrase or class: one set lookup per word settles most content.
         vocabulary = self.vocabulary
-        all_known = all(w in vocabulary for w in words)
+        all_known = vocabulary.issuperset(words)
         if not all_known and not self.open_keys:
             return None
         key = tuple(words)
@@ -331,8 +357,12 @@ class Gatekeeper:
             found = cache[key]
             return None if found is None else set(found)
         foreign: list[bool] | None = None
+        # Whether a phrase of a class occurs in the sentence, by id of the class: a shape is tried only where each
+        # of its required classes does.
+        present = set(words)
+        occurs: dict[int, bool] = {}
         # The open shapes worth a try: a phrase of each of their required classes occurs in the sentence.
-        allowed = _open_candidates(self.open_index, words) if self.open_keys else set()
+        allowed = _open_candidates(self.open_index, words, present, occurs) if self.open_keys else set()
         if not all_known:
             if not allowed:
                 if len(words) <= _SHORT_SENTENCE:
@@ -347,7 +377,7 @@ class Gatekeeper:
                 ahead = False if w == "," else ahead or w not in vocabulary
                 foreign[i] = ahead
         kinds: set[str] = set()
-        result = kinds if self._tile(words, 0, kinds, set(), foreign, allowed) else None
+        result = kinds if self._tile(words, 0, kinds, set(), foreign, allowed, (present, occurs)) else None
         self._remember(key, result)
         return result
 
@@ -358,7 +388,8 @@ class Gatekeeper:
         cache[key] = None if result is None else frozenset(result)
 
     def _tile(self, words: list[str], i: int, kinds: set[str], dead: set[int],
-              foreign: list[bool] | None = None, allowed: set[int] | frozenset[int] = frozenset()) -> bool:
+              foreign: list[bool] | None = None, allowed: set[int] | frozenset[int] = frozenset(),
+              seen: tuple[set[str], dict[int, bool]] | None = None) -> bool:
         n = len(words)
         while i < n and words[i] == ",":
             i += 1
@@ -367,7 +398,7 @@ class Gatekeeper:
         if i in dead:
             return False
         length, kind = self.social.match_at(words, i)
-        if kind is not None and self._tile(words, i + length, kinds, dead, foreign, allowed):
+        if kind is not None and self._tile(words, i + length, kinds, dead, foreign, allowed, seen):
             kinds.add(kind)
             return True
         only_open = foreign is not None and foreign[i]
@@ -378,12 +409,17 @@ class Gatekeeper:
                 # A shape that opens with the open slot (a general subject) starts a clause, never inside one.
                 opened += self.open_shapes.get("", ())
             shapes += tuple(shape for shape in opened if id(shape) in allowed)
+        if seen is None:
+            seen = (set(words), {})
+        present, occurs = seen
         for shape in shapes:
+            if not _all_occur(shape.required, words, present, occurs):
+                continue
             for end in sorted(shape.ends(words, i), reverse=True):
                 # A shape closes a clause: two shapes back to back ("he said" + "it was just") are not one.
                 if end < n and words[end] != "," and not self.social.match_at(words, end)[0]:
                     continue
-                if self._tile(words, end, kinds, dead, foreign, allowed):
+                if self._tile(words, end, kinds, dead, foreign, allowed, seen):
                     kinds.add(shape.kind)
                     return True
         dead.add(i)
@@ -472,9 +508,9 @@ class Gatekeeper:
 
 
 def _build_tokenizer(segment: Mapping[str, str]) -> tuple[regex.Pattern[str], frozenset[str], frozenset[str]]:
-    terminators = (segment["latin_terminators"] + segment["cjk_terminators"]).replace("?", "").replace("？", "")
+    terminators = _terminators(segment)
     question_marks = frozenset("?？")
-    clause_marks = ",，、:：;"
+    clause_marks = _CLAUSE_MARKS
     # A word keeps inner apostrophes, hyphens, dots, slashes and underscores ("uh-huh", "i'm", "3.12").
     pattern = (
         r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
@@ -484,6 +520,23 @@ def _build_tokenizer(segment: Mapping[str, str]) -> tuple[regex.Pattern[str], fr
         f"|[{regex.escape(clause_marks)}]"
     )
     return regex.compile(pattern), frozenset(terminators) | {"\n"}, question_marks
+
+
+def _terminators(segment: Mapping[str, str]) -> str:
+    return (segment["latin_terminators"] + segment["cjk_terminators"]).replace("?", "").replace("？", "")
+
+
+def _build_ascii_tokenizer(segment: Mapping[str, str]) -> re.Pattern[str]:
+    """:func:`_build_tokenizer`'s pattern as it reads ASCII text: no CJK character can occur there, and the only
+    letters and digits of ``\\p{L}`` and ``\\p{N}`` are ``A-Za-z`` and ``0-9``."""
+    terminators = "".join(ch for ch in _terminators(segment) if ch.isascii())
+    clause_marks = "".join(ch for ch in _CLAUSE_MARKS if ch.isascii())
+    return re.compile(
+        r"[A-Za-z0-9_]+(?:['\-./+#][A-Za-z0-9_]+)*"
+        r"|[?]"
+        f"|[{re.escape(terminators)}\\n]"
+        f"|[{re.escape(clause_marks)}]"
+    )
 
 
 def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
@@ -523,13 +576,16 @@ def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
 
 
 def _open_candidates(index: Mapping[str, tuple[tuple[int, tuple[PhraseSet, ...]], ...]],
-                     words: list[str]) -> set[int]:
+                     words: list[str], present: set[str] | None = None,
+                     occurs: dict[int, bool] | None = None) -> set[int]:
     """The shapes with an open slot that could cover part of ``words``: a phrase of each of their required
-    classes occurs (by ``id``)."""
+    classes occurs (by ``id``). ``present``: the set of ``words``; ``occurs``: what is known of which classes
+    occur (by id of the class; filled in)."""
     out: set[int] = set()
     seen: set[int] = set()
-    present: set[str] | None = None
-    for word in words:
+    present = set(words) if present is None else present
+    occurs = {} if occurs is None else occurs
+    for word in present:
         entries = index.get(word)
         if entries is None:
             continue
@@ -537,11 +593,20 @@ def _open_candidates(index: Mapping[str, tuple[tuple[int, tuple[PhraseSet, ...]]
             if shape_id in seen:
                 continue
             seen.add(shape_id)
-            if present is None:
-                present = set(words)
-            if all(not key.starts.isdisjoint(present) for key in keys) and all(_occurs(key, words) for key in keys):
+            if _all_occur(keys, words, present, occurs):
                 out.add(shape_id)
     return out
+
+
+def _all_occur(keys: Sequence[PhraseSet], words: Sequence[str], present: set[str], occurs: dict[int, bool]) -> bool:
+    """Whether a phrase of each class in ``keys`` occurs in ``words`` (``occurs``: the answers so far, by id)."""
+    for key in keys:
+        found = occurs.get(id(key))
+        if found is None:
+            found = occurs[id(key)] = _occurs(key, words, present)
+        if not found:
+            return False
+    return True
 
 
 def _tokenise_phrase(tokenizer: regex.Pattern[str], phrase: str) -> tuple[str, ...]:
@@ -612,12 +677,27 @@ def _build_shapes(tokenizer: regex.Pattern[str], spec: GateShapesSpec, where: st
 
 def _key_words(shape: Shape) -> tuple[PhraseSet, ...]:
     """The required classes of a shape: a phrase of each occurs in every match."""
-    return tuple(words for words, optional, _ in shape.slots if words is not None and not optional)
+    return shape.required
 
 
-def _occurs(phrases: PhraseSet, words: Sequence[str]) -> bool:
+def _occurs(phrases: PhraseSet, words: Sequence[str], present: set[str] | None = None) -> bool:
+    """Whether a phrase of ``phrases`` occurs in ``words`` (``present``: the set of ``words``, if known)."""
+    if present is None:
+        present = set(words)
+    if not phrases.singles.isdisjoint(present):
+        return True
     starts = phrases.starts
-    return any(w in starts and phrases.match_at(words, i)[0] for i, w in enumerate(words))
+    if starts.isdisjoint(present):
+        return False
+    # Only phrases of two or more words are left to look for.
+    by_start, table = phrases.by_start, phrases.phrases
+    n = len(words)
+    for i, w in enumerate(words):
+        if w in starts:
+            for length in by_start[w]:
+                if i + length <= n and tuple(words[i:i + length]) in table:
+                    return True
+    return False
 
 
 def _open_index(shapes: Mapping[str, tuple[Shape, ...]]) -> tuple[
@@ -700,7 +780,7 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         tokenizer=tokenizer,
         enders=enders,
         question_marks=question_marks,
-        clause_marks=frozenset(",，、:：;"),
+        clause_marks=frozenset(_CLAUSE_MARKS),
         social=PhraseSet.build(social),
         shapes=shapes,
         vocabulary=frozenset({",", *(w for p in social for w in p),
@@ -718,6 +798,7 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         injection_rules=tuple(rules),
         normaliser=normaliser,
         automaton=automaton,
+        ascii_tokenizer=_build_ascii_tokenizer(gate.segment.model_dump()),
     )
     _check_gate_examples(keeper, gate, rules, str(patterns_dir / "gate.yaml"), problems)
     problems.raise_if_any()

@@ -303,15 +303,32 @@ class EntityRecognizer:
 
     def _regex_hits(self, text: str, low: str) -> list[_Hit]:
         hits: list[_Hit] = []
+        chars: set[str] | None = None  # the characters of ``low``, once a kind needs one of several
         for kind in self.kinds:
-            if kind.after_technology or (kind.needs and not any(s in low for s in kind.needs)):
+            if kind.after_technology:
                 continue
+            if kind.needs:
+                single = _single_chars(kind.needs)
+                if single is not None:
+                    if chars is None:
+                        chars = set(low)
+                    if single.isdisjoint(chars):
+                        continue
+                elif not any(s in low for s in kind.needs):
+                    continue
             for m in safe_finditer(kind.regex, text, kind.id):
                 s, e = _value_span(m)
                 if e > s:
                     hits.append(_Hit(s, e, _normalize(text[s:e], kind.normalize), kind.type, "regex", kind.id,
                                      _PRIO_REGEX))
         return hits
+
+
+@lru_cache(maxsize=256)
+def _single_chars(needs: tuple[str, ...]) -> frozenset[str] | None:
+    """``needs`` as a set when each is one character (the digits a number needs): then one set of the text's
+    characters answers for all of them, instead of one scan of the text each."""
+    return frozenset(needs) if all(len(s) == 1 for s in needs) else None
 
 
 def _value_span(m: regex.Match[str]) -> tuple[int, int]:

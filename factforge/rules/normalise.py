@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,6 +30,11 @@ __all__ = ["Normaliser"]
 _BASE64_RUN = regex.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
 _MIXED_TOKEN = regex.compile(r"\b(?=\w*\d)(?=\w*[^\W\d_])\w+\b|[@$]")
 _LEET_TOKEN = regex.compile(r"[\w@$!]+")
+# Plain ASCII chat is the common case: there a mixed token needs an ASCII digit or one of "@$", which the stdlib
+# engine finds several times faster than _MIXED_TOKEN's scan. _BASE64_RUN names ASCII characters only, so the
+# stdlib engine finds the same runs in any text, faster.
+_ASCII_DIGIT_OR_SIGN = re.compile(r"[0-9@$]")
+_BASE64_RUN_FAST = re.compile(_BASE64_RUN.pattern)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +73,7 @@ class Normaliser:
                 folded = base.translate(self.confusables)
                 add(folded)
                 base = folded
-        if self.leet and _MIXED_TOKEN.search(base):
+        if self.leet and (not base.isascii() or _ASCII_DIGIT_OR_SIGN.search(base)) and _MIXED_TOKEN.search(base):
             leet = self.leet
             # Once the text writes words in leetspeak, short all-digit tokens are words too ("15" = "is").
             add(_LEET_TOKEN.sub(lambda m: m.group(0).translate(leet)
@@ -77,7 +83,8 @@ class Normaliser:
         if self.rot13_hints and any(h in low for h in self.rot13_hints):
             add(codecs.encode(base, "rot13"))
         if len(base) >= self.base64_min_chars:
-            decoded = [_b64(m.group(0)) for m in _BASE64_RUN.finditer(base) if len(m.group(0)) >= self.base64_min_chars]
+            decoded = [_b64(m.group(0)) for m in _BASE64_RUN_FAST.finditer(base)
+                       if len(m.group(0)) >= self.base64_min_chars]
             words = [d for d in decoded if d]
             if words:
                 add(" ".join(words))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -62,6 +63,10 @@ _TRIM_NO_QUOTES = _TRIM_CHARS.replace('"', "").replace("'", "")
 _GRAMMAR = grammar_words()
 _ARTICLE = regex.compile(rf"^(?:{_GRAMMAR['articles']})\s+", regex.IGNORECASE)
 _SPACES = regex.compile(r"\s+")
+# The ASCII characters other than the space that _SPACES counts as whitespace, found by asking it: in ASCII text
+# without them and without two spaces in a row, _SPACES has nothing to change.
+_OTHER_ASCII_SPACE = re.compile("[" + re.escape("".join(
+    ch for ch in map(chr, range(128)) if ch != " " and _SPACES.fullmatch(ch))) + "]")
 _CJK_GAP = regex.compile(r"(?<=[\p{Han}])\s+(?=[\p{Han}])")
 _FIRST_WORD = regex.compile(r"^([\p{L}]+)(.*)$", regex.DOTALL)
 # A list item that takes no carried-over "to" ("I like to read, the guitar, and ..."): it starts a noun phrase.
@@ -486,7 +491,7 @@ def _list_items(rx: regex.Pattern[str], text: str, pos: int, end: int) -> list[t
         items.append((m.start("item"), m.end("item"), item))
         closed = m.group("conj") is not None
         pos = m.end()
-    if not items or not (closed or regex.search(r"\s(?:and|or)\s", items[-1][2])):
+    if not items or not (closed or _AND_OR.search(items[-1][2])):
         return []
     return items
 
@@ -496,13 +501,18 @@ def _third_person_verb(word: str) -> str:
     low = word.lower()
     if low in _IRREGULAR_THIRD:
         return _IRREGULAR_THIRD[low]
-    if regex.search(r"(?:s|sh|ch|x|z|o)$", low):
+    if _ES_ENDING.search(low):
         return word + "es"
-    if regex.search(r"[^aeiou]y$", low):
+    if _IES_ENDING.search(low):
         return word[:-1] + "ies"
     return word + "s"
 
 
+# Compiled once: ``regex.search(pattern_text, ...)`` looks the pattern up in the module's cache on every call,
+# which costs more than the search.
+_AND_OR = regex.compile(r"\s(?:and|or)\s")
+_ES_ENDING = regex.compile(r"(?:s|sh|ch|x|z|o)$")
+_IES_ENDING = regex.compile(r"[^aeiou]y$")
 # The only verbs whose third person the spelling rules get wrong (data/grammar_words.yaml).
 _IRREGULAR_THIRD: dict[str, str] = _GRAMMAR["irregular_third"]
 _E_ENDINGS = regex.compile(r"(?:iz|is|ys|yz|v|c|dg|ud|u|ir|ur|[^aeiou]om|[^aeiou]at|[^aeiou][aiou]d)$")
@@ -537,8 +547,16 @@ def _transform(value: str, how: str | None) -> str:
     return word + m.group(2)
 
 
+def _squeeze(value: str) -> str:
+    """``value`` with each run of whitespace made one space (``_SPACES``); most values have nothing to squeeze,
+    and saying so costs less than a substitution."""
+    if value.isascii() and "  " not in value and not _OTHER_ASCII_SPACE.search(value):
+        return value
+    return _SPACES.sub(" ", value)
+
+
 def _clean(value: str) -> str:
-    spaced = _SPACES.sub(" ", value)
+    spaced = _squeeze(value)
     out = spaced.strip(_TRIM_CHARS)
     # A quoted title at the start ("'Hallelujah' by Leonard Cohen") keeps its opening quote: the value
     # holds the closing one, followed by no letter (so "'cause I don't" stays "cause I don't").
@@ -556,7 +574,8 @@ def _clean(value: str) -> str:
         if opened >= 0 and out.find(q, opened + 2) < 0 and out[opened + 2:opened + 3].isalnum():
             out += q
     # A dash left at the end ("to feel closer to my faith- it was ...") closes nothing.
-    return _CJK_GAP.sub("", out.rstrip("-–— "))
+    out = out.rstrip("-–— ")
+    return out if out.isascii() else _CJK_GAP.sub("", out)
 
 
 def _parse_template(template: str) -> tuple[_Piece, ...]:
@@ -585,7 +604,7 @@ def _parse_plain(text: str) -> list[_Piece]:
 
 
 def _render(pieces: Sequence[_Piece], values: Mapping[str, str]) -> str:
-    return _SPACES.sub(" ", _render_parts(pieces, values)).strip()
+    return _squeeze(_render_parts(pieces, values)).strip()
 
 
 def _render_parts(pieces: Sequence[_Piece], values: Mapping[str, str]) -> str:

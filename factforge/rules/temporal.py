@@ -249,7 +249,7 @@ def _month_day(m: regex.Match[str], today: date, future: bool, tz: tzinfo) -> tu
 
 def _ago(m: regex.Match[str], today: date, tz: tzinfo) -> tuple[datetime, datetime]:
     """"3 days ago", "two weekends ago", "a few years ago": the day (or weekend) that far back."""
-    n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[regex.sub(r"\s+", " ", m.group(1))]
+    n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[_SPACES.sub(" ", m.group(1))]
     unit = m.group(2).rstrip("s")
     if unit == "month":
         y, mo = _shift_months(today.year, today.month, -n)
@@ -279,10 +279,16 @@ def _weekday(today: date, weekday: int, qualifier: str | None, future: bool) -> 
     return today - timedelta(days=back)
 
 
+# Compiled once (``regex.sub(pattern_text, ...)`` looks the pattern up in the module's cache on every call).
+_SPACES = regex.compile(r"\s+")
+_ORDINAL = regex.compile(r"(\d)(?:st|nd|rd|th)\b")
+_MONTH_OR_WEEKDAY = regex.compile(rf"(?:{_MONTH_RX}|{_WEEKDAY_RX})\b")
+
+
 def _normalise(expression: str) -> str:
-    e = regex.sub(r"\s+", " ", expression.strip().lower())
+    e = _SPACES.sub(" ", expression.strip().lower())
     e = e.strip(" .,;:!?")
-    e = regex.sub(r"(\d)(?:st|nd|rd|th)\b", r"\1", e)
+    e = _ORDINAL.sub(r"\1", e)
     return e
 
 
@@ -357,7 +363,7 @@ def find_anchor(
         if _AMBIGUOUS.fullmatch(words):
             continue
         if span.text[:1].isupper() and _SENTENCE_END.split(text[start:span.start])[-1].strip(" \t\n\"'(") and \
-                regex.match(rf"(?:{_MONTH_RX}|{_WEEKDAY_RX})\b", words) is None:
+                _MONTH_OR_WEEKDAY.match(words) is None:
             continue
         valid_from, valid_to = resolve(span.text, reference, future=future)
         if valid_from is None and valid_to is None:
