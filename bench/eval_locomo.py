@@ -198,9 +198,16 @@ def _norm(text: str) -> str:
     return re.sub(rf"\b({_MONTHS}) (\d{{1,2}}) (\d{{4}})\b", r"\2 \1 \3", text)
 
 
+# The split kept since issue 14 (eval_coverage.py): rules are written reading misses of these conversations and
+# checked on the other two, conv-42 and conv-43 (whose misses were read once, for the time words: not a clean
+# held-out). Every figure is printed for both.
+DEV_CONVS = ("conv-26", "conv-30", "conv-41")
+
+
 def score(convs: list[dict[str, Any]], retrieve: Callable[[str, str], list[Found]]) -> dict[str, Any]:
     hit = contained = total = 0
     by_cat: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+    by_split: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     started = time.perf_counter()
     for c in convs:
         conv, speakers = c["sample_id"], (c["conversation"]["speaker_a"], c["conversation"]["speaker_b"])
@@ -215,15 +222,17 @@ def score(convs: list[dict[str, Any]], retrieve: Callable[[str, str], list[Found
             total += 1
             hit += got_evidence
             contained += got_answer
-            cat = by_cat[qa["category"]]
-            cat[0] += 1
-            cat[1] += got_evidence
-            cat[2] += got_answer
+            for counts in (by_cat[qa["category"]], by_split["dev" if conv in DEV_CONVS else "held-out"]):
+                counts[0] += 1
+                counts[1] += got_evidence
+                counts[2] += got_answer
     seconds = time.perf_counter() - started
     return {"questions": total, "evidence_recall@10": round(hit / total, 4),
             "answer_containment@10": round(contained / total, 4),
             "by_category": {str(k): {"n": v[0], "evidence_recall": round(v[1] / v[0], 4),
                                      "containment": round(v[2] / v[0], 4)} for k, v in sorted(by_cat.items())},
+            "by_split": {k: {"n": v[0], "evidence_recall": round(v[1] / v[0], 4),
+                             "containment": round(v[2] / v[0], 4)} for k, v in sorted(by_split.items())},
             "ms_per_question": round(seconds * 1000 / max(total, 1), 1)}
 
 
@@ -297,7 +306,9 @@ def main() -> None:
     for name, r in results.items():
         if name != "store":
             print(f"{name}: " + ", ".join(f"cat {c} (n={v['n']}) {v['evidence_recall']:.2f}/{v['containment']:.2f}"
-                                          for c, v in r["by_category"].items()))
+                                          for c, v in r["by_category"].items()) + "; " +
+                  ", ".join(f"{c} (n={v['n']}) {v['evidence_recall']:.3f}/{v['containment']:.3f}"
+                            for c, v in r["by_split"].items()))
 
 
 if __name__ == "__main__":
