@@ -53,9 +53,14 @@ N_TEAMS = 10
 MODES = ("vector", "bm25", "hybrid")
 
 
-# The schema's vector index (migration 0013): one HNSW graph over the shared rows.
+# The schema's vector indexes (migration 0013): one HNSW graph over the shared rows, and the agent's private
+# rows with their vectors (vector_index_ddl makes both again).
 def drop_hnsw(conn: Any, table: str) -> None:
+    from factforge.storage.search import vector_index_ddl
+
     conn.execute(f"DROP INDEX {table}_embedding_shared_hnsw")
+    if any(f"INDEX {table}_private_agent_idx " in ddl for ddl in vector_index_ddl(table, DIM)):
+        conn.execute(f"DROP INDEX {table}_private_agent_idx")
 
 
 def create_hnsw(conn: Any, table: str) -> None:
