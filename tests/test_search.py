@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from factforge.models.embed import LocalEmbedder
-from factforge.storage.search import BM25_B, BM25_K1, search
+from factforge.storage.search import BM25_B, BM25_K1, MAX_K, search
 from factforge.settings import Settings
 from factforge.memory import open_store
 from factforge.storage.store import Provenance, Scope, Store
@@ -390,6 +390,10 @@ def test_the_callers_private_rows_are_read_from_their_index_alone(db_url: str, t
                 "EXPLAIN " + vector_sql(table, where, params, 384), {**params, "v": str(query.tolist()), "n": 20}))
         assert [h.content for h in hits] == exact
         assert f"Index Only Scan using {table}_private_agent_idx" in plan, plan
+        # the most hits a search returns: more rows than pgvector's largest candidate list, which is not exceeded
+        everything = search(store, "services", agent_id="a1", team_id="t1", mode="vector", k=MAX_K, kinds=[kind],
+                            embedder=_Fixed(query.tolist()), max_distance=None)
+        assert len(everything) == 90  # a1's private rows, t1's team rows and the global ones
     finally:
         store.close()
 

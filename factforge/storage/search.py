@@ -35,6 +35,11 @@ RRF_K = 60
 MODES = ("hybrid", "vector", "bm25")
 KINDS = ("fact", "episode")
 MAX_K = 1000  # the most hits one search returns
+# The shared graph's candidate list (hnsw.ef_search) by default, and pgvector's largest. Recall@10 under a
+# scope (bench/bench_search.py data, facts, by distance): at 100k 0.986 at 400; at 1M facts + 1M episodes
+# 0.84 at 200, 0.86 at 400, 0.93 at 800, 0.95 at 1000, for ~7 ms more than at 400 (load average ~10).
+EF_SEARCH = 1000
+MAX_EF_SEARCH = 1000
 # How search() fuses the rank lists of the kinds (LoCoMo dev, conversation 1, evidence recall@10 LLM off:
 # calibrated 0.71, per-kind 0.68, joint 0.59; see bench/eval_locomo.py):
 # - calibrated: RRF over each kind's vector and BM25 lists, a kind's rank scaled by (all documents / that kind's
@@ -234,7 +239,7 @@ def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], ve
 
     # One round trip: the HNSW settings (SET LOCAL: this statement's implicit transaction only) and the query
     # in one simple-protocol message, the vector bound client-side.
-    ef = int(max(ef_search, n))
+    ef = int(min(max(ef_search, n), MAX_EF_SEARCH))  # past it, the iterative scan goes on for more rows
     settings = f"SET LOCAL hnsw.ef_search = {ef}; "
     if _has_iterative_scan(conn, source):
         settings += "SET LOCAL hnsw.iterative_scan = relaxed_order; "
@@ -313,7 +318,7 @@ def search(
     method: str | None = None, mode: Literal["hybrid", "vector", "bm25"] | str = "hybrid",
     kinds: Iterable[str] | None = None, collapse: bool = True,
     fusion: Literal["calibrated", "per-kind", "joint"] | str = "calibrated", candidates: int | None = None,
-    ef_search: int = 400, max_distance: float | None | Literal["auto"] = "auto",
+    ef_search: int = EF_SEARCH, max_distance: float | None | Literal["auto"] = "auto",
 ) -> list[SearchHit]:
     """The ``k`` best facts and episodes for ``query`` that the caller may see; see the module docstring.
 
@@ -322,7 +327,9 @@ def search(
 
     ``ef_search``: the HNSW candidate list of the shared graph (the caller's private rows are read exactly).
     The caller's team and global rows are ~30% of that graph; at 100k facts (bench/bench_search.py data),
-    recall@10 under a scope is 0.932 at 100, 0.960 at 200, 0.973 at 300 and 0.986 at 400, for 0.8 -> 2.7 ms.
+    recall@10 under a scope is 0.932 at 100, 0.960 at 200, 0.973 at 300 and 0.986 at 400, for 0.8 -> 2.7 ms;
+    at 1M facts + 1M episodes 0.86 at 400 and 0.95 at 1000 (:data:`EF_SEARCH`, the default and the most
+    pgvector allows).
 
     ``source`` is a :class:`~factforge.store.Store` (its pooled connections are reused: no connection
     set-up per query) or a database URL (one connection for this call). ``kinds``: "fact", "episode" or both
