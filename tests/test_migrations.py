@@ -116,3 +116,28 @@ def test_0014_covers_the_agents_private_episodes_and_goes_back(fresh_cluster: st
         conn.execute("SET enable_seqscan = off")
         assert conn.execute("SELECT count(*) FROM turns WHERE visibility = 'private' AND tsv IS NOT NULL "
                             "AND agent_id = 'a'").fetchone() == (1,)
+
+
+def test_0015_builds_the_shared_graphs_with_a_longer_candidate_list_and_goes_back(fresh_cluster: str,
+                                                                                  tmp_path: Path) -> None:
+    """Head: both shared graphs with ef_construction 128 (as vector_index_ddl makes them); back at 0014:
+    pgvector's defaults, the same expression and rows; and up again."""
+    from factforge.storage.search import vector_index_ddl
+
+    with psycopg.connect(fresh_cluster, autocommit=True) as admin:
+        admin.execute("CREATE DATABASE ffefc")
+    base, query = fresh_cluster.split("?", 1)
+    url = "postgresql+psycopg://" + f"{base.rsplit('/', 1)[0]}/ffefc?{query}".split("://", 1)[1]
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": str(tmp_path)})
+    db.upgrade(url, settings)
+    head = _graphs(url)
+    for table in ("facts", "turns"):
+        assert "WITH (m='16', ef_construction='128')" in head[f"{table}_embedding_shared_hnsw"]
+        assert "ef_construction = 128" in vector_index_ddl(table, settings.embed_dim)[0]
+    db.downgrade(url, "0014")
+    back = _graphs(url)
+    assert sorted(back) == sorted(head)
+    for name, ddl in back.items():
+        assert "WITH" not in ddl and ddl.replace(" WHERE", " WITH (m='16', ef_construction='128') WHERE") == head[name]
+    db.upgrade(url, settings)
+    assert _graphs(url) == head

@@ -190,12 +190,19 @@ def vector_sql(table: str, where: str, params: dict[str, Any], dim: int) -> str:
 COVERED_MAX_DIM = 512
 
 
+# The shared graph's build-time candidate list (migration 0015; pgvector's default is 64). At 1M facts + 1M
+# episodes, recall@10 under a scope by distance (200 queries): 0.856 -> 0.905 at ef_search 400, 0.915 -> 0.969
+# at 1000, the statement no slower; the graph is built ~1.8x slower.
+GRAPH_EF_CONSTRUCTION = 128
+
+
 def vector_index_ddl(table: str, dim: int) -> list[str]:
-    """The statements that make ``table``'s vector indexes as migrations 0013 and 0014 left them, for ``dim``
+    """The statements that make ``table``'s vector indexes as migrations 0013-0015 left them, for ``dim``
     numbers: the HNSW graph over half-precision copies of the shared rows' vectors (what :func:`vector_sql`
     walks), and the agent's private rows with what the private branch reads (:func:`private_index_ddl`)."""
     return [f"CREATE INDEX {table}_embedding_shared_hnsw ON {table} USING hnsw ((embedding::halfvec({int(dim)})) "
-            "halfvec_cosine_ops) WHERE visibility <> 'private'",
+            f"halfvec_cosine_ops) WITH (m = 16, ef_construction = {GRAPH_EF_CONSTRUCTION}) "
+            "WHERE visibility <> 'private'",
             private_index_ddl(table, dim)]
 
 
