@@ -192,7 +192,7 @@ COVERED_MAX_DIM = 512
 
 # The shared graph's build-time candidate list (migration 0015; pgvector's default is 64). At 1M facts + 1M
 # episodes, recall@10 under a scope by distance (200 queries): 0.856 -> 0.905 at ef_search 400, 0.915 -> 0.969
-# at 1000, the statement no slower; the graph is built ~1.8x slower.
+# at 1000, the statement no slower; a build takes longer (312 s for the 1M facts' shared rows at load ~15).
 GRAPH_EF_CONSTRUCTION = 128
 
 

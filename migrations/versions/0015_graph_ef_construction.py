@@ -6,7 +6,9 @@ Revises: 0014
 At 1M facts + 1M episodes (bench/bench_search.py data: sentences repeated in many scopes, near-duplicate
 vectors) recall@10 under a scope, by distance, over 200 queries, was 0.915 at ``hnsw.ef_search`` 1000 with
 the default graph and 0.969 with this one (0.856 -> 0.905 at 400), the statement no slower; issue 19 asks
-0.95. The graph costs ~1.8x as long to build (the 1M facts' shared rows: 312 s, load average ~15).
+0.95. A build costs more: the 1M facts' shared rows took 312 s (2 workers, load average ~15; the default
+graph with the covering index had taken 176 s at ~5-10), and this upgrade needs a large
+maintenance_work_mem there (278 s at 2GB with 2 workers; far slower at the server's 64MB).
 """
 
 from __future__ import annotations
