@@ -53,9 +53,14 @@ N_TEAMS = 10
 MODES = ("vector", "bm25", "hybrid")
 
 
-# The schema's vector index (migration 0013): one HNSW graph over the shared rows.
+# The schema's vector indexes (migration 0013): one HNSW graph over the shared rows, and the agent's private
+# rows with their vectors (vector_index_ddl makes both again).
 def drop_hnsw(conn: Any, table: str) -> None:
+    from factforge.storage.search import vector_index_ddl
+
     conn.execute(f"DROP INDEX {table}_embedding_shared_hnsw")
+    if any(f"INDEX {table}_private_agent_idx " in ddl for ddl in vector_index_ddl(table, DIM)):
+        conn.execute(f"DROP INDEX {table}_private_agent_idx")
 
 
 def create_hnsw(conn: Any, table: str) -> None:
@@ -508,9 +513,18 @@ def main() -> int:
                          "server has 0, as parallel builds need a /dev/shm larger than maintenance_work_mem)")
     ap.add_argument("--keep-db", metavar="PATH", help="keep the embedded server's data (PATH/pg) here (stopped at "
                                                       "the end); an existing loaded one is reused without loading")
-    ap.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE of the vector and BM25 SQL")
+    ap.add_argument("--query-only", action="store_true", help="only query the database kept in --keep-db (fails "
+                                                               "if it holds no facts: nothing is generated or loaded)")
+    ap.add_argument("--no-keyword-overlap", action="store_true",
+                    help="skip the exact BM25 check in Python (minutes at 1M facts)")
+    ap.add_argument("--recall-queries", type=int, metavar="N",
+                    help="recall@10 over the first N queries only (an exact scan is ~1 s each at 1M)")
+    ap.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE of the vector and BM25 SQL "
+                                                           "(facts, and episodes if there are any)")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     args = ap.parse_args()
+    if args.query_only and not args.keep_db:
+        ap.error("--query-only needs --keep-db")
 
     import numpy as np
     import psycopg
@@ -520,7 +534,7 @@ def main() -> int:
 
     from factforge.models.embed import LocalEmbedder
     from factforge.storage.scope import fact_filters
-    from factforge.storage.search import _bm25_ranks, bm25_query, search, vector_sql
+    from factforge.storage.search import EF_SEARCH, _bm25_ranks, bm25_query, search, vector_sql
     from factforge.settings import LOCAL_EMBED_MODEL
 
     t_total = time.perf_counter()
@@ -555,6 +569,8 @@ def main() -> int:
             if reuse:
                 print(f"reusing {n_have} facts in {args.keep_db} (no generation/load)", file=sys.stderr)
                 res["facts"] = n_have
+        if args.query_only and not reuse:
+            raise SystemExit(f"--query-only: no loaded database in {args.keep_db}")
         if not reuse:
             if external:
                 command.downgrade(cfg, "base")
@@ -697,7 +713,7 @@ def main() -> int:
                 where, params = fact_filters(agent, team)
                 params.update(q=text, n=40)
                 with conn.transaction():
-                    conn.execute("SET LOCAL hnsw.ef_search = 400")  # search()'s default
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {EF_SEARCH}")  # search()'s default
                     conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                     t0 = time.perf_counter()
                     conn.execute(vector_sql("facts", where, params, DIM), {**params, "v": vec}).fetchall()
@@ -711,15 +727,18 @@ def main() -> int:
                                   "mean": round(statistics.fmean(v), 2)} for k, v in sql_ms.items() if v}
 
         # ------------------------------------------------------------------------------ keyword exactness
-        res["keyword_overlap"] = keyword_overlap(conninfo, source, queries)
-        print(f"keyword overlap: {res['keyword_overlap']}", file=sys.stderr)
+        if not args.no_keyword_overlap:
+            res["keyword_overlap"] = keyword_overlap(conninfo, source, queries)
+            print(f"keyword overlap: {res['keyword_overlap']}", file=sys.stderr)
 
         # ------------------------------------------------------------------------------ recall@10
         rec_id, rec_dist, exact_ms, visible = [], [], [], []
-        fact_hits = results["vector"]
-        if args.episodes:  # the exact scan below is over facts: compare with a facts-only search
+        n_rec = len(queries) if args.recall_queries is None else args.recall_queries
+        fact_hits = results["vector"][:n_rec]
+        if res["db"]["episodes"]:  # the exact scan below is over facts: compare with a facts-only search
             fact_hits = [search(source, text, agent_id=agent, team_id=team, k=10, embedder=FixedEmbedder(vec),
-                                mode="vector", kinds=["fact"]) for (text, agent, team), vec in zip(queries, qvecs)]
+                                mode="vector", kinds=["fact"])
+                         for (text, agent, team), vec in zip(queries[:n_rec], qvecs[:n_rec])]
         with psycopg.connect(conninfo) as conn:
             register_vector(conn)
             for (text, agent, team), vec, hits in zip(queries, qvecs, fact_hits):
@@ -745,27 +764,34 @@ def main() -> int:
             for agent_i in range(0, N_AGENTS, 10):
                 where, params = fact_filters(f"agent-{agent_i:02d}", f"team-{agent_i % N_TEAMS}")
                 visible.append(conn.execute(f"SELECT count(*) FROM facts f WHERE {where}", params).fetchone()[0])
-        res["recall_at_10"] = {"by_id": round(statistics.fmean(rec_id), 4),
-                               "by_distance": round(statistics.fmean(rec_dist), 4),
-                               "queries": len(rec_id), "exact_scan_ms_p50": round(pct(exact_ms, 50), 2),
-                               "visible_facts_per_agent_mean": round(statistics.fmean(visible))}
+        if rec_id:
+            res["recall_at_10"] = {"by_id": round(statistics.fmean(rec_id), 4),
+                                   "by_distance": round(statistics.fmean(rec_dist), 4),
+                                   "queries": len(rec_id), "exact_scan_ms_p50": round(pct(exact_ms, 50), 2),
+                                   "visible_facts_per_agent_mean": round(statistics.fmean(visible))}
 
         if args.explain:
+            from factforge.storage.scope import episode_filters
+
             text, agent, team = queries[0]
-            where, params = fact_filters(agent, team)
-            params.update(q=text, n=40)
+            kinds = [("facts", "fact_terms", fact_filters)]
+            if res["db"]["episodes"]:
+                kinds.append(("turns", "turns", episode_filters))
             with psycopg.connect(conninfo) as conn:
                 register_vector(conn)
-                conn.execute("SET LOCAL hnsw.ef_search = 400")  # search()'s default
-                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                plan = conn.execute(
-                    "EXPLAIN (ANALYZE, BUFFERS) " + vector_sql("facts", where, params, DIM),
-                    {**params, "v": qvecs[0]}).fetchall()
-                print(f"\n-- vector, query {text!r}\n" + "\n".join(r[0] for r in plan))
-                built = bm25_query(conn, where, params, text, "fact_terms")  # all candidate steps, one statement
-                if built is not None:
-                    plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + built[0], built[1])
-                    print(f"\n-- bm25, query {text!r}\n" + "\n".join(r[0] for r in plan.fetchall()))
+                conn.execute(f"SET hnsw.ef_search = {EF_SEARCH}")  # search()'s default
+                conn.execute("SET hnsw.iterative_scan = relaxed_order")
+                for table, terms, filters in kinds:
+                    where, params = filters(agent, team)
+                    params.update(q=text, n=40)
+                    plan = conn.execute(
+                        "EXPLAIN (ANALYZE, BUFFERS) " + vector_sql(table, where, params, DIM),
+                        {**params, "v": qvecs[0]}).fetchall()
+                    print(f"\n-- vector {table}, query {text!r}\n" + "\n".join(r[0] for r in plan))
+                    built = bm25_query(conn, where, params, text, terms)  # all candidate steps, one statement
+                    if built is not None:
+                        plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + built[0], built[1])
+                        print(f"\n-- bm25 {terms}, query {text!r}\n" + "\n".join(r[0] for r in plan.fetchall()))
 
         res["total_s"] = round(time.perf_counter() - t_total, 1)
     finally:
@@ -826,10 +852,11 @@ def report(res: dict[str, Any]) -> None:
         print(f"\nkeyword top-10 overlap with exact BM25 (Python, same tokens and statistics): {o['by_id']:.4f} by id, "
               f"{o['tie_aware']:.4f} tie-aware ({o['queries']} queries; median {o['median_visible_matching_facts']} "
               f"visible facts hold a query word)")
-    r = res["recall_at_10"]
-    print(f"\nrecall@10, search(mode='vector') vs exact scan under the same scope: {r['by_id']:.4f} by id, "
-          f"{r['by_distance']:.4f} by distance ({r['queries']} queries; an agent sees ~"
-          f"{r['visible_facts_per_agent_mean']} facts; exact scan p50 {r['exact_scan_ms_p50']} ms)")
+    r = res.get("recall_at_10")
+    if r:
+        print(f"\nrecall@10, search(mode='vector') vs exact scan under the same scope: {r['by_id']:.4f} by id, "
+              f"{r['by_distance']:.4f} by distance ({r['queries']} queries; an agent sees ~"
+              f"{r['visible_facts_per_agent_mean']} facts; exact scan p50 {r['exact_scan_ms_p50']} ms)")
     print(f"total {res['total_s']} s")
 
 

@@ -57,10 +57,10 @@ def _graphs(url: str) -> dict[str, str]:
                                  ).fetchall())
 
 
-def _private_index(url: str) -> str:
+def _private_index(url: str, table: str = "facts") -> str:
     with psycopg.connect(db.conninfo(url)) as conn:
-        return str(conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'facts_private_agent_idx'"
-                                ).fetchone()[0])
+        return str(conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s",
+                                (f"{table}_private_agent_idx",)).fetchone()[0])
 
 
 def test_0013_keeps_one_half_precision_graph_of_shared_rows_and_goes_back(fresh_cluster: str, tmp_path: Path) -> None:
@@ -80,11 +80,64 @@ def test_0013_keeps_one_half_precision_graph_of_shared_rows_and_goes_back(fresh_
         assert f"((embedding)::halfvec({settings.embed_dim})) halfvec_cosine_ops" in graph
         assert "WHERE (visibility <> 'private'::text)" in graph
     assert "INCLUDE (id, visibility, team_id, superseded_at, embedding)" in _private_index(url)
+    db.downgrade(url, "0013")
     db.downgrade(url, "0012")
     assert "INCLUDE" not in _private_index(url)
     back = _graphs(url)
     assert sorted(back) == ["facts_embedding_private_hnsw", "facts_embedding_shared_hnsw",
                             "turns_embedding_private_hnsw", "turns_embedding_shared_hnsw"]
     assert all("(embedding vector_cosine_ops)" in d for d in back.values())
+    db.upgrade(url, settings)
+    assert _graphs(url) == head
+
+
+def test_0014_covers_the_agents_private_episodes_and_goes_back(fresh_cluster: str, tmp_path: Path) -> None:
+    """Head: the agent's private episodes with their vectors and scope columns, under the episodes' condition
+    (an index-only exact read, like the facts'); back at 0013: the agent's btree alone, as 0012 made it; and up
+    again, with the episodes stored meanwhile in the index."""
+    with psycopg.connect(fresh_cluster, autocommit=True) as admin:
+        admin.execute("CREATE DATABASE ffcover")
+    base, query = fresh_cluster.split("?", 1)
+    url = "postgresql+psycopg://" + f"{base.rsplit('/', 1)[0]}/ffcover?{query}".split("://", 1)[1]
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": str(tmp_path)})
+    db.upgrade(url, settings)
+    head = _private_index(url, "turns")
+    assert head.endswith("USING btree (agent_id) INCLUDE (id, visibility, team_id, embedding) "
+                         "WHERE ((visibility = 'private'::text) AND (tsv IS NOT NULL))")
+    db.downgrade(url, "0013")
+    assert db.current_revision(url) == "0013"
+    assert _private_index(url, "turns").endswith("USING btree (agent_id) WHERE (visibility = 'private'::text)")
+    with psycopg.connect(db.conninfo(url)) as conn:
+        conn.execute("INSERT INTO turns (key, agent_id, team_id, user_message, visibility, embedding) "
+                     "VALUES ('k', 'a', 't', 'we use Redis', 'private', %s::vector)", (str([0.1] * settings.embed_dim),))
+    db.upgrade(url, settings)
+    assert _private_index(url, "turns") == head
+    with psycopg.connect(db.conninfo(url)) as conn:
+        conn.execute("SET enable_seqscan = off")
+        assert conn.execute("SELECT count(*) FROM turns WHERE visibility = 'private' AND tsv IS NOT NULL "
+                            "AND agent_id = 'a'").fetchone() == (1,)
+
+
+def test_0015_builds_the_shared_graphs_with_a_longer_candidate_list_and_goes_back(fresh_cluster: str,
+                                                                                  tmp_path: Path) -> None:
+    """Head: both shared graphs with ef_construction 128 (as vector_index_ddl makes them); back at 0014:
+    pgvector's defaults, the same expression and rows; and up again."""
+    from factforge.storage.search import vector_index_ddl
+
+    with psycopg.connect(fresh_cluster, autocommit=True) as admin:
+        admin.execute("CREATE DATABASE ffefc")
+    base, query = fresh_cluster.split("?", 1)
+    url = "postgresql+psycopg://" + f"{base.rsplit('/', 1)[0]}/ffefc?{query}".split("://", 1)[1]
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": str(tmp_path)})
+    db.upgrade(url, settings)
+    head = _graphs(url)
+    for table in ("facts", "turns"):
+        assert "WITH (m='16', ef_construction='128')" in head[f"{table}_embedding_shared_hnsw"]
+        assert "ef_construction = 128" in vector_index_ddl(table, settings.embed_dim)[0]
+    db.downgrade(url, "0014")
+    back = _graphs(url)
+    assert sorted(back) == sorted(head)
+    for name, ddl in back.items():
+        assert "WITH" not in ddl and ddl.replace(" WHERE", " WITH (m='16', ef_construction='128') WHERE") == head[name]
     db.upgrade(url, settings)
     assert _graphs(url) == head

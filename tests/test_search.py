@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from factforge.models.embed import LocalEmbedder
-from factforge.storage.search import BM25_B, BM25_K1, search
+from factforge.storage.search import BM25_B, BM25_K1, MAX_K, search
 from factforge.settings import Settings
 from factforge.memory import open_store
 from factforge.storage.store import Provenance, Scope, Store
@@ -335,6 +335,65 @@ def test_vector_search_is_exact_over_the_callers_private_rows_and_walks_the_shar
             exact_all = [r[0] for r in conn.execute("SELECT content FROM facts ORDER BY embedding <=> %s::vector "
                                                     "LIMIT 30", (str(query.tolist()),)).fetchall()]
         assert [h.content for h in everyone] == exact_all
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("table", ["facts", "turns"])
+def test_the_callers_private_rows_are_read_from_their_index_alone(db_url: str, tmp_path: Path, table: str) -> None:
+    """The exact private branch of the vector statement is an index-only scan of the agent's covering index,
+    for facts (migration 0013) and episodes (0014): the rows' vectors and scope columns are in the index, and
+    what is not (an episode's words) the index's condition states; the search still answers exactly."""
+    import numpy as np
+
+    from factforge.storage.scope import episode_filters, fact_filters
+    from factforge.storage.search import vector_sql
+
+    rng = np.random.default_rng(14)
+    conninfo = db_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    scopes = [("a1", "t1", "private"), ("a2", "t1", "private"), ("a1", "t1", "team"), ("a3", "t2", "global")]
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    try:
+        if table == "facts":
+            for i, scope in enumerate(scopes):
+                store.save([_fact(f"Team uses service {i}-{j}") for j in range(30)], Scope(*scope), Provenance(f"p{i}"))
+            rows = store.facts_without_embedding(1000)
+            vecs = rng.normal(size=(len(rows), 384))
+            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+            store.set_embeddings([(fid, v.tolist()) for (fid, _), v in zip(rows, vecs)], "fixed")
+        else:
+            with psycopg.connect(conninfo) as conn:
+                for i, (agent, team, vis) in enumerate(scopes):
+                    for j in range(30):
+                        v = rng.normal(size=384)
+                        conn.execute("INSERT INTO turns (key, agent_id, team_id, user_message, visibility, embedding) "
+                                     "VALUES (%s, %s, %s, %s, %s, %s::vector)",
+                                     (f"k{i}-{j}", agent, team, f"we use service {i}-{j}", vis,
+                                      str((v / np.linalg.norm(v)).tolist())))
+        query = rng.normal(size=384)
+        query /= np.linalg.norm(query)
+        kind = "fact" if table == "facts" else "episode"
+        hits = search(store, "services", agent_id="a1", team_id="t1", mode="vector", k=20, kinds=[kind],
+                      embedder=_Fixed(query.tolist()), max_distance=None)
+        words = "content" if table == "facts" else "user_message"
+        with psycopg.connect(conninfo) as conn:
+            exact = [r[0] for r in conn.execute(
+                f"SELECT {words} FROM {table} WHERE visibility = 'global' OR (visibility = 'team' AND team_id = 't1') "
+                "OR (visibility = 'private' AND agent_id = 'a1') ORDER BY embedding <=> %s::vector LIMIT 20",
+                (str(query.tolist()),)).fetchall()]
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f"VACUUM {table}")  # an index-only scan skips the table where the visibility map says so
+            where, params = (fact_filters if table == "facts" else episode_filters)("a1", "t1")
+            for off in ("seqscan", "bitmapscan", "sort"):  # a table this small would be scanned and sorted
+                conn.execute(f"SET enable_{off} = off")
+            plan = "\n".join(r[0] for r in conn.execute(
+                "EXPLAIN " + vector_sql(table, where, params, 384), {**params, "v": str(query.tolist()), "n": 20}))
+        assert [h.content for h in hits] == exact
+        assert f"Index Only Scan using {table}_private_agent_idx" in plan, plan
+        # the most hits a search returns: more rows than pgvector's largest candidate list, which is not exceeded
+        everything = search(store, "services", agent_id="a1", team_id="t1", mode="vector", k=MAX_K, kinds=[kind],
+                            embedder=_Fixed(query.tolist()), max_distance=None)
+        assert len(everything) == 90  # a1's private rows, t1's team rows and the global ones
     finally:
         store.close()
 

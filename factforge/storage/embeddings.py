@@ -64,8 +64,8 @@ def reset_embedding_column(store: Store, dim: int, model: str) -> int:
             if int(meta.get("embed_dim", 0)) != dim:
                 for graph in ("shared", "private"):  # the private one only before migration 0013
                     conn.exec_driver_sql(f"DROP INDEX IF EXISTS {table}_embedding_{graph}_hnsw")
-                if table == "facts":  # it may hold the vectors (private_index_ddl)
-                    conn.exec_driver_sql("DROP INDEX IF EXISTS facts_private_agent_idx")
+                # it may hold the vectors (private_index_ddl)
+                conn.exec_driver_sql(f"DROP INDEX IF EXISTS {table}_private_agent_idx")
                 conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) "
                                      "USING NULL")
                 conn.exec_driver_sql(f"UPDATE {table} SET embedding_model = NULL")

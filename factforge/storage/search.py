@@ -35,6 +35,11 @@ RRF_K = 60
 MODES = ("hybrid", "vector", "bm25")
 KINDS = ("fact", "episode")
 MAX_K = 1000  # the most hits one search returns
+# The shared graph's candidate list (hnsw.ef_search) by default, and pgvector's largest. Recall@10 under a
+# scope (bench/bench_search.py data, facts, by distance): at 100k 0.986 at 400; at 1M facts + 1M episodes
+# 0.84 at 200, 0.86 at 400, 0.93 at 800, 0.95 at 1000, for ~7 ms more than at 400 (load average ~10).
+EF_SEARCH = 1000
+MAX_EF_SEARCH = 1000
 # How search() fuses the rank lists of the kinds (LoCoMo dev, conversation 1, evidence recall@10 LLM off:
 # calibrated 0.71, per-kind 0.68, joint 0.59; see bench/eval_locomo.py):
 # - calibrated: RRF over each kind's vector and BM25 lists, a kind's rank scaled by (all documents / that kind's
@@ -185,25 +190,38 @@ def vector_sql(table: str, where: str, params: dict[str, Any], dim: int) -> str:
 COVERED_MAX_DIM = 512
 
 
+# The shared graph's build-time candidate list (migration 0015; pgvector's default is 64). At 1M facts + 1M
+# episodes, recall@10 under a scope by distance (200 queries): 0.856 -> 0.905 at ef_search 400, 0.915 -> 0.969
+# at 1000, the statement no slower; a build takes longer (312 s for the 1M facts' shared rows at load ~15).
+GRAPH_EF_CONSTRUCTION = 128
+
+
 def vector_index_ddl(table: str, dim: int) -> list[str]:
-    """The statements that make ``table``'s vector indexes as migration 0013 left them, for ``dim`` numbers:
-    the HNSW graph over half-precision copies of the shared rows' vectors (what :func:`vector_sql` walks),
-    and, for facts, the agent's private rows with what the private branch reads (:data:`COVERED_MAX_DIM`)."""
-    out = [f"CREATE INDEX {table}_embedding_shared_hnsw ON {table} USING hnsw ((embedding::halfvec({int(dim)})) "
-           "halfvec_cosine_ops) WHERE visibility <> 'private'"]
-    if table == "facts":
-        out.append(private_index_ddl(dim))
-    return out
+    """The statements that make ``table``'s vector indexes as migrations 0013-0015 left them, for ``dim``
+    numbers: the HNSW graph over half-precision copies of the shared rows' vectors (what :func:`vector_sql`
+    walks), and the agent's private rows with what the private branch reads (:func:`private_index_ddl`)."""
+    return [f"CREATE INDEX {table}_embedding_shared_hnsw ON {table} USING hnsw ((embedding::halfvec({int(dim)})) "
+            f"halfvec_cosine_ops) WITH (m = 16, ef_construction = {GRAPH_EF_CONSTRUCTION}) "
+            "WHERE visibility <> 'private'",
+            private_index_ddl(table, dim)]
 
 
-def private_index_ddl(dim: int) -> str:
-    """The agent's private facts, by agent: with each row's vector and the columns of the scope and history
-    filters, so that the exact private branch of :func:`vector_sql` is an index-only scan (at 100k facts,
-    ~1,100 rows of one agent on ~200 index pages instead of ~1,100 table pages: 1.5 instead of 2.9 ms)."""
+# What the exact private branch of vector_sql reads of a row besides the agent (the scope filter's columns,
+# facts' history filter), and the condition every such read states (an episode is a turn with words).
+_PRIVATE_COVER = {"facts": ("id, visibility, team_id, superseded_at, embedding", "visibility = 'private'"),
+                  "turns": ("id, visibility, team_id, embedding", "visibility = 'private' AND tsv IS NOT NULL")}
+
+
+def private_index_ddl(table: str, dim: int) -> str:
+    """An agent's private rows of ``table`` (facts or turns), by agent: with each row's vector and the
+    columns of the scope filter (facts: and of the history filter), so that the exact private branch of
+    :func:`vector_sql` is an index-only scan (at 100k facts, ~1,100 rows of one agent on ~200 index pages
+    instead of ~1,100 table pages: 1.5 instead of 2.9 ms; migration 0013 for facts, 0014 for episodes).
+    Beyond :data:`COVERED_MAX_DIM` numbers the index holds the agent only (rows read from the table)."""
+    cover, where = _PRIVATE_COVER[table]
     if dim <= COVERED_MAX_DIM:
-        return ("CREATE INDEX facts_private_agent_idx ON facts (agent_id) INCLUDE (id, visibility, team_id, "
-                "superseded_at, embedding) WHERE visibility = 'private'")
-    return "CREATE INDEX facts_private_agent_idx ON facts (agent_id) WHERE visibility = 'private'"
+        return f"CREATE INDEX {table}_private_agent_idx ON {table} (agent_id) INCLUDE ({cover}) WHERE {where}"
+    return f"CREATE INDEX {table}_private_agent_idx ON {table} (agent_id) WHERE visibility = 'private'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +246,7 @@ def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], ve
 
     # One round trip: the HNSW settings (SET LOCAL: this statement's implicit transaction only) and the query
     # in one simple-protocol message, the vector bound client-side.
-    ef = int(max(ef_search, n))
+    ef = int(min(max(ef_search, n), MAX_EF_SEARCH))  # past it, the iterative scan goes on for more rows
     settings = f"SET LOCAL hnsw.ef_search = {ef}; "
     if _has_iterative_scan(conn, source):
         settings += "SET LOCAL hnsw.iterative_scan = relaxed_order; "
@@ -307,7 +325,7 @@ def search(
     method: str | None = None, mode: Literal["hybrid", "vector", "bm25"] | str = "hybrid",
     kinds: Iterable[str] | None = None, collapse: bool = True,
     fusion: Literal["calibrated", "per-kind", "joint"] | str = "calibrated", candidates: int | None = None,
-    ef_search: int = 400, max_distance: float | None | Literal["auto"] = "auto",
+    ef_search: int = EF_SEARCH, max_distance: float | None | Literal["auto"] = "auto",
 ) -> list[SearchHit]:
     """The ``k`` best facts and episodes for ``query`` that the caller may see; see the module docstring.
 
@@ -316,7 +334,9 @@ def search(
 
     ``ef_search``: the HNSW candidate list of the shared graph (the caller's private rows are read exactly).
     The caller's team and global rows are ~30% of that graph; at 100k facts (bench/bench_search.py data),
-    recall@10 under a scope is 0.932 at 100, 0.960 at 200, 0.973 at 300 and 0.986 at 400, for 0.8 -> 2.7 ms.
+    recall@10 under a scope is 0.932 at 100, 0.960 at 200, 0.973 at 300 and 0.986 at 400, for 0.8 -> 2.7 ms;
+    at 1M facts + 1M episodes 0.86 at 400 and 0.95 at 1000 (:data:`EF_SEARCH`, the default and the most
+    pgvector allows).
 
     ``source`` is a :class:`~factforge.store.Store` (its pooled connections are reused: no connection
     set-up per query) or a database URL (one connection for this call). ``kinds``: "fact", "episode" or both
