@@ -139,8 +139,8 @@ def main() -> None:
     counts = {"true": [0, 0], "invented": [0, 0]}
     reasons: dict[str, Counter[str]] = {"true": Counter(), "invented": Counter()}
     lines = []
-    validate_items({"facts": [{"content": "User has a dog", "category": "identity"}]}, "I have a dog",
-                   settings=settings)  # warm: rule files read, caches filled
+    validate_items({"facts": [{"content": "User used to have a dog", "category": "identity"}]},
+                   "I had a dog for years", settings=settings)  # warm: rule files and the lemmatiser's tables read
     spent = 0.0
     for turn, true, invented in cases:
         for kind, items in (("true", true), ("invented", invented)):
