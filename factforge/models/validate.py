@@ -350,9 +350,10 @@ def _keys(word: str) -> frozenset[str]:
     for lemmas in getAllLemmas(word).values():
         keys.update(_stem(lemma.casefold()) for lemma in lemmas)
     suffixes, base = _derivation()
-    for suffix in suffixes:
-        if word.endswith(suffix) and len(word) - len(suffix) >= base:
-            keys.add(word[: -len(suffix)])
+    for form in {word, _stem(word)}:  # "olympics" by its stem "olympic"
+        for suffix in suffixes:
+            if form.endswith(suffix) and len(form) - len(suffix) >= base:
+                keys.add(form[: -len(suffix)])
     if len(word) >= base:
         keys.add(word)
     return frozenset(keys)
@@ -606,6 +607,9 @@ def _swapped(content: str, terms: list[str], clause: _Source, checks: _FactCheck
     opener = _opening_other(words, checks)
     if opener is None or not terms:
         return None
+    said = [w.casefold() for w in _WORD.findall(content)]
+    if len(said) > 1 and said[1] in _PASSIVE:
+        return None  # "User was taught chess by their uncle"
     later = [i for i, w in enumerate(words) if w in _OBJECT_SPEAKER and i > opener]
     if not later:
         return None
@@ -615,6 +619,7 @@ def _swapped(content: str, terms: list[str], clause: _Source, checks: _FactCheck
 
 
 _OBJECT_SPEAKER = frozenset({"me", "us", "myself"})
+_PASSIVE = frozenset({"was", "were", "is", "are", "got", "gets", "has", "have", "had", "been", "being"})
 
 
 def _opening_other(words: list[str], checks: _FactChecks) -> int | None:
@@ -644,7 +649,8 @@ def _given_to_other(content: str, terms: list[str], source: _Source, checks: _Fa
     for term in dict.fromkeys([*terms, *own]):
         keys = _keys(term)
         at = [i for i, w in enumerate(words) if w == term or not keys.isdisjoint(_keys(w))]
-        if at and all(i > 0 and words[i - 1] in senses.possessives for i in at):
+        if at and all(i > 0 and (words[i - 1] in senses.possessives or _POSSESSIVE.search(words[i - 1])
+                                  and _POSSESSIVE.sub("", words[i - 1]) in checks.others) for i in at):
             return term
     return None
 
