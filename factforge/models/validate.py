@@ -5,15 +5,18 @@ memory. Every item of a reply is therefore checked on its own; a bad item is rej
 counts travel back to the caller), the good ones become :class:`Fact` / :class:`Entity` /
 :class:`Relationship` values with ``method="llm"`` and an explanation pointing at the source text.
 
-Grounding is lexical and deliberately simple: entity names must occur in the source (case-insensitive),
-every content word of a fact (3+ letters, not a framing or function word such as "prefers" or "the"; compared
-after light stemming, or through a related everyday word: "mother" by "mom", or a narrower one: "pet" by "dog")
-or CJK bigram must occur in the source, and its numbers and names must too. The source clause that supports
-the fact must agree with it on negation ("User owns a car" is not "I don't own a car") and on whom it is about
-("User is vegan" is not "my sister is vegan"), and a liking must not turn into a dislike or back. Each such
-rejection names what was unsupported (``explain`` of :func:`validate_items`). The floor (words, a content word
-and a clause, not characters), the word lists and the cue words each category needs live in
-``data/fact_checks.yaml``.
+Grounding is lexical: entity names must occur in the source (case-insensitive), every content word of a fact
+(3+ letters, not a framing or function word such as "prefers" or "the") or CJK bigram must occur in the source,
+and its numbers and names must too. Words are compared by light stem, by lemma (lemminflect's tables: "taught" is
+"teach"), by derivational base ("bakery" / "baker"), through a related everyday word ("mother" by "mom"), a
+narrower one ("pet" by "dog") or a place inside a broader one ("Portugal" by "Lisbon", data/places.yaml). The
+source clause that supports the fact must agree with it on negation ("User owns a car" is not "I don't own a
+car"), on whether it ended ("User has a dog" is not "I used to have a dog"; "User played hockey" is), on whom it
+is about ("User is vegan" is not "my sister is vegan"; "User left their wife" is not "my wife left me"), and must
+not only wish for it ("I've always wanted a dog"); a liking must not turn into a dislike or back. Each rejection
+names what was unsupported (``explain`` of :func:`validate_items`). The floor (words, a content word and a
+clause, not characters), the word lists and the cue words each category needs live in ``data/fact_checks.yaml``;
+what ended, wishes, possessives and derivational suffixes in ``data/fact_senses.yaml``.
 
 A sentence embedding (MiniLM) was measured as a second judge of paraphrases and left out: it rates a swapped
 object as close as a faithful paraphrase ("bank" / "bakery" 0.36, "baker" / "bakery" 0.73, "Japanese" /
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import regex
-from lemminflect import getAllLemmas, getInflection  # type: ignore[import-untyped]
+from lemminflect import getAllLemmas  # type: ignore[import-untyped]
 
 from ..rules.gatekeeper import SOCIAL_KINDS, Gatekeeper
 from ..rules.load import default_rules
@@ -260,14 +263,19 @@ class _Senses:
 
 
 @lru_cache(maxsize=1)
+def _senses_spec() -> _SensesSpec:
+    return read_data(_SensesSpec, "fact_senses.yaml")
+
+
+@lru_cache(maxsize=1)
 def _derivation() -> tuple[tuple[str, ...], int]:
-    spec = read_data(_SensesSpec, "fact_senses.yaml")
+    spec = _senses_spec()
     return tuple(sorted((s.casefold() for s in spec.derivation), key=len, reverse=True)), spec.derivation_base
 
 
 @lru_cache(maxsize=1)
 def _senses() -> _Senses:
-    spec = read_data(_SensesSpec, "fact_senses.yaml")
+    spec = _senses_spec()
     ended = _polarity(spec.ended).pattern
     if spec.purpose:
         ended = rf"(?:{ended})(?!\s+(?:{_polarity(spec.purpose).pattern}))"
@@ -309,7 +317,7 @@ def _clause_rx(negation: NegationSpec | None) -> Any:
     if negation is not None and negation.subject_breaks and negation.subjects:
         subjects = _polarity(negation.subjects).pattern
         parts.append(rf"(?:{_polarity(negation.subject_breaks).pattern})(?=\s+(?:{subjects}))")
-        spec = read_data(_SensesSpec, "fact_senses.yaml")
+        spec = _senses_spec()
         if spec.joining:  # "and I have more energy" ends a clause, "my wife and I" does not
             words = r"[^\s,;:.!?]+\s+" * spec.joining_after
             parts.append(rf"(?<=(?:^|[,;:.!?])\s*{words}[^,;:.!?]*?)(?:{_polarity(spec.joining).pattern})"
@@ -580,8 +588,18 @@ _PAST_AUX = frozenset({"was", "were", "had", "did", "wasn't", "weren't", "hadn't
 
 @lru_cache(maxsize=65536)
 def _inflected(word: str, tag: str) -> bool:
-    """Whether ``word`` is the ``tag`` form (Penn: VBD past, VBZ third person) of a verb, by the lemmatiser."""
-    return any(lemma != word and word in getInflection(lemma, tag) for lemma in getAllLemmas(word).get("VERB", ()))
+    """Whether ``word`` is a past form (``tag`` "VBD") or a third-person present (``tag`` "VBZ") of a verb: the
+    lemmatiser's lemma tables, so "taught" (of "teach") is past and "was" (of "be") is no -s form. Its inflection
+    tables are not read: they would cost a second half second to load."""
+    for lemma in getAllLemmas(word).get("VERB", ()):
+        if lemma == word:
+            continue
+        third = word in (lemma + "s", lemma + "es", lemma[:-1] + "ies")
+        if tag == "VBZ" and third:
+            return True
+        if tag == "VBD" and not third and not word.endswith("ing"):
+            return True
+    return False
 
 
 def _ended_differs(content: str, clause: _Source, senses: _Senses) -> str | None:
