@@ -139,8 +139,8 @@ def main() -> None:
     counts = {"true": [0, 0], "invented": [0, 0]}
     reasons: dict[str, Counter[str]] = {"true": Counter(), "invented": Counter()}
     lines = []
-    validate_items({"facts": [{"content": "User used to have a dog", "category": "identity"}]},
-                   "I kept a dog for years", settings=settings)  # warm: rule files and the lemmatiser's tables read
+    validate_items({"facts": [{"content": "User used to live in Portugal", "category": "identity"}]},
+                   "I taught in Lisbon for years", settings=settings)  # warm: every data file read once
     spent = 0.0
     for turn, true, invented in cases:
         for kind, items in (("true", true), ("invented", invented)):

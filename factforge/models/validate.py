@@ -7,7 +7,7 @@ counts travel back to the caller), the good ones become :class:`Fact` / :class:`
 
 Grounding is lexical: entity names must occur in the source (case-insensitive), every content word of a fact
 (3+ letters, not a framing or function word such as "prefers" or "the") or CJK bigram must occur in the source,
-and its numbers and names must too. Words are compared by light stem, by lemma (lemminflect's tables: "taught" is
+and its numbers and names must too. Words are compared by light stem, by lemma (data/word_forms.tsv: "taught" is
 "teach"), by derivational base ("bakery" / "baker"), through a related everyday word ("mother" by "mom"), a
 narrower one ("pet" by "dog") or a place inside a broader one ("Portugal" by "Lisbon", data/places.yaml). The
 source clause that supports the fact must agree with it on negation ("User owns a car" is not "I don't own a
@@ -36,13 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import regex
-from lemminflect import getAllLemmas  # type: ignore[import-untyped]
 
 from ..rules.gatekeeper import SOCIAL_KINDS, Gatekeeper
 from ..rules.load import default_rules
 from ..rules.rulefile import Problems, safe_search
 from ..rules.schema import CuesSpec, FactChecksSpec, NegationSpec, Spec, Text, read_data
 from ..rules.temporal import find_expressions, resolve
+from ..errors import PatternError
 from ..settings import Settings
 from ..types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship, Span, normalize_content
 
@@ -244,7 +244,7 @@ class _PlacesSpec(Spec):
 
 @dataclass(frozen=True, slots=True)
 class _Senses:
-    """data/fact_senses.yaml and data/places.yaml, compiled."""
+    """data/fact_senses.yaml, compiled."""
 
     ended: Any  # regex: "used to", "quit" - not followed by a purpose ("quit to pursue")
     ended_any: Any  # regex: the same, followed by anything
@@ -258,8 +258,6 @@ class _Senses:
     possessives: frozenset[str]
     purpose: frozenset[str]
     negated_prefix: tuple[str, ...]
-    places: Mapping[str, frozenset[str]]  # key of a broader place's word -> keys of the places in it
-    place_phrases: Mapping[str, Any]  # the same, for places of several words ("Cape Town"): regex
 
 
 @lru_cache(maxsize=1)
@@ -279,6 +277,19 @@ def _senses() -> _Senses:
     ended = _polarity(spec.ended).pattern
     if spec.purpose:
         ended = rf"(?:{ended})(?!\s+(?:{_polarity(spec.purpose).pattern}))"
+    return _Senses(regex.compile(ended, regex.IGNORECASE), _polarity(spec.ended), frozenset(w.casefold() for w in spec.present),
+                   _polarity(spec.onset), _polarity(spec.plan), _polarity(spec.wish), _polarity(spec.bounded),
+                   regex.compile(rf"(?<![\p{{L}}])for\s+(?:[\p{{L}}\p{{N}}]+\s+){{0,2}}?(?:{_polarity(spec.durations).pattern})",
+                                 regex.IGNORECASE),
+                   frozenset(w.casefold() for w in spec.ended if regex.fullmatch(r"\p{Latin}+", w)),
+                   frozenset(w.casefold() for w in spec.possessives), frozenset(w.casefold() for w in spec.purpose),
+                   tuple(p.casefold() for p in spec.negated_prefix))
+
+
+@lru_cache(maxsize=1)
+def _places() -> tuple[Mapping[str, frozenset[str]], Mapping[str, Any]]:
+    """data/places.yaml as (key of a broader place's word -> keys of the places in it, the same for places of
+    several words as a regex); read the first time a fact has a word nothing else grounds."""
     places = read_data(_PlacesSpec, "places.yaml").places
     inside: dict[str, set[str]] = {}
 
@@ -298,14 +309,7 @@ def _senses() -> _Senses:
             for key in _keys(word.casefold()):
                 single.setdefault(key, set()).update(k for n in narrow if " " not in n for k in _keys(n.casefold()))
                 several.setdefault(key, []).extend(n for n in narrow if " " in n)
-    return _Senses(regex.compile(ended, regex.IGNORECASE), _polarity(spec.ended), frozenset(w.casefold() for w in spec.present),
-                   _polarity(spec.onset), _polarity(spec.plan), _polarity(spec.wish), _polarity(spec.bounded),
-                   regex.compile(rf"(?<![\p{{L}}])for\s+(?:[\p{{L}}\p{{N}}]+\s+){{0,2}}?(?:{_polarity(spec.durations).pattern})",
-                                 regex.IGNORECASE),
-                   frozenset(w.casefold() for w in spec.ended if regex.fullmatch(r"\p{Latin}+", w)),
-                   frozenset(w.casefold() for w in spec.possessives), frozenset(w.casefold() for w in spec.purpose),
-                   tuple(p.casefold() for p in spec.negated_prefix), {k: frozenset(v) for k, v in single.items()},
-                   {k: _polarity(v) for k, v in several.items() if v})
+    return {k: frozenset(v) for k, v in single.items()}, {k: _polarity(v) for k, v in several.items() if v}
 
 
 def _clause_rx(negation: NegationSpec | None) -> Any:
@@ -349,14 +353,37 @@ def _stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=1)
+def _word_forms() -> tuple[Mapping[str, frozenset[str]], frozenset[str], frozenset[str], frozenset[str]]:
+    """data/word_forms.tsv: (form -> lemmas, verb forms, past forms, -s forms) of the irregular words."""
+    text = resources.files("factforge").joinpath("data/word_forms.tsv").read_text(encoding="utf-8")
+    lemmas: dict[str, set[str]] = {}
+    verbs, past, third = set(), set(), set()
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.split("\t")
+        if len(parts) != 3 or parts[1] not in ("verb", "noun") or not parts[2].split():
+            raise PatternError(f"data/word_forms.tsv:{n}: expected 'form<TAB>verb|noun<TAB>lemma ...'")
+        form, pos, of = parts[0], parts[1], parts[2].split()
+        lemmas.setdefault(form, set()).update(of)
+        if pos == "verb":
+            verbs.add(form)
+            if any(form in (lemma + "s", lemma + "es", lemma[:-1] + "ies") for lemma in of) or form in ("is", "has",
+                                                                                                   "does"):
+                third.add(form)
+            elif not form.endswith("ing"):
+                past.add(form)
+    return ({k: frozenset(v) for k, v in lemmas.items()}, frozenset(verbs), frozenset(past), frozenset(third))
+
+
 @lru_cache(maxsize=65536)
 def _keys(word: str) -> frozenset[str]:
     """What a (casefolded) word is compared by: its light stem, the stems of its lemmas ("taught" -> "teach",
-    "children" -> "child", from the lemmatiser's tables) and its base without one derivational suffix of
+    "children" -> "child", data/word_forms.tsv) and its base without one derivational suffix of
     data/fact_senses.yaml ("bakery" -> "baker", "olympian" -> "olymp")."""
     keys = {_stem(word)}
-    for lemmas in getAllLemmas(word).values():
-        keys.update(_stem(lemma.casefold()) for lemma in lemmas)
+    keys.update(_stem(lemma) for lemma in _word_forms()[0].get(word, ()))
     suffixes, base = _derivation()
     for form in {word, _stem(word)}:  # "olympics" by its stem "olympic"
         for suffix in suffixes:
@@ -576,7 +603,8 @@ def _tense(text: str, senses: _Senses) -> tuple[bool, bool]:
     words = [w.casefold() for w in _WORD.findall(text)]
     present = past = False
     for i, w in enumerate(words):
-        if w in senses.present or (i == 1 and w.endswith("s") and _inflected(w, "VBZ")):
+        if w in senses.present or (i == 1 and w.endswith("s") and not w.endswith("ss") and len(w) > 3
+                                   and w not in _PAST_AUX and not _inflected(w, "VBD")):  # "User smokes"
             present = True
         if w in _PAST_AUX or (w.endswith("ed") and len(w) > 4) or _inflected(w, "VBD"):
             past = True
@@ -586,20 +614,10 @@ def _tense(text: str, senses: _Senses) -> tuple[bool, bool]:
 _PAST_AUX = frozenset({"was", "were", "had", "did", "wasn't", "weren't", "hadn't", "didn't"})
 
 
-@lru_cache(maxsize=65536)
 def _inflected(word: str, tag: str) -> bool:
-    """Whether ``word`` is a past form (``tag`` "VBD") or a third-person present (``tag`` "VBZ") of a verb: the
-    lemmatiser's lemma tables, so "taught" (of "teach") is past and "was" (of "be") is no -s form. Its inflection
-    tables are not read: they would cost a second half second to load."""
-    for lemma in getAllLemmas(word).get("VERB", ()):
-        if lemma == word:
-            continue
-        third = word in (lemma + "s", lemma + "es", lemma[:-1] + "ies")
-        if tag == "VBZ" and third:
-            return True
-        if tag == "VBD" and not third and not word.endswith("ing"):
-            return True
-    return False
+    """Whether ``word`` is a past form (``tag`` "VBD") or a third-person present (``tag`` "VBZ") of an irregular
+    verb of data/word_forms.tsv ("taught" is past; "was" is no -s form)."""
+    return word in (_word_forms()[2] if tag == "VBD" else _word_forms()[3])
 
 
 def _ended_differs(content: str, clause: _Source, senses: _Senses) -> str | None:
@@ -861,11 +879,11 @@ class _Source:
 
     def in_place(self, keys: frozenset[str]) -> bool:
         """Whether the source names a place inside the broader place one of ``keys`` names (data/places.yaml)."""
-        senses = _senses()
+        places, phrases = _places()
         for k in keys:
-            if not senses.places.get(k, frozenset()).isdisjoint(self.stems):
+            if not places.get(k, frozenset()).isdisjoint(self.stems):
                 return True
-            if k in senses.place_phrases and senses.place_phrases[k].search(self.text):
+            if k in phrases and phrases[k].search(self.text):
                 return True
         return False
 
