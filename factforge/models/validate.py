@@ -88,6 +88,7 @@ REJECTION_REASONS: tuple[str, ...] = (
 
 _WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{N}'’_-]*")
 _LATIN_WORD = regex.compile(r"\p{Latin}{3,}")
+_LETTERS = regex.compile(r"\p{L}+")
 _CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
 _CJK_CHAR = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
 # Suffixes stripped by the light stemmer, longest first: "coding"/"codes"/"code" all become "cod".
@@ -321,12 +322,32 @@ def _clause_rx(negation: NegationSpec | None) -> Any:
     if negation is not None and negation.subject_breaks and negation.subjects:
         subjects = _polarity(negation.subjects).pattern
         parts.append(rf"(?:{_polarity(negation.subject_breaks).pattern})(?=\s+(?:{subjects}))")
-        spec = _senses_spec()
-        if spec.joining:  # "and I have more energy" ends a clause, "my wife and I" does not
-            words = r"[^\s,;:.!?]+\s+" * spec.joining_after
-            parts.append(rf"(?<=(?:^|[,;:.!?])\s*{words}[^,;:.!?]*?)(?:{_polarity(spec.joining).pattern})"
-                         rf"(?=\s+(?:{subjects}))")
+
     return regex.compile("|".join(parts), regex.IGNORECASE)
+
+
+@lru_cache(maxsize=1)
+def _joining_rx() -> Any:
+    """Where a joining word ("and") meets a new subject; it ends a clause only after enough words (_split_joined)."""
+    spec, negation = _senses_spec(), read_data(FactChecksSpec, "fact_checks.yaml").grounding.negation
+    if not spec.joining or negation is None or not negation.subjects:
+        return None
+    return regex.compile(rf"(?:{_polarity(spec.joining).pattern})(?=\s+(?:{_polarity(negation.subjects).pattern}))",
+                         regex.IGNORECASE)
+
+
+def _split_joined(part: str) -> list[str]:
+    """``part`` cut where "and" meets a new subject after data/fact_senses.yaml's `joining_after` words of it: "I
+    gave up sugar three weeks ago and I have more energy" is two clauses, "My wife and I got back" one."""
+    rx = _joining_rx()
+    if rx is None:
+        return [part]
+    out, start = [], 0
+    for m in rx.finditer(part):
+        if len(_WORD.findall(part[start:m.start()])) >= _senses_spec().joining_after:
+            out.append(part[start:m.start()])
+            start = m.end()
+    return [*out, part[start:]]
 
 
 def _polarity(words: list[str]) -> Any:
@@ -798,7 +819,7 @@ class _Source:
         # Keys (stems, lemmas, derivational bases) of every word and of every piece of a hyphenated/apostrophed
         # one ("I've" -> "ve", "i").
         self.stems: set[str] = set()
-        for w in regex.findall(r"\p{L}+", text):
+        for w in _LETTERS.findall(text):
             self.stems |= _keys(w.casefold())
         self.stopwords = stopwords
         self._numbers: set[str] | None = None
@@ -830,7 +851,8 @@ class _Source:
         """The source cut at punctuation and clause breaks, each clause with whom it is about."""
         if self._clauses is None:
             self._clauses = []
-            for part in checks.clause.split(self.text) if checks.clause is not None else [self.text]:
+            parts = checks.clause.split(self.text) if checks.clause is not None else [self.text]
+            for part in (piece for p in parts if p for piece in _split_joined(p)):
                 if part and part.strip():
                     clause = _Source(part.strip(), self.stopwords)
                     clause.other = _other_subject(part, checks)
