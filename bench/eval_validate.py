@@ -11,9 +11,11 @@ The related-word groups of data/fact_checks.yaml were written alongside these fa
 held out for them; the number, name and polarity checks are general.
 
 ``--cases heldout`` runs bench/validate_heldout.py instead: turns and facts written before the validator was
-changed for issue 14 and never tuned on. Both sets report the cost per fact (validation only, warm).
+changed for issue 14 and never tuned on. ``--cases fresh`` runs bench/validate_fresh.py: a third set, persona-chat
+and LoCoMo-style turns with facts phrased as a small model paraphrases them, written and frozen before the second
+round of validator changes. Each set reports the cost per fact (validation only, warm).
 
-Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout] [--verbose] [--json]
+Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh] [--verbose] [--json]
 """
 
 from __future__ import annotations
@@ -122,19 +124,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--cases", choices=("old", "heldout"), default="old")
+    ap.add_argument("--cases", choices=("old", "heldout", "fresh"), default="old")
     args = ap.parse_args()
     cases = CASES
     if args.cases == "heldout":
         sys.path.insert(0, str(Path(__file__).parent))
         from validate_heldout import HELDOUT
         cases = HELDOUT
+    elif args.cases == "fresh":
+        sys.path.insert(0, str(Path(__file__).parent))
+        from validate_fresh import FRESH
+        cases = FRESH
     settings = Settings(home=Path("."))
     counts = {"true": [0, 0], "invented": [0, 0]}
     reasons: dict[str, Counter[str]] = {"true": Counter(), "invented": Counter()}
     lines = []
-    validate_items({"facts": [{"content": "User has a dog", "category": "identity"}]}, "I have a dog",
-                   settings=settings)  # warm: rule files read, caches filled
+    validate_items({"facts": [{"content": "User used to live in Portugal", "category": "identity"}]},
+                   "I taught in Lisbon for years", settings=settings)  # warm: every data file read once
     spent = 0.0
     for turn, true, invented in cases:
         for kind, items in (("true", true), ("invented", invented)):

@@ -159,3 +159,64 @@ def test_a_date_written_from_the_message_time_is_grounded(turn: str, content: st
     facts, _, _, _ = validate_items({"facts": [{"content": content, "category": "temporal", "confidence": 0.9}]},
                                     turn, settings=SETTINGS, timestamp=said_at)
     assert bool(facts) == kept
+
+
+# Issue 14, second round: what a paraphrase means, beyond its words. Turns written for these tests (not taken from
+# bench/validate_fresh.py), each (turn, fact, kept, reason of a rejection or "").
+MEANING = [
+    # lemmas and derivations join words the light stemmer cannot
+    ("My uncle taught me chess when I was seven.", "User was taught chess by their uncle", True, ""),
+    ("My cousin rowed at the Olympics last summer.", "User's cousin is an Olympian", True, ""),
+    ("I bake at a bakery downtown.", "User is a baker", True, ""),
+    ("My cousin is an Olympian, she rows.", "User's cousin competed in the Olympic games", False, "ungrounded"),
+    ("I workout every morning before breakfast.", "User works out every morning", True, ""),
+    ("My cat passed away last spring.", "User's cat died last spring", True, ""),
+    # a gazetteer grounds the broader place, one way
+    ("We spent our honeymoon in Florence.", "User honeymooned in Italy", True, ""),
+    ("We spent our honeymoon in Florence.", "User honeymooned in Europe", True, ""),
+    ("We spent our honeymoon in Italy.", "User honeymooned in Florence", False, "ungrounded"),
+    ("We spent our honeymoon in Florence.", "User honeymooned in Spain", False, "ungrounded"),
+    # what ended: a past fact stands on it, a present one does not
+    ("I used to ride motorbikes before the kids came.", "User rode motorbikes", True, ""),
+    ("I used to ride motorbikes before the kids came.", "User rides motorbikes", False, "negation"),
+    ("I used to ride motorbikes before the kids came.", "User started riding motorbikes", False, "negation"),
+    ("I played the trumpet for ten years in school.", "User used to play the trumpet", True, ""),
+    ("I play the trumpet in a jazz band.", "User no longer plays the trumpet", False, "negation"),
+    ("I signed up for a yoga class last week.", "User quit their yoga class", False, "negation"),
+    ("I was a nurse for years, then I quit to raise my kids.", "User is a nurse", False, "negation"),
+    ("I was a nurse for years, then I quit to raise my kids.", "User raises their kids", True, ""),
+    # a wish is not a fact
+    ("I've always wanted a boat, but they cost too much.", "User has a boat", False, "ungrounded"),
+    ("I've always wanted a boat, but they cost too much.", "User wants a boat", True, ""),
+    # a negated liking, a negated prefix, a negated part
+    ("I'm not really happy at my new school.", "User is unhappy at their new school", True, ""),
+    ("I'm not really happy at my new school.", "User likes their new school", False, "ungrounded"),
+    ("I skipped the reunion this year.", "User went to the reunion", False, "negation"),
+    ("I skipped the reunion this year.", "User didn't go to the reunion", True, ""),
+    ("I drive for a delivery app. It's not my dream career.", "User's dream career is delivery driving", False,
+     "negation"),
+    # someone else's things and deeds
+    ("I'm babysitting my neighbor's twins tonight, his wife is away.", "User has twins", False, "other_subject"),
+    ("My brother beat me at chess again.", "User beat their brother at chess", False, "other_subject"),
+    ("My brother beat me at chess again.", "User's brother beat them at chess", True, ""),
+    ("My husband and I run a food truck.", "User runs a food truck", True, ""),
+    # a visit is no home
+    ("Just back from two weeks in Lisbon!", "User lives in Lisbon", False, "ungrounded"),
+    ("We moved to Lisbon in the spring.", "User lives in Lisbon", True, ""),
+]
+
+
+@pytest.mark.parametrize(("turn", "content", "kept", "reason"), MEANING, ids=[c for _, c, _, _ in MEANING])
+def test_a_fact_must_mean_what_its_source_says(turn: str, content: str, kept: bool, reason: str) -> None:
+    passed, explain = _check(turn, content)
+    assert passed == kept, explain
+    if not kept:
+        assert explain[0][1] == reason, explain
+
+
+def test_senses_and_places_are_checked_data() -> None:
+    senses, places = validate._senses(), validate.read_data(validate._PlacesSpec, "places.yaml")
+    assert senses.ended.search("I used to smoke") and not senses.ended.search("I quit to travel")
+    assert "Lisbon" in places.places["Portugal"]
+    with pytest.raises(ValueError):
+        validate._SensesSpec.model_validate({"ended": ["quit"], "wishes": ["want"]})  # an unknown key is named

@@ -5,15 +5,18 @@ memory. Every item of a reply is therefore checked on its own; a bad item is rej
 counts travel back to the caller), the good ones become :class:`Fact` / :class:`Entity` /
 :class:`Relationship` values with ``method="llm"`` and an explanation pointing at the source text.
 
-Grounding is lexical and deliberately simple: entity names must occur in the source (case-insensitive),
-every content word of a fact (3+ letters, not a framing or function word such as "prefers" or "the"; compared
-after light stemming, or through a related everyday word: "mother" by "mom", or a narrower one: "pet" by "dog")
-or CJK bigram must occur in the source, and its numbers and names must too. The source clause that supports
-the fact must agree with it on negation ("User owns a car" is not "I don't own a car") and on whom it is about
-("User is vegan" is not "my sister is vegan"), and a liking must not turn into a dislike or back. Each such
-rejection names what was unsupported (``explain`` of :func:`validate_items`). The floor (words, a content word
-and a clause, not characters), the word lists and the cue words each category needs live in
-``data/fact_checks.yaml``.
+Grounding is lexical: entity names must occur in the source (case-insensitive), every content word of a fact
+(3+ letters, not a framing or function word such as "prefers" or "the") or CJK bigram must occur in the source,
+and its numbers and names must too. Words are compared by light stem, by lemma (data/word_forms.tsv: "taught" is
+"teach"), by derivational base ("bakery" / "baker"), through a related everyday word ("mother" by "mom"), a
+narrower one ("pet" by "dog") or a place inside a broader one ("Portugal" by "Lisbon", data/places.yaml). The
+source clause that supports the fact must agree with it on negation ("User owns a car" is not "I don't own a
+car"), on whether it ended ("User has a dog" is not "I used to have a dog"; "User played hockey" is), on whom it
+is about ("User is vegan" is not "my sister is vegan"; "User left their wife" is not "my wife left me"), and must
+not only wish for it ("I've always wanted a dog"); a liking must not turn into a dislike or back. Each rejection
+names what was unsupported (``explain`` of :func:`validate_items`). The floor (words, a content word and a
+clause, not characters), the word lists and the cue words each category needs live in ``data/fact_checks.yaml``;
+what ended, wishes, possessives and derivational suffixes in ``data/fact_senses.yaml``.
 
 A sentence embedding (MiniLM) was measured as a second judge of paraphrases and left out: it rates a swapped
 object as close as a faithful paraphrase ("bank" / "bakery" 0.36, "baker" / "bakery" 0.73, "Japanese" /
@@ -37,8 +40,9 @@ import regex
 from ..rules.gatekeeper import SOCIAL_KINDS, Gatekeeper
 from ..rules.load import default_rules
 from ..rules.rulefile import Problems, safe_search
-from ..rules.schema import CuesSpec, FactChecksSpec, NegationSpec, read_data
+from ..rules.schema import CuesSpec, FactChecksSpec, NegationSpec, Spec, Text, read_data
 from ..rules.temporal import find_expressions, resolve
+from ..errors import PatternError
 from ..settings import Settings
 from ..types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship, Span, normalize_content
 
@@ -84,6 +88,7 @@ REJECTION_REASONS: tuple[str, ...] = (
 
 _WORD = regex.compile(r"[\p{L}\p{N}][\p{L}\p{N}'’_-]*")
 _LATIN_WORD = regex.compile(r"\p{Latin}{3,}")
+_LETTERS = regex.compile(r"\p{L}+")
 _CJK_RUN = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]+")
 _CJK_CHAR = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
 # Suffixes stripped by the light stemmer, longest first: "coding"/"codes"/"code" all become "cod".
@@ -137,6 +142,9 @@ class _FactChecks:
     contrast: Any = None  # regex: "over", "rather than" - what follows is liked less
     phrases: Mapping[str, Any] = field(default_factory=dict)  # stem -> regex of the phrases that ground it
     light_phrases: Any = None  # regex: light phrases ("years old"), left out of a fact's content words
+    # A phrase of a related group written in a fact stands for the group's first word ("passed away" -> "die").
+    fact_phrases: Any = None
+    phrase_heads: Mapping[str, str] = field(default_factory=dict)
 
 
 def _cues(category: str, spec: CuesSpec, problems: Problems) -> tuple[frozenset[str], tuple[Any, ...]]:
@@ -171,9 +179,13 @@ def _fact_checks() -> _FactChecks:
     grounding = spec.grounding
     related: dict[str, set[str]] = {}
     phrases: dict[str, list[str]] = {}
+    heads: dict[str, str] = {}
     for group in grounding.related:
         stems = {_stem(w.casefold()) for w in group if " " not in w.strip()}
         several = [w for w in group if " " in w.strip()]  # "every day" grounds "daily"
+        head = next((w.strip().casefold() for w in group if " " not in w.strip()), None)
+        if head is not None:
+            heads.update({" ".join(w.casefold().split()): head for w in several})
         for stem in stems:
             related.setdefault(stem, set()).update(stems)
             phrases.setdefault(stem, []).extend(several)
@@ -202,7 +214,103 @@ def _fact_checks() -> _FactChecks:
                        frozenset(w.casefold() for w in grounding.others),
                        _polarity(polarity.contrast) if polarity.contrast else None,
                        {k: _polarity(v) for k, v in phrases.items() if v},
-                       _polarity([w for w in grounding.light if " " in w.strip()]))
+                       _polarity([w for w in grounding.light if " " in w.strip()]),
+                       _polarity(list(heads)) if heads else None, heads)
+
+
+class _SensesSpec(Spec):
+    """data/fact_senses.yaml: how a fact and its source agree beyond their words (see the file)."""
+
+    ended: list[Text]
+    purpose: list[Text] = []
+    present: list[Text] = []
+    onset: list[Text] = []
+    plan: list[Text] = []
+    wish: list[Text] = []
+    bounded: list[Text] = []
+    durations: list[Text] = []
+    possessives: list[Text] = []
+    derivation: list[Text] = []
+    derivation_base: int = 5
+    joining: list[Text] = []
+    joining_after: int = 4
+    negated_prefix: list[Text] = []
+
+
+class _PlacesSpec(Spec):
+    """data/places.yaml: a broader place -> the places in it."""
+
+    places: dict[str, list[Text]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Senses:
+    """data/fact_senses.yaml, compiled."""
+
+    ended: Any  # regex: "used to", "quit" - not followed by a purpose ("quit to pursue")
+    ended_any: Any  # regex: the same, followed by anything
+    present: frozenset[str]
+    onset: Any
+    plan: Any
+    wish: Any
+    bounded: Any  # regex: a past that is over ("for a few years", "when I was younger")
+    duration: Any  # regex: "for" and a length of time ("for a few years", "for 20 years")
+    exempt: frozenset[str]  # single ended words: checked as ended, not as content words
+    possessives: frozenset[str]
+    purpose: frozenset[str]
+    negated_prefix: tuple[str, ...]
+
+
+@lru_cache(maxsize=1)
+def _senses_spec() -> _SensesSpec:
+    return read_data(_SensesSpec, "fact_senses.yaml")
+
+
+@lru_cache(maxsize=1)
+def _derivation() -> tuple[tuple[str, ...], int]:
+    spec = _senses_spec()
+    return tuple(sorted((s.casefold() for s in spec.derivation), key=len, reverse=True)), spec.derivation_base
+
+
+@lru_cache(maxsize=1)
+def _senses() -> _Senses:
+    spec = _senses_spec()
+    ended = _polarity(spec.ended).pattern
+    if spec.purpose:
+        ended = rf"(?:{ended})(?!\s+(?:{_polarity(spec.purpose).pattern}))"
+    return _Senses(regex.compile(ended, regex.IGNORECASE), _polarity(spec.ended), frozenset(w.casefold() for w in spec.present),
+                   _polarity(spec.onset), _polarity(spec.plan), _polarity(spec.wish), _polarity(spec.bounded),
+                   regex.compile(rf"(?<![\p{{L}}])for\s+(?:[\p{{L}}\p{{N}}]+\s+){{0,2}}?(?:{_polarity(spec.durations).pattern})",
+                                 regex.IGNORECASE),
+                   frozenset(w.casefold() for w in spec.ended if regex.fullmatch(r"\p{Latin}+", w)),
+                   frozenset(w.casefold() for w in spec.possessives), frozenset(w.casefold() for w in spec.purpose),
+                   tuple(p.casefold() for p in spec.negated_prefix))
+
+
+@lru_cache(maxsize=1)
+def _places() -> tuple[Mapping[str, frozenset[str]], Mapping[str, Any]]:
+    """data/places.yaml as (key of a broader place's word -> keys of the places in it, the same for places of
+    several words as a regex); read the first time a fact has a word nothing else grounds."""
+    places = read_data(_PlacesSpec, "places.yaml").places
+    inside: dict[str, set[str]] = {}
+
+    def within(place: str, seen: frozenset[str]) -> set[str]:
+        out: set[str] = set()
+        for p in places.get(place, []):
+            if p not in seen:
+                out |= {p} | within(p, seen | {p})
+        return out
+
+    for broad in places:
+        inside[broad] = within(broad, frozenset({broad}))
+    single: dict[str, set[str]] = {}
+    several: dict[str, list[str]] = {}
+    for broad, narrow in inside.items():
+        for word in broad.split():  # "United States": each word of it is grounded by "Chicago"
+            for key in _keys(word.casefold()):
+                single.setdefault(key, set()).update(k for n in narrow if " " not in n for k in _keys(n.casefold()))
+                several.setdefault(key, []).extend(n for n in narrow if " " in n)
+    return {k: frozenset(v) for k, v in single.items()}, {k: _polarity(v) for k, v in several.items() if v}
 
 
 def _clause_rx(negation: NegationSpec | None) -> Any:
@@ -214,7 +322,32 @@ def _clause_rx(negation: NegationSpec | None) -> Any:
     if negation is not None and negation.subject_breaks and negation.subjects:
         subjects = _polarity(negation.subjects).pattern
         parts.append(rf"(?:{_polarity(negation.subject_breaks).pattern})(?=\s+(?:{subjects}))")
+
     return regex.compile("|".join(parts), regex.IGNORECASE)
+
+
+@lru_cache(maxsize=1)
+def _joining_rx() -> Any:
+    """Where a joining word ("and") meets a new subject; it ends a clause only after enough words (_split_joined)."""
+    spec, negation = _senses_spec(), read_data(FactChecksSpec, "fact_checks.yaml").grounding.negation
+    if not spec.joining or negation is None or not negation.subjects:
+        return None
+    return regex.compile(rf"(?:{_polarity(spec.joining).pattern})(?=\s+(?:{_polarity(negation.subjects).pattern}))",
+                         regex.IGNORECASE)
+
+
+def _split_joined(part: str) -> list[str]:
+    """``part`` cut where "and" meets a new subject after data/fact_senses.yaml's `joining_after` words of it: "I
+    gave up sugar three weeks ago and I have more energy" is two clauses, "My wife and I got back" one."""
+    rx = _joining_rx()
+    if rx is None:
+        return [part]
+    out, start = [], 0
+    for m in rx.finditer(part):
+        if len(_WORD.findall(part[start:m.start()])) >= _senses_spec().joining_after:
+            out.append(part[start:m.start()])
+            start = m.end()
+    return [*out, part[start:]]
 
 
 def _polarity(words: list[str]) -> Any:
@@ -239,6 +372,47 @@ def _stem(word: str) -> str:
                 stem = stem[:-1]  # running -> run, stopped -> stop
             return stem
     return word
+
+
+@lru_cache(maxsize=1)
+def _word_forms() -> tuple[Mapping[str, frozenset[str]], frozenset[str], frozenset[str], frozenset[str]]:
+    """data/word_forms.tsv: (form -> lemmas, verb forms, past forms, -s forms) of the irregular words."""
+    text = resources.files("factforge").joinpath("data/word_forms.tsv").read_text(encoding="utf-8")
+    lemmas: dict[str, set[str]] = {}
+    verbs, past, third = set(), set(), set()
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.split("\t")
+        if len(parts) != 3 or parts[1] not in ("verb", "noun") or not parts[2].split():
+            raise PatternError(f"data/word_forms.tsv:{n}: expected 'form<TAB>verb|noun<TAB>lemma ...'")
+        form, pos, of = parts[0], parts[1], parts[2].split()
+        lemmas.setdefault(form, set()).update(of)
+        if pos == "verb":
+            verbs.add(form)
+            if any(form in (lemma + "s", lemma + "es", lemma[:-1] + "ies") for lemma in of) or form in ("is", "has",
+                                                                                                   "does"):
+                third.add(form)
+            elif not form.endswith("ing"):
+                past.add(form)
+    return ({k: frozenset(v) for k, v in lemmas.items()}, frozenset(verbs), frozenset(past), frozenset(third))
+
+
+@lru_cache(maxsize=65536)
+def _keys(word: str) -> frozenset[str]:
+    """What a (casefolded) word is compared by: its light stem, the stems of its lemmas ("taught" -> "teach",
+    "children" -> "child", data/word_forms.tsv) and its base without one derivational suffix of
+    data/fact_senses.yaml ("bakery" -> "baker", "olympian" -> "olymp")."""
+    keys = {_stem(word)}
+    keys.update(_stem(lemma) for lemma in _word_forms()[0].get(word, ()))
+    suffixes, base = _derivation()
+    for form in {word, _stem(word)}:  # "olympics" by its stem "olympic"
+        for suffix in suffixes:
+            if form.endswith(suffix) and len(form) - len(suffix) >= base:
+                keys.add(form[: -len(suffix)])
+    if len(word) >= base:
+        keys.add(word)
+    return frozenset(keys)
 
 
 def _numbers(text: str, checks: _FactChecks) -> set[str]:
@@ -267,7 +441,7 @@ def _specifics_unsupported(content: str, source: _Source, checks: _FactChecks, s
         name = _POSSESSIVE.sub("", m.group()).casefold()
         if name in subjects or name == "i":
             continue
-        if name not in source.words and _stem(name) not in source.stems:
+        if name not in source.words and _keys(name).isdisjoint(source.stems) and not source.in_place(_keys(name)):
             return f"name {m.group()}"
     if checks.negative is not None and checks.positive is not None:
         fact_negative = checks.negative.search(content) is not None
@@ -277,24 +451,52 @@ def _specifics_unsupported(content: str, source: _Source, checks: _FactChecks, s
         if not fact_negative and checks.positive.search(content):
             # A liking needs a liking or praise in the source, outside its dislikes ("can't stand" is no liking).
             liked = checks.praise or checks.positive
-            if liked.search(checks.negative.sub(" ", source.text)) is None:
+            said = checks.negative.sub(" ", source.text)
+            if checks.negation is not None:  # "not really happy with it" is no liking
+                said = _negated_liking(checks.negation.pattern, liked.pattern).sub(" ", said)
+            if liked.search(said) is None:
                 return "a liking"
     return None
+
+
+@lru_cache(maxsize=4)
+def _negated_liking(negation: str, liked: str) -> Any:
+    """A liking or praise word up to two words after a negation ("not really happy")."""
+    return regex.compile(rf"(?:{negation})(?:\s+[\p{{L}}'’]+){{0,2}}?\s+(?:{liked})", regex.IGNORECASE)
 
 
 def _negated(text: str, checks: _FactChecks) -> bool:
     """Whether ``text`` negates (a dislike does not count: "can't stand" is a liking, checked as one)."""
     if checks.negative is not None:
         text = checks.negative.sub(" ", text)
+    text = _senses().ended_any.sub(" ", text)  # "no longer" says it ended (checked as such), not "no"
     return checks.negation.search(text) is not None
 
 
 def _unframed(content: str, checks: _FactChecks) -> str:
     """``content`` without its liking and negation phrases ("no longer", "can't stand") and its numbers, which are
     checked as polarity, negation and numbers ("twenty" by "20"), not as words the source must contain."""
-    for rx in (checks.negative, checks.positive, checks.negation, checks.light_phrases, checks.number_rx):
+    for rx in (checks.negative, checks.positive, _senses().ended_any, checks.negation, checks.light_phrases,
+               checks.number_rx):
         if rx is not None:
             content = rx.sub(" ", content)
+    return content
+
+
+def _in_words(content: str, source: _Source, checks: _FactChecks) -> str:
+    """``content`` as the source's words: a related phrase as its group's word ("passed away" -> "die"), and two
+    words the source writes as one ("works out" -> "workout")."""
+    if checks.fact_phrases is not None:
+        content = checks.fact_phrases.sub(lambda m: checks.phrase_heads.get(" ".join(m.group().casefold().split()),
+                                                                            m.group()), content)
+    words = list(_WORD.finditer(content))
+    for a, b in reversed(list(zip(words, words[1:]))):
+        if content[a.end():b.start()] != " ":
+            continue
+        first, second = a.group().casefold(), b.group().casefold()
+        joined = next((k + second for k in (first, _stem(first)) if k + second in source.words), None)
+        if joined is not None and first not in source.words:
+            content = content[:a.start()] + joined + content[b.end():]
     return content
 
 
@@ -323,29 +525,191 @@ def _liked_less(content: str, terms: list[str], source: _Source, checks: _FactCh
 
 def _negation_or_other(content: str, terms: list[str], source: _Source, checks: _FactChecks,
                        subjects: set[str]) -> tuple[str, str] | None:
-    """(reason, what) when the source clause that supports the fact says it of someone else or negates it
-    where the fact does not (or the other way round); None when one such clause agrees with the fact."""
+    """(reason, what) when the source clause that supports the fact says it of someone else, negates it where
+    the fact does not (or the other way round), says it ended where the fact says it holds, only wishes for it,
+    or has the roles the other way round; None when one such clause agrees with the fact."""
     clauses = source.clauses(checks)
+    about_speaker = any(content.casefold().startswith(s + " ") for s in subjects)
+    if about_speaker:
+        given = _given_to_other(content, terms, source, checks)
+        if given is not None:
+            return "other_subject", f"the source gives {given!r} to someone else"
     if not terms or len(clauses) == 0:
         return None
     scores = [sum(1 for t in terms if clause.has_term(t, checks.related, checks.phrases)) for clause in clauses]
     top = max(scores)
     if top == 0:
         return None
+    fact_negated = checks.negation is not None and _negated(content, checks)
+    if fact_negated and _negated_scope(content, clauses, checks):
+        return None  # "Burger King is not User's dream job" from "it's not my dream job"
+    if not fact_negated and checks.negation is not None:
+        for t in terms:  # "User's dream job is ..." from "it's not my dream job" (not "User drinks tea" from
+            # "I never drink coffee, just tea": a part of the fact, two of its words, must be said only negated)
+            having = [c for c in clauses if c.has_term(t, checks.related, checks.phrases)]
+            if having and all(_negated(c.text, checks) and scores[clauses.index(c)] >= 2 for c in having):
+                return "negation", f"{t!r} only in a negated clause: {having[0].text!r}"
     best = [c for c, n in zip(clauses, scores) if n == top]
-    about_speaker = any(content.casefold().startswith(s + " ") for s in subjects)
     fact_words = _Source(content, frozenset())
+    senses = _senses()
     problem: tuple[str, str] | None = None
     for clause in best:
         other = clause.other if about_speaker else None
         if other is not None and not fact_words.has_term(other, checks.related):
             problem = problem or ("other_subject", f"said of {other!r}: {clause.text!r}")
             continue
-        if checks.negation is not None and _negated(content, checks) != _negated(clause.text, checks):
+        if about_speaker and (swapped := _swapped(content, terms, clause, checks)) is not None:
+            problem = problem or ("other_subject", f"{swapped!r} is done by someone else in {clause.text!r}")
+            continue
+        if checks.negation is not None and fact_negated != _negated(clause.text, checks):
             problem = problem or ("negation", f"negation differs from {clause.text!r}")
+            continue
+        ended = _ended_differs(content, clause, senses)
+        if ended is not None:
+            problem = problem or ("negation", f"{ended}: {clause.text!r}")
+            continue
+        if about_speaker and clause.other is None and senses.wish.search(clause.text) \
+                and not senses.plan.search(content):
+            problem = problem or ("ungrounded", f"unsupported: only wished for in {clause.text!r}")
             continue
         return None
     return problem
+
+
+def _negated_scope(content: str, clauses: list[_Source], checks: _FactChecks) -> bool:
+    """Whether a negated clause of the source has the content words that follow the fact's negation."""
+    m = checks.negation.search(content)
+    if m is None:
+        return False
+    after = [w.casefold() for w in _LATIN_WORD.findall(content[m.end():])]
+    scope = [w for w in after if w not in _base_stopwords() and w not in checks.exempt]
+    return bool(scope) and any(_negated(c.text, checks) and all(c.has_term(w, checks.related) for w in scope)
+                               for c in clauses)
+
+
+def _unprefixed(content: str, source: _Source) -> str:
+    """``content`` with a word of a negating prefix written as a negation when the source has its base and not
+    the word ("unhappy" -> "not happy" for "I'm not really happy")."""
+    prefixes = _senses().negated_prefix
+    if not prefixes:
+        return content
+
+    def undo(m: Any) -> str:
+        word = m.group()
+        folded = word.casefold()
+        for prefix in prefixes:
+            base = folded[len(prefix):]
+            if folded.startswith(prefix) and len(base) >= 4 and folded not in source.words \
+                    and not _keys(base).isdisjoint(source.stems):
+                return "not " + base
+        return word
+
+    return _WORD.sub(undo, content)
+
+
+def _bare_ended(clause: str) -> bool:
+    """Whether a clause is only its subject and an ended word with no object: "then I quit (to travel)"."""
+    m = _senses().ended_any.search(clause)
+    if m is None:
+        return False
+    head = [w.casefold() for w in _WORD.findall(clause[:m.start()])]
+    tail = [w.casefold() for w in _WORD.findall(clause[m.end():])]
+    return all(w in _FIRST_PERSON or w in ("then", "and", "but", "so", "finally", "eventually") for w in head) \
+        and (not tail or tail[0] in _senses().purpose)
+
+
+def _tense(text: str, senses: _Senses) -> tuple[bool, bool]:
+    """(says it holds now, is set in the past) of a fact or clause: a present word of data/fact_senses.yaml or a
+    verb in -s after the subject; a verb in the past tense (the lemmatiser's tables, or -ed)."""
+    words = [w.casefold() for w in _WORD.findall(text)]
+    present = past = False
+    for i, w in enumerate(words):
+        if w in senses.present or (i == 1 and w.endswith("s") and not w.endswith("ss") and len(w) > 3
+                                   and w not in _PAST_AUX and not _inflected(w, "VBD")):  # "User smokes"
+            present = True
+        if w in _PAST_AUX or (w.endswith("ed") and len(w) > 4) or _inflected(w, "VBD"):
+            past = True
+    return present, past
+
+
+_PAST_AUX = frozenset({"was", "were", "had", "did", "wasn't", "weren't", "hadn't", "didn't"})
+
+
+def _inflected(word: str, tag: str) -> bool:
+    """Whether ``word`` is a past form (``tag`` "VBD") or a third-person present (``tag`` "VBZ") of an irregular
+    verb of data/word_forms.tsv ("taught" is past; "was" is no -s form)."""
+    return word in (_word_forms()[2] if tag == "VBD" else _word_forms()[3])
+
+
+def _ended_differs(content: str, clause: _Source, senses: _Senses) -> str | None:
+    """What is wrong when the fact and its clause disagree on whether it ended ("User has a dog" from "I used to
+    have a dog", "User started smoking" from "I quit smoking", "User no longer smokes" from "I smoke")."""
+    fact_ended = senses.ended.search(content) is not None
+    clause_ended = clause.ended or senses.ended.search(clause.text) is not None
+    if clause_ended and not fact_ended:
+        if senses.onset.search(content):
+            return "begun in the fact, ended in the source"
+        if _tense(content, senses)[0]:
+            return "holds now in the fact, ended in the source"
+    if fact_ended and not clause_ended and not (
+            _tense(clause.text, senses)[1] and (senses.bounded.search(clause.text) or senses.duration.search(clause.text))):
+        return "ended in the fact, not in the source"
+    return None
+
+
+def _swapped(content: str, terms: list[str], clause: _Source, checks: _FactChecks) -> str | None:
+    """The fact's first verb when the clause has someone else do it to the speaker ("My wife left me" is not
+    "User left their wife"), else None."""
+    words = [w.casefold() for w in _WORD.findall(clause.text)]
+    opener = _opening_other(words, checks)
+    if opener is None or not terms:
+        return None
+    said = [w.casefold() for w in _WORD.findall(content)]
+    if len(said) > 1 and said[1] in _PASSIVE:
+        return None  # "User was taught chess by their uncle"
+    later = [i for i, w in enumerate(words) if w in _OBJECT_SPEAKER and i > opener]
+    if not later:
+        return None
+    between = _Source(" ".join(words[opener + 1:later[0]]), frozenset())
+    first = terms[0]
+    return first if between.has_term(first) else None
+
+
+_OBJECT_SPEAKER = frozenset({"me", "us", "myself"})
+_PASSIVE = frozenset({"was", "were", "is", "are", "got", "gets", "has", "have", "had", "been", "being"})
+
+
+def _opening_other(words: list[str], checks: _FactChecks) -> int | None:
+    """Where the word for someone else that opens a clause is ("my wife left me": 1), or None."""
+    for i, word in enumerate(words[:4]):
+        if word in _FIRST_PERSON and word not in _DETERMINERS:
+            return None
+        at = i + 1 if word in _DETERMINERS else i
+        for j in range(at, min(at + 2, len(words))):
+            if _POSSESSIVE.sub("", words[j]) in checks.others and (j > i or word not in _DETERMINERS):
+                return j
+        if word in _DETERMINERS:
+            return None
+    return None
+
+
+def _given_to_other(content: str, terms: list[str], source: _Source, checks: _FactChecks) -> str | None:
+    """A word of a speaker fact that the source has only as someone else's ("her triplets"), when the fact names
+    no one else; else None."""
+    senses = _senses()
+    fact = [w.casefold() for w in _WORD.findall(content)]
+    if any(w in senses.possessives - {"their"} or _POSSESSIVE.sub("", w) in checks.others
+           or _POSSESSIVE.search(w) for w in fact):
+        return None
+    words = [w.casefold() for w in _WORD.findall(source.text)]
+    own = [w for w in (x.casefold() for x in _LATIN_WORD.findall(content)) if w not in source.stopwords]
+    for term in dict.fromkeys([*terms, *own]):
+        keys = _keys(term)
+        at = [i for i, w in enumerate(words) if w == term or not keys.isdisjoint(_keys(w))]
+        if at and all(i > 0 and (words[i - 1] in senses.possessives or _POSSESSIVE.search(words[i - 1])
+                                  and _POSSESSIVE.sub("", words[i - 1]) in checks.others) for i in at):
+            return term
+    return None
 
 
 def _periods(text: str, said_at: datetime) -> list[tuple[datetime, datetime]]:
@@ -452,12 +816,16 @@ class _Source:
         self.folded = text.casefold()
         # Latin runs too: "从MySQL迁移到PostgreSQL" is one word to _WORD.
         self.words = {w.casefold() for w in [*_WORD.findall(text), *_LATIN_WORD.findall(text)]}
-        # Stems of every word and of every piece of a hyphenated/apostrophed one ("I've" -> "ve", "i").
-        self.stems = {_stem(w.casefold()) for w in regex.findall(r"\p{L}+", text)}
+        # Keys (stems, lemmas, derivational bases) of every word and of every piece of a hyphenated/apostrophed
+        # one ("I've" -> "ve", "i").
+        self.stems: set[str] = set()
+        for w in _LETTERS.findall(text):
+            self.stems |= _keys(w.casefold())
         self.stopwords = stopwords
         self._numbers: set[str] | None = None
         self._clauses: list[_Source] | None = None
         self.other: str | None = None  # as a clause: the someone else it is about, if it opens with one
+        self.ended = False  # as a clause: the next clause ends it without an object ("..., but then I quit")
 
     def periods(self) -> list[tuple[datetime, datetime]]:
         """The periods the source's time expressions name, resolved against when it was said."""
@@ -483,10 +851,13 @@ class _Source:
         """The source cut at punctuation and clause breaks, each clause with whom it is about."""
         if self._clauses is None:
             self._clauses = []
-            for part in checks.clause.split(self.text) if checks.clause is not None else [self.text]:
+            parts = checks.clause.split(self.text) if checks.clause is not None else [self.text]
+            for part in (piece for p in parts if p for piece in _split_joined(p)):
                 if part and part.strip():
                     clause = _Source(part.strip(), self.stopwords)
                     clause.other = _other_subject(part, checks)
+                    if self._clauses and _bare_ended(clause.text):
+                        self._clauses[-1].ended = True  # "I taught for years, but then I quit to travel"
                     self._clauses.append(clause)
         return self._clauses
 
@@ -515,16 +886,28 @@ class _Source:
                  phrases: Mapping[str, Any] | None = None) -> bool:
         if _CJK_RUN.fullmatch(term):
             return term in self.folded
-        stem = _stem(term)
-        if term in self.words or stem in self.stems:
-            return True  # "codes" is grounded by "coding", "databases" by "database"
-        if related and not related.get(stem, frozenset()).isdisjoint(self.stems):
+        keys = _keys(term)
+        if term in self.words or not keys.isdisjoint(self.stems):
+            return True  # "codes" is grounded by "coding", "taught" by "teaching", "bakery" by "baker"
+        if related and any(not related.get(k, frozenset()).isdisjoint(self.stems) for k in keys):
             return True  # "mother" by "mom"
-        if phrases and stem in phrases and phrases[stem].search(self.text):
+        if phrases and any(k in phrases and phrases[k].search(self.text) for k in keys):
             return True  # "daily" by "every day"
+        if self.in_place(keys):
+            return True  # "Portugal" by "Lisbon"
         # Long words also by a shared 5-letter beginning: "migration" by "migrating".
         prefix = term[:5] if len(term) >= 6 else None
         return prefix is not None and any(w.startswith(prefix) for w in self.words)
+
+    def in_place(self, keys: frozenset[str]) -> bool:
+        """Whether the source names a place inside the broader place one of ``keys`` names (data/places.yaml)."""
+        places, phrases = _places()
+        for k in keys:
+            if not places.get(k, frozenset()).isdisjoint(self.stems):
+                return True
+            if k in phrases and phrases[k].search(self.text):
+                return True
+        return False
 
     def best_span(self, terms: Iterable[str]) -> Span | None:
         """The source sentence containing the most of ``terms``, or None if none contains any."""
@@ -580,7 +963,7 @@ def validate_items(
     """
     keeper = gatekeeper or default_rules(settings.patterns_dir).gate
     subjects = {settings.user_subject.casefold(), settings.team_subject.casefold()}
-    source = _Source(source_text, _base_stopwords() | subjects | _fact_checks().exempt, timestamp)
+    source = _Source(source_text, _base_stopwords() | subjects | _fact_checks().exempt | _senses().exempt, timestamp)
     rejections: Counter[str] = Counter()
     facts = _valid_facts(raw, source, keeper, settings, subjects, timestamp, rejections, explain)
     entities, by_name = _valid_entities(raw, source, keeper, subjects, rejections)
@@ -687,8 +1070,9 @@ def _fact_rejection(
     if len(content) > MAX_CONTENT_CHARS:
         return "too_long", f"{len(content)} characters", [], []
     checks = _fact_checks()
+    content = _unprefixed(content, source)
     said = source.undated(content)
-    terms = source.content_terms(_unframed(said, checks))
+    terms = source.content_terms(_unframed(_in_words(said, source, checks), checks))
     if _too_short(content, terms, checks, subjects):
         return "too_short", "under the floor of data/fact_checks.yaml", [], []
     if keeper.is_injection(content) is not None:
