@@ -57,6 +57,15 @@ def _graphs(url: str) -> dict[str, str]:
                                  ).fetchall())
 
 
+def _new_database(cluster: str, name: str, home: Path) -> tuple[str, Settings]:
+    """A new empty database ``name`` in the test cluster: its SQLAlchemy URL and settings for it."""
+    with psycopg.connect(cluster, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    base, query = cluster.split("?", 1)
+    url = "postgresql+psycopg://" + f"{base.rsplit('/', 1)[0]}/{name}?{query}".split("://", 1)[1]
+    return url, Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": str(home)})
+
+
 def _private_index(url: str, table: str = "facts") -> str:
     with psycopg.connect(db.conninfo(url)) as conn:
         return str(conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s",
@@ -67,11 +76,7 @@ def test_0013_keeps_one_half_precision_graph_of_shared_rows_and_goes_back(fresh_
     """Head: per table one HNSW graph, over ``embedding::halfvec(dim)`` of the shared rows (what search walks),
     and the agent's private facts with their vectors (an index-only exact read); back at 0012: the
     full-precision shared and private graphs, the agent's btree alone; and up again."""
-    with psycopg.connect(fresh_cluster, autocommit=True) as admin:
-        admin.execute("CREATE DATABASE ffhalf")
-    base, query = fresh_cluster.split("?", 1)
-    url = "postgresql+psycopg://" + f"{base.rsplit('/', 1)[0]}/ffhalf?{query}".split("://", 1)[1]
-    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": str(tmp_path)})
+    url, settings = _new_database(fresh_cluster, "ffhalf", tmp_path)
     db.upgrade(url, settings)
     head = _graphs(url)
     assert sorted(head) == ["facts_embedding_shared_hnsw", "turns_embedding_shared_hnsw"]
@@ -95,11 +100,7 @@ def test_0014_covers_the_agents_private_episodes_and_goes_back(fresh_cluster: st
     """Head: the agent's private episodes with their vectors and scope columns, under the episodes' condition
     (an index-only exact read, like the facts'); back at 0013: the agent's btree alone, as 0012 made it; and up
     again, with the episodes stored meanwhile in the index."""
-    with psycopg.connect(fresh_cluster, autocommit=True) as admin:
-        admin.execute("CREATE DATABASE ffcover")
-    base, query = fresh_cluster.split("?", 1)
-    url = "postgresql+psycopg://" + f"{base.rsplit('/', 1)[0]}/ffcover?{query}".split("://", 1)[1]
-    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": str(tmp_path)})
+    url, settings = _new_database(fresh_cluster, "ffcover", tmp_path)
     db.upgrade(url, settings)
     head = _private_index(url, "turns")
     assert head.endswith("USING btree (agent_id) INCLUDE (id, visibility, team_id, embedding) "
@@ -124,11 +125,7 @@ def test_0015_builds_the_shared_graphs_with_a_longer_candidate_list_and_goes_bac
     pgvector's defaults, the same expression and rows; and up again."""
     from factforge.storage.search import vector_index_ddl
 
-    with psycopg.connect(fresh_cluster, autocommit=True) as admin:
-        admin.execute("CREATE DATABASE ffefc")
-    base, query = fresh_cluster.split("?", 1)
-    url = "postgresql+psycopg://" + f"{base.rsplit('/', 1)[0]}/ffefc?{query}".split("://", 1)[1]
-    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": str(tmp_path)})
+    url, settings = _new_database(fresh_cluster, "ffefc", tmp_path)
     db.upgrade(url, settings)
     head = _graphs(url)
     for table in ("facts", "turns"):
