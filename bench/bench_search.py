@@ -534,7 +534,7 @@ def main() -> int:
 
     from factforge.models.embed import LocalEmbedder
     from factforge.storage.scope import fact_filters
-    from factforge.storage.search import EF_SEARCH, _bm25_ranks, bm25_query, search, vector_sql
+    from factforge.storage.search import _bm25_ranks, ef_search_sql, bm25_query, search, vector_sql
     from factforge.settings import LOCAL_EMBED_MODEL
 
     t_total = time.perf_counter()
@@ -713,7 +713,7 @@ def main() -> int:
                 where, params = fact_filters(agent, team)
                 params.update(q=text, n=40)
                 with conn.transaction():
-                    conn.execute(f"SET LOCAL hnsw.ef_search = {EF_SEARCH}")  # search()'s default
+                    conn.execute(ef_search_sql("facts", None, 40))  # search()'s default
                     conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                     t0 = time.perf_counter()
                     conn.execute(vector_sql("facts", where, params, DIM), {**params, "v": vec}).fetchall()
@@ -779,7 +779,7 @@ def main() -> int:
                 kinds.append(("turns", "turns", episode_filters))
             with psycopg.connect(conninfo) as conn:
                 register_vector(conn)
-                conn.execute(f"SET hnsw.ef_search = {EF_SEARCH}")  # search()'s default
+                conn.execute(ef_search_sql("facts", None, 40).replace(", true)", ", false)"))  # search()'s default
                 conn.execute("SET hnsw.iterative_scan = relaxed_order")
                 for table, terms, filters in kinds:
                     where, params = filters(agent, team)

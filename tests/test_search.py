@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from factforge.errors import ValidationError
 from factforge.models.embed import LocalEmbedder
 from factforge.storage.search import BM25_B, BM25_K1, MAX_K, search
 from factforge.settings import Settings
@@ -461,3 +462,24 @@ def test_a_search_waits_for_the_server_once_per_statement_and_leaves_no_setting_
             raw.close()
     finally:
         store.close()
+
+
+def test_the_default_candidate_list_grows_with_the_table(db_url: str) -> None:
+    """ef_search by default: 400 for a small table, one per 1,000 rows from 400k rows on, 1000 at most (what 1M
+    rows need for recall 0.95), never below the rows asked for; an explicit value is kept (capped at 1000)."""
+    from factforge.storage.search import ef_search_sql
+
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+
+        def ef(table: str, ef_search: int | None, n: int) -> str:
+            conn.execute(ef_search_sql(table, ef_search, n))
+            return str(conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0])
+
+        assert [ef("facts", None, 10), ef("turns", None, 10), ef("facts", None, 900)] == ["400", "400", "900"]
+        assert [ef("facts", 700, 10), ef("facts", 5000, 10), ef("facts", 40, 100)] == ["700", "1000", "100"]
+        for rows, expected in ((100_000, "400"), (600_000, "600"), (2_000_000, "1000")):
+            conn.execute("UPDATE pg_class SET reltuples = %s WHERE oid = 'facts'::regclass", (rows,))
+            assert ef("facts", None, 10) == expected, rows
+        conn.rollback()  # the row counts were make-believe
+        with pytest.raises(ValidationError):
+            ef_search_sql("api_keys", None, 10)

@@ -35,11 +35,15 @@ RRF_K = 60
 MODES = ("hybrid", "vector", "bm25")
 KINDS = ("fact", "episode")
 MAX_K = 1000  # the most hits one search returns
-# The shared graph's candidate list (hnsw.ef_search) by default, and pgvector's largest. Recall@10 under a
-# scope (bench/bench_search.py data, facts, by distance): at 100k 0.986 at 400; at 1M facts + 1M episodes
-# 0.84 at 200, 0.86 at 400, 0.93 at 800, 0.95 at 1000, for ~7 ms more than at 400 (load average ~10).
-EF_SEARCH = 1000
+# The shared graph's candidate list (hnsw.ef_search) by default grows with the table: one candidate per
+# EF_SEARCH_ROWS rows (pg_class.reltuples, read in the query's own message), at least EF_SEARCH_MIN, at most
+# pgvector's largest. Recall@10 under a scope (bench/bench_search.py data, by id): at 100k 0.982 at 400 and
+# 0.986 at 1000, vector p50 6.0-7.7 vs 9.6-9.7 ms (load 1-2); at 1M facts + 1M episodes 0.86 at 400 and
+# 0.954 at 1000 (0.97 by distance), so 1000 is needed there and costs ~3 ms for nothing at 100k.
+EF_SEARCH_MIN = 400
+EF_SEARCH_ROWS = 1000
 MAX_EF_SEARCH = 1000
+EF_SEARCH = None  # search()'s default: by the table's size, as above
 # How search() fuses the rank lists of the kinds (LoCoMo dev, conversation 1, evidence recall@10 LLM off:
 # calibrated 0.71, per-kind 0.68, joint 0.59; see bench/eval_locomo.py):
 # - calibrated: RRF over each kind's vector and BM25 lists, a kind's rank scaled by (all documents / that kind's
@@ -224,6 +228,19 @@ def private_index_ddl(table: str, dim: int) -> str:
     return f"CREATE INDEX {table}_private_agent_idx ON {table} (agent_id) WHERE visibility = 'private'"
 
 
+def ef_search_sql(table: str, ef_search: int | None, n: int) -> str:
+    """The statement that sets ``hnsw.ef_search`` for the rest of its message's transaction: ``ef_search``, or
+    by default by ``table``'s size (see :data:`EF_SEARCH_ROWS`); never below ``n`` (past the candidate list
+    the iterative scan goes on for more rows) nor above pgvector's largest."""
+    if ef_search is not None:
+        return f"SET LOCAL hnsw.ef_search = {int(min(max(ef_search, n), MAX_EF_SEARCH))}; "
+    if table not in _PRIVATE_COVER:
+        raise ValidationError(f"no vectors in table {table!r}")
+    return (f"SELECT set_config('hnsw.ef_search', least({MAX_EF_SEARCH}, greatest({int(n)}, {EF_SEARCH_MIN}, "
+            f"(SELECT reltuples FROM pg_class WHERE oid = '{table}'::regclass) / {EF_SEARCH_ROWS}))::int::text, "
+            "true); ")
+
+
 @dataclass(frozen=True, slots=True)
 class _VectorText:
     """A query vector as its text literal, made once per search: the query names it in every branch of each
@@ -241,20 +258,18 @@ class _VectorText:
 
 
 def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], vector: _VectorText, n: int,
-                  ef_search: int, table: str = "facts") -> dict[UUID, tuple[int, float]]:
+                  ef_search: int | None, table: str = "facts") -> dict[UUID, tuple[int, float]]:
     import psycopg
 
-    # One round trip: the HNSW settings (SET LOCAL: this statement's implicit transaction only) and the query
-    # in one simple-protocol message, the vector bound client-side.
-    ef = int(min(max(ef_search, n), MAX_EF_SEARCH))  # past it, the iterative scan goes on for more rows
-    settings = f"SET LOCAL hnsw.ef_search = {ef}; "
+    # One round trip: the HNSW settings (local to this message's implicit transaction) and the query in one
+    # simple-protocol message, the vector bound client-side.
+    settings = ef_search_sql(table, ef_search, n)
     if _has_iterative_scan(conn, source):
         settings += "SET LOCAL hnsw.iterative_scan = relaxed_order; "
     with psycopg.ClientCursor(conn) as cur:
         cur.execute(settings + vector_sql(table, where, params, vector.dim), {**params, "v": vector.text})
-        while cur.pgresult is not None and cur.pgresult.status != psycopg.pq.ExecStatus.TUPLES_OK:
-            if not cur.nextset():  # past the SETs to the rows
-                break
+        while cur.nextset():  # past the settings' results to the query's, the last
+            pass
         rows = cur.fetchall()
     # relaxed_order may return neighbours slightly out of order: rank by the exact distance.
     return {fid: (rank, float(d)) for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1]), 1)}
@@ -273,7 +288,7 @@ def _executor() -> ThreadPoolExecutor:
 
 
 def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], vector: _VectorText, n: int,
-                              ef_search: int, table: str = "facts") -> dict[UUID, tuple[int, float]]:
+                              ef_search: int | None, table: str = "facts") -> dict[UUID, tuple[int, float]]:
     with _connection(source, need_vector=True) as conn:
         return _vector_ranks(conn, source, where, params, vector, n, ef_search, table)
 
@@ -325,18 +340,18 @@ def search(
     method: str | None = None, mode: Literal["hybrid", "vector", "bm25"] | str = "hybrid",
     kinds: Iterable[str] | None = None, collapse: bool = True,
     fusion: Literal["calibrated", "per-kind", "joint"] | str = "calibrated", candidates: int | None = None,
-    ef_search: int = EF_SEARCH, max_distance: float | None | Literal["auto"] = "auto",
+    ef_search: int | None = EF_SEARCH, max_distance: float | None | Literal["auto"] = "auto",
 ) -> list[SearchHit]:
     """The ``k`` best facts and episodes for ``query`` that the caller may see; see the module docstring.
 
     ``max_distance``: vector neighbours farther than this (cosine distance) that BM25 did not find are left
     out, so fewer, better facts come back; "auto" is ``LOCAL_MAX_DISTANCE`` for the local embedder, else none.
 
-    ``ef_search``: the HNSW candidate list of the shared graph (the caller's private rows are read exactly).
-    The caller's team and global rows are ~30% of that graph; at 100k facts (bench/bench_search.py data),
-    recall@10 under a scope is 0.932 at 100, 0.960 at 200, 0.973 at 300 and 0.986 at 400, for 0.8 -> 2.7 ms;
-    at 1M facts + 1M episodes 0.86 at 400 and 0.95 at 1000 (:data:`EF_SEARCH`, the default and the most
-    pgvector allows).
+    ``ef_search``: the HNSW candidate list of the shared graph (the caller's private rows are read exactly);
+    None: by the table's size, one per :data:`EF_SEARCH_ROWS` rows, 400 to 1000. The caller's team and global
+    rows are ~30% of that graph; at 100k facts (bench/bench_search.py data), recall@10 under a scope is 0.932
+    at 100, 0.960 at 200, 0.973 at 300 and 0.986 at 400, for 0.8 -> 2.7 ms; at 1M facts + 1M episodes 0.86 at
+    400 and 0.95 at 1000 (the most pgvector allows).
 
     ``source`` is a :class:`~factforge.store.Store` (its pooled connections are reused: no connection
     set-up per query) or a database URL (one connection for this call). ``kinds``: "fact", "episode" or both
@@ -410,7 +425,7 @@ def _query_vector(query: str, embedder: Any, mode: str) -> list[float] | None:
 
 
 def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Mapping[str, str], query: str,
-                vector: list[float] | None, mode: str, n: int, ef_search: int,
+                vector: list[float] | None, mode: str, n: int, ef_search: int | None,
                 max_distance: float | None) -> dict[tuple[str, str], dict[UUID, tuple[int, float]]]:
     """(kind, path) -> {id: (rank, score)} for each kind's vector and BM25 path; fact and episode ids are
     distinct UUIDs. Vector neighbours too far away that BM25 did not find are left out (:func:`_agreeing`)."""
