@@ -385,7 +385,11 @@ def test_the_callers_private_rows_are_read_from_their_index_alone(db_url: str, t
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(f"VACUUM {table}")  # an index-only scan skips the table where the visibility map says so
             where, params = (fact_filters if table == "facts" else episode_filters)("a1", "t1")
-            for off in ("seqscan", "bitmapscan", "sort"):  # a table this small would be scanned and sorted
+            # A table this small would be scanned and sorted; and a plain index scan of the agent's btree costs
+            # the same as the index-only one when another session's snapshot kept VACUUM from marking the pages
+            # all-visible (it flipped once in a loaded CI run): what is checked is that the covering index can
+            # answer the private branch alone.
+            for off in ("seqscan", "bitmapscan", "sort", "indexscan"):
                 conn.execute(f"SET enable_{off} = off")
             plan = "\n".join(r[0] for r in conn.execute(
                 "EXPLAIN " + vector_sql(table, where, params, 384), {**params, "v": str(query.tolist()), "n": 20}))
