@@ -12,9 +12,11 @@ away, which then drops every pooled connection older than the failure, so the ne
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["IDLE_PING_S", "create_pooled_engine"]
+__all__ = ["IDLE_PING_S", "autocommit_connection", "create_pooled_engine"]
 
 # Long enough that a busy server never pings, short enough that a quiet one (where a restart is likelier to
 # have happened unseen, e.g. overnight) pings the first connection it takes.
@@ -53,3 +55,27 @@ def create_pooled_engine(url: str, *, pool_size: int, max_overflow: int = 4) -> 
             raise DisconnectionError(str(exc)) from exc  # the pool replaces it and checks out again
 
     return engine
+
+
+@contextmanager
+def autocommit_connection(engine: Any) -> Iterator[Any]:
+    """A pooled psycopg connection in autocommit for the block (reads that need no transaction: no BEGIN and
+    no ROLLBACK round trip), back in transaction mode for the pool's other users afterwards. A connection on
+    which a statement failed is thrown away, not given back (it may be broken). The pool's own errors (a
+    failed connect) come from ``engine.raw_connection()`` as they are."""
+    import psycopg
+
+    raw = engine.raw_connection()
+    try:
+        conn = raw.driver_connection
+        conn.autocommit = True  # the pool hands out idle connections, so this sends nothing
+        try:
+            yield conn
+        finally:
+            if not conn.broken:
+                conn.autocommit = False
+    except psycopg.Error:
+        raw.invalidate()
+        raise
+    finally:
+        raw.close()

@@ -155,16 +155,10 @@ def _connection(source: Any, *, need_vector: bool) -> Iterator[Any]:
                 register_vector(conn)
             yield conn
         return
-    raw = source.engine.raw_connection()  # vector types were registered when the pool opened it
-    try:
-        conn = raw.driver_connection
-        conn.autocommit = True
-        try:
-            yield conn
-        finally:
-            conn.autocommit = False  # the pool's other users work in transactions
-    finally:
-        raw.close()
+    from .pooling import autocommit_connection
+
+    with autocommit_connection(source.engine) as conn:  # vector types were registered when the pool opened it
+        yield conn
 
 
 def vector_sql(table: str, where: str, params: dict[str, Any], dim: int) -> str:
