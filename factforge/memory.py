@@ -26,8 +26,9 @@ from .rules.extract import Extractor
 from .rules.inline import parse_inline
 from .rules.load import RuleSet, default_rules
 from .rules.temporal import asked_period, when_said
-from .settings import Settings, get_settings
+from .settings import DEFAULT_AGENT_GRAPH_MIN_ROWS, Settings, get_settings
 from .storage.embeddings import EmbedReport, embed_pending
+from .storage.graphs import GraphBuild
 from .storage.keys import KeyStore
 from .storage.store import Miss, Provenance, Store, StoredFact
 from .types import Entity, Extraction, Fact, GateDecision, Relationship
@@ -279,6 +280,14 @@ class Memory:
         if self._embedder is None:
             return EmbedReport()
         return embed_pending(self.store, self._embedder, batch=batch, limit=limit)
+
+    def build_graphs(self, *, min_rows: int | None = None) -> list[GraphBuild]:
+        """Give every agent with at least ``min_rows`` (default ``FACTFORGE_AGENT_GRAPH_MIN_ROWS``, else 4,000)
+        private facts or episodes with a vector a vector graph of its own, so that its searches walk that
+        instead of reading all of them (see :mod:`factforge.storage.graphs`); returns what was built.
+        ``factforge worker`` does this by itself for the agents whose rows it embeds."""
+        rows = min_rows if min_rows is not None else (self.settings.agent_graph_min_rows or DEFAULT_AGENT_GRAPH_MIN_ROWS)
+        return self.store.build_graphs(min_rows=rows)
 
     def reset_embeddings(self) -> int:
         """Switch the stored vectors to this memory's embedder (see

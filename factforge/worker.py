@@ -16,6 +16,7 @@ from typing import Any
 
 from .errors import DatabaseError, EmbedderError, FactforgeError
 from .memory import Memory
+from .storage.embeddings import EmbedReport
 
 __all__ = ["WorkerReport", "run_worker", "stop_on_signals"]
 
@@ -31,6 +32,7 @@ class WorkerReport:
     failed: int = 0
     retried: int = 0
     embedded: int = 0
+    graphs: int = 0  # agent graphs built (factforge.storage.graphs)
 
 
 def run_worker(memory: Memory, stop: threading.Event, *, idle_poll_s: float = 1.0, embed: bool = True,
@@ -57,7 +59,9 @@ def run_worker(memory: Memory, stop: threading.Event, *, idle_poll_s: float = 1.
         if done.processed and not done.retried_later:
             continue  # more may be due: no sleep between items
         if embedder is not None:
-            report.embedded += _backfill(memory, embedder)
+            embedded = _backfill(memory, embedder)
+            report.embedded += embedded.total
+            report.graphs += _graphs(memory, embedded.private_agents)
         stop.wait(idle_poll_s)
     return report
 
@@ -65,15 +69,32 @@ def run_worker(memory: Memory, stop: threading.Event, *, idle_poll_s: float = 1.
 _EMBED_PASS = 512  # rows per idle pass, so a long backlog does not keep the queue waiting
 
 
-def _backfill(memory: Memory, embedder: Any) -> int:
+def _backfill(memory: Memory, embedder: Any) -> EmbedReport:
     from .storage import embeddings
 
     try:
         # Facts and episodes stored without a vector (episodes always are: remember() leaves them to this).
-        return embeddings.embed_pending(memory.store, embedder, limit=_EMBED_PASS).total
+        return embeddings.embed_pending(memory.store, embedder, limit=_EMBED_PASS)
     except FactforgeError as exc:
         logger.warning("worker: embedding backfill failed (%s); next time", exc)
+        return EmbedReport()
+
+
+def _graphs(memory: Memory, agents: frozenset[tuple[str, str]]) -> int:
+    """Graphs of their own for the agents whose private rows were just embedded, once they have enough
+    (``FACTFORGE_AGENT_GRAPH_MIN_ROWS``; 0: never); returns how many were built."""
+    min_rows = memory.settings.agent_graph_min_rows
+    if not agents or min_rows <= 0:
         return 0
+    try:
+        built = memory.store.build_graphs(min_rows=min_rows, agents=agents)
+    except FactforgeError as exc:
+        logger.warning("worker: building agent graphs failed (%s); next time", exc)
+        return 0
+    for b in built:
+        logger.info("worker: built the vector graph of agent %r in %s (%d rows, %.1fs)", b.agent_id, b.table,
+                    b.rows, b.seconds)
+    return len(built)
 
 
 def stop_on_signals(stop: threading.Event) -> None:

@@ -477,9 +477,10 @@ def test_a_search_waits_for_the_server_once_per_statement_and_leaves_no_setting_
         store.close()
 
 
-def test_the_default_candidate_list_grows_with_the_table(db_url: str) -> None:
-    """ef_search by default: 400 for a small table, one per 1,000 rows from 400k rows on, 1000 at most (what 1M
-    rows need for recall 0.95), never below the rows asked for; an explicit value is kept (capped at 1000)."""
+def test_the_default_candidate_list_grows_with_the_shared_graph(db_url: str) -> None:
+    """ef_search by default: 400 for a small graph, one per 400 rows of the table's shared graph from 160k on,
+    1000 at most (what 1M facts, 426k shared, need for recall 0.95), whatever the private rows; never below the
+    rows asked for; an explicit value is kept (capped at 1000)."""
     from factforge.storage.search import ef_search_sql
 
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
@@ -490,9 +491,11 @@ def test_the_default_candidate_list_grows_with_the_table(db_url: str) -> None:
 
         assert [ef("facts", None, 10), ef("turns", None, 10), ef("facts", None, 900)] == ["400", "400", "900"]
         assert [ef("facts", 700, 10), ef("facts", 5000, 10), ef("facts", 40, 100)] == ["700", "1000", "100"]
-        for rows, expected in ((100_000, "400"), (600_000, "600"), (2_000_000, "1000")):
-            conn.execute("UPDATE pg_class SET reltuples = %s WHERE oid = 'facts'::regclass", (rows,))
-            assert ef("facts", None, 10) == expected, rows
+        for rows, expected in ((100_000, "400"), (240_000, "600"), (2_000_000, "1000")):
+            conn.execute("UPDATE pg_class SET reltuples = %s WHERE oid = 'facts_embedding_shared_hnsw'::regclass",
+                         (rows,))
+            conn.execute("UPDATE pg_class SET reltuples = 10000000 WHERE oid = 'turns'::regclass")
+            assert (ef("facts", None, 10), ef("turns", None, 10)) == (expected, "400"), rows
         conn.rollback()  # the row counts were make-believe
         with pytest.raises(ValidationError):
             ef_search_sql("api_keys", None, 10)

@@ -3,20 +3,21 @@ the embedding model. The embedders themselves (the models) are :mod:`factforge.m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
 from ..errors import ValidationError
 from ..settings import get_settings
+from .graphs import AGENT_GRAPH_MIN_ROWS, GraphBuild, build_agent_graphs, drop_agent_graphs
 from .search import vector_index_ddl
 
 if TYPE_CHECKING:
     from .store import Store
 
 __all__ = ["facts_without_embedding", "episodes_without_embedding", "set_embeddings", "reset_embedding_column",
-           "Embedder", "EmbedReport", "embed_pending", "backfill_all", "backfill", "reset_embeddings"]
+           "Embedder", "EmbedReport", "embed_pending", "build_graphs", "backfill_all", "backfill", "reset_embeddings"]
 
 
 class Embedder(Protocol):
@@ -64,8 +65,9 @@ def reset_embedding_column(store: Store, dim: int, model: str) -> int:
             if int(meta.get("embed_dim", 0)) != dim:
                 for graph in ("shared", "private"):  # the private one only before migration 0013
                     conn.exec_driver_sql(f"DROP INDEX IF EXISTS {table}_embedding_{graph}_hnsw")
-                # it may hold the vectors (private_index_ddl)
+                # it may hold the vectors (private_index_ddl); agents' graphs are of the old dimension
                 conn.exec_driver_sql(f"DROP INDEX IF EXISTS {table}_private_agent_idx")
+                drop_agent_graphs(conn.exec_driver_sql, table)
                 conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) "
                                      "USING NULL")
                 conn.exec_driver_sql(f"UPDATE {table} SET embedding_model = NULL")
@@ -90,6 +92,8 @@ class EmbedReport:
 
     facts: int = 0
     episodes: int = 0
+    # (table, agent) of the private rows embedded: whose agent may now need a graph of its own (graphs)
+    private_agents: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def total(self) -> int:
@@ -105,6 +109,7 @@ def embed_pending(store: Store, embedder: Embedder, *, batch: int = 64, limit: i
     An :class:`EmbedderError` propagates; the rows stay without a vector for the next pass.
     """
     counts = {"facts": 0, "episodes": 0}
+    agents: set[tuple[str, str]] = set()
     fetch = {"facts": store.facts_without_embedding, "episodes": store.episodes_without_embedding}
     table = {"facts": "facts", "episodes": "turns"}
     for kind in ("facts", "episodes"):
@@ -116,8 +121,31 @@ def embed_pending(store: Store, embedder: Embedder, *, batch: int = 64, limit: i
             vectors = embedder.embed([text for _, text in rows])
             store.set_embeddings([(rid, vec) for (rid, _), vec in zip(rows, vectors)], embedder.model,
                                  table=table[kind])
+            agents.update((table[kind], r["agent_id"]) for r in store._all(
+                f"SELECT DISTINCT agent_id FROM {table[kind]} WHERE id = ANY(%(ids)s) AND visibility = 'private'",
+                {"ids": [rid for rid, _ in rows]}))
             counts[kind] += len(rows)
-    return EmbedReport(**counts)
+    return EmbedReport(**counts, private_agents=frozenset(agents))
+
+
+def build_graphs(store: Store, *, min_rows: int = AGENT_GRAPH_MIN_ROWS,
+                 agents: Iterable[tuple[str, str]] | None = None) -> list[GraphBuild]:
+    """Give each agent with at least ``min_rows`` private rows with a vector a graph of its own
+    (:mod:`factforge.storage.graphs`): every such agent, or of ``agents`` only (``(table, agent_id)`` pairs,
+    as :attr:`EmbedReport.private_agents`). Builds take seconds at 1M rows; searches and writes go on."""
+    from .pooling import autocommit_connection
+
+    made: list[GraphBuild] = []
+    with autocommit_connection(store.engine) as conn:
+        dim = int(conn.execute("SELECT value FROM factforge_meta WHERE key = 'embed_dim'").fetchone()[0])
+        if agents is None:
+            return build_agent_graphs(conn, dim, min_rows=min_rows)
+        by_table: dict[str, set[str]] = {}
+        for tbl, agent in agents:
+            by_table.setdefault(tbl, set()).add(agent)
+        for tbl, names in sorted(by_table.items()):
+            made += build_agent_graphs(conn, dim, min_rows=min_rows, agents=names, tables=[tbl])
+    return made
 
 
 def backfill_all(url: str, embedder: Embedder, *, batch: int = 64) -> EmbedReport:

@@ -35,13 +35,15 @@ RRF_K = 60
 MODES = ("hybrid", "vector", "bm25")
 KINDS = ("fact", "episode")
 MAX_K = 1000  # the most hits one search returns
-# The shared graph's candidate list (hnsw.ef_search) by default grows with the table: one candidate per
-# EF_SEARCH_ROWS rows (pg_class.reltuples, read in the query's own message), at least EF_SEARCH_MIN, at most
-# pgvector's largest. Recall@10 under a scope (bench/bench_search.py data, by id): at 100k 0.982 at 400 and
-# 0.986 at 1000, vector p50 6.0-7.7 vs 9.6-9.7 ms (load 1-2); at 1M facts + 1M episodes 0.86 at 400 and
-# 0.954 at 1000 (0.97 by distance), so 1000 is needed there and costs ~3 ms for nothing at 100k.
+# The shared graph's candidate list (hnsw.ef_search) by default grows with the graph: one candidate per
+# EF_SEARCH_ROWS rows in it (the index's pg_class.reltuples, read in the query's own message), at least
+# EF_SEARCH_MIN, at most pgvector's largest. Recall@10 under a scope (bench/bench_search.py data, by id): at
+# 100k facts (~43k shared) 0.982 at 400 and 0.986 at 1000, vector p50 6.0-7.7 vs 9.6-9.7 ms (load 1-2); at 1M
+# facts (426k shared) + 1M episodes 0.86 at 400 and 0.954 at 1000 (0.97 by distance), so 1000 is needed there
+# and costs ~3 ms for nothing at 100k. Episodes are mostly private: their shared graph at 1M + 1M holds 100k
+# rows, and 400 candidates (by the table's size it was 1000).
 EF_SEARCH_MIN = 400
-EF_SEARCH_ROWS = 1000
+EF_SEARCH_ROWS = 400
 MAX_EF_SEARCH = 1000
 EF_SEARCH = None  # search()'s default: by the table's size, as above
 # How search() fuses the rank lists of the kinds (LoCoMo dev, conversation 1, evidence recall@10 LLM off:
@@ -161,26 +163,52 @@ def _connection(source: Any, *, need_vector: bool) -> Iterator[Any]:
         yield conn
 
 
-def vector_sql(table: str, where: str, params: dict[str, Any], dim: int) -> str:
+def vector_sql(table: str, where: str, params: dict[str, Any], dim: int, *, private: bool = True) -> str:
     """The ``%(n)s`` nearest rows of ``table`` to ``%(v)s`` (``dim`` numbers) under ``where``: the private
     rows the caller may see, exactly (an agent's by its btree, then sorted), and the shared ones by the shared
     graph (migrations 0012, 0013), where the caller's team and global rows are a large share; merged. There is
     no private graph: in one, an agent's rows would be one agent's share, and the planner, which cannot see
     that, would walk it for 50 ms and stop short; the analyst's view reads every private row. The graph holds
     half-precision copies of the vectors: it is walked by that distance, and the rows found are ranked by
-    the full one."""
+    the full one. ``private=False`` leaves the caller's private rows out (:func:`agent_graph_sql` reads them)."""
     agent = params.get("v_agent") is not None
     scoped = "v_agent" in params or "v_team" in params
-    half = f"::halfvec({int(dim)})"
-    # "+ 0" keeps a private branch off any index order: an exact scan and sort
-    branches = [("f.visibility <> 'private'", f"f.embedding{half} <=> %(v)s{half}")]
-    if agent:
-        branches.insert(0, ("f.visibility = 'private' AND f.agent_id = %(v_agent)s", "(f.embedding <=> %(v)s) + 0"))
-    elif not scoped:  # a team-only caller has no private rows
-        branches.insert(0, ("f.visibility = 'private'", "(f.embedding <=> %(v)s) + 0"))
-    parts = [f"(SELECT f.id, f.embedding <=> %(v)s AS d FROM {table} f WHERE {vis} AND f.embedding IS NOT NULL "
-             f"AND {where} ORDER BY {order} LIMIT %(n)s)" for vis, order in branches]
+    branches = [("f.visibility <> 'private'", _graph_order(dim))]
+    if private and agent:
+        branches.insert(0, ("f.visibility = 'private' AND f.agent_id = %(v_agent)s", _EXACT_ORDER))
+    elif private and not scoped:  # a team-only caller has no private rows
+        branches.insert(0, ("f.visibility = 'private'", _EXACT_ORDER))
+    parts = [_nearest(table, f"{vis} AND {where}", order) for vis, order in branches]
     return f"SELECT id, d FROM ({' UNION ALL '.join(parts)}) x ORDER BY d LIMIT %(n)s"
+
+
+# "+ 0" keeps a private branch off any index order: an exact scan and sort
+_EXACT_ORDER = "(f.embedding <=> %(v)s) + 0"
+
+
+def _graph_order(dim: int) -> str:
+    half = f"::halfvec({int(dim)})"
+    return f"f.embedding{half} <=> %(v)s{half}"
+
+
+def _nearest(table: str, where: str, order: str) -> str:
+    return (f"(SELECT f.id, f.embedding <=> %(v)s AS d FROM {table} f WHERE {where} AND f.embedding IS NOT NULL "
+            f"ORDER BY {order} LIMIT %(n)s)")
+
+
+def agent_graph_sql(table: str, where: str, params: dict[str, Any], dim: int) -> str:
+    """The ``%(n)s`` nearest of the calling agent's own private rows of ``table`` under ``where``: by the
+    agent's graph while it has a valid one (:mod:`factforge.storage.graphs`), else exactly, as in
+    :func:`vector_sql`. Both are in the statement; a condition read once per statement runs one of them."""
+    from .graphs import agent_graph_exists_sql
+
+    agent = params.get("v_agent")
+    if agent is None:
+        raise ValidationError("an agent graph is read for one agent: v_agent is missing")
+    have = agent_graph_exists_sql(table, agent)
+    mine = f"f.visibility = 'private' AND f.agent_id = %(v_agent)s AND {where}"
+    return (f"SELECT id, d FROM ({_nearest(table, f'{mine} AND {have}', _graph_order(dim))} UNION ALL "
+            f"{_nearest(table, f'{mine} AND NOT {have}', _EXACT_ORDER)}) x")
 
 
 # A btree entry holds at most 2,704 bytes: the agent's private rows carry their vectors in their index (an
@@ -224,15 +252,15 @@ def private_index_ddl(table: str, dim: int) -> str:
 
 def ef_search_sql(table: str, ef_search: int | None, n: int) -> str:
     """The statement that sets ``hnsw.ef_search`` for the rest of its message's transaction: ``ef_search``, or
-    by default by ``table``'s size (see :data:`EF_SEARCH_ROWS`); never below ``n`` (past the candidate list
+    by default by the size of ``table``'s shared graph (see :data:`EF_SEARCH_ROWS`); never below ``n`` (past the candidate list
     the iterative scan goes on for more rows) nor above pgvector's largest."""
     if ef_search is not None:
         return f"SET LOCAL hnsw.ef_search = {int(min(max(ef_search, n), MAX_EF_SEARCH))}; "
     if table not in _PRIVATE_COVER:
         raise ValidationError(f"no vectors in table {table!r}")
     return (f"SELECT set_config('hnsw.ef_search', least({MAX_EF_SEARCH}, greatest({int(n)}, {EF_SEARCH_MIN}, "
-            f"(SELECT reltuples FROM pg_class WHERE oid = '{table}'::regclass) / {EF_SEARCH_ROWS}))::int::text, "
-            "true); ")
+            f"(SELECT reltuples FROM pg_class WHERE oid = to_regclass('{table}_embedding_shared_hnsw')) / "
+            f"{EF_SEARCH_ROWS}))::int::text, true); ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,18 +283,36 @@ def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], ve
                   ef_search: int | None, table: str = "facts") -> dict[UUID, tuple[int, float]]:
     import psycopg
 
-    # One round trip: the HNSW settings (local to this message's implicit transaction) and the query in one
-    # simple-protocol message, the vector bound client-side.
-    settings = ef_search_sql(table, ef_search, n)
-    if _has_iterative_scan(conn, source):
-        settings += "SET LOCAL hnsw.iterative_scan = relaxed_order; "
+    # One round trip: the statements and their HNSW settings (local to this message's implicit transaction)
+    # in one simple-protocol message, the vector bound client-side.
     with psycopg.ClientCursor(conn) as cur:
-        cur.execute(settings + vector_sql(table, where, params, vector.dim), {**params, "v": vector.text})
-        while cur.nextset():  # past the settings' results to the query's, the last
-            pass
-        rows = cur.fetchall()
+        cur.execute(vector_message(table, where, params, vector.dim, n, ef_search, _has_iterative_scan(conn, source)),
+                    {**params, "v": vector.text})
+        rows: list[tuple[Any, Any]] = []
+        while True:  # the settings' results have one column or none; the neighbours two
+            if cur.description is not None and len(cur.description) == 2:
+                rows.extend(cur.fetchall())
+            if not cur.nextset():
+                break
     # relaxed_order may return neighbours slightly out of order: rank by the exact distance.
-    return {fid: (rank, float(d)) for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1]), 1)}
+    return {fid: (rank, float(d)) for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1])[:n], 1)}
+
+
+def vector_message(table: str, where: str, params: dict[str, Any], dim: int, n: int, ef_search: int | None,
+                   iterative: bool = True) -> str:
+    """What one vector search of ``table`` sends, as one message: an agent's own rows (:func:`agent_graph_sql`,
+    its graph walked with :data:`~factforge.storage.graphs.AGENT_GRAPH_EF_SEARCH` candidates, or ``ef_search``)
+    and the rest (:func:`vector_sql`, the shared graph's candidate list by :func:`ef_search_sql`); the
+    neighbours of both statements, merged by distance, are the top ``n``."""
+    from .graphs import AGENT_GRAPH_EF_SEARCH
+
+    relaxed = "SET LOCAL hnsw.iterative_scan = relaxed_order; " if iterative else ""
+    rest = ef_search_sql(table, ef_search, n) + relaxed
+    if params.get("v_agent") is None:
+        return rest + vector_sql(table, where, params, dim)
+    own = ef_search_sql(table, AGENT_GRAPH_EF_SEARCH if ef_search is None else ef_search, n) + relaxed
+    return (own + agent_graph_sql(table, where, params, dim) + "; "
+            + rest + vector_sql(table, where, params, dim, private=False))
 
 
 _EXECUTOR: list[ThreadPoolExecutor] = []

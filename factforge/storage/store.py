@@ -323,6 +323,7 @@ class Store:
     episodes_without_embedding = _embeddings.episodes_without_embedding
     set_embeddings = _embeddings.set_embeddings
     reset_embedding_column = _embeddings.reset_embedding_column
+    build_graphs = _embeddings.build_graphs
 
     enqueue = _queue.enqueue
     claim_due = _queue.claim_due

@@ -1,0 +1,210 @@
+"""Agent graphs: an HNSW index over one agent's private rows, built for agents with many, walked by their
+searches while it is valid, never by anyone else's; without one (or with a broken one) the exact read runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from factforge.memory import Memory, open_store
+from factforge.settings import LOCAL_EMBED_MODEL, Settings
+from factforge.storage.db import conninfo
+from factforge.storage.graphs import agent_graph_name, drop_agent_graphs, graph_candidates
+from factforge.storage.scope import episode_filters, fact_filters
+from factforge.storage.search import agent_graph_sql, search
+from factforge.storage.store import Provenance, Scope, Store
+from factforge.types import Explanation, Fact
+
+DIM = 384
+ODD = "o'dd\\agent " + "x" * 3000  # quotes, a backslash and a length no index name could hold
+
+
+def _fact(content: str) -> Fact:
+    return Fact(content=content, category="technology", confidence=0.9, method="pattern",
+                explanation=Explanation("pattern", "t", 0.9, 0.9), rule_id="t", subject="Team")
+
+
+class _Fixed:
+    model = "fixed"
+    dim = DIM
+
+    def __init__(self, vec: list[float]) -> None:
+        self.vec = vec
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [self.vec for _ in texts]
+
+
+def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
+    v = rng.normal(size=(n, DIM))
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
+    """40 private facts each of a1, a2 and ODD, 40 of a1's team and 40 private episodes of a1, all with vectors."""
+    rng = np.random.default_rng(19)
+    s = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    for i, scope in enumerate([Scope("a1", "t1", "private"), Scope("a2", "t1", "private"), Scope(ODD, "t1", "private"),
+                               Scope("a1", "t1", "team")]):
+        s.save([_fact(f"Team uses service {i}-{j}") for j in range(40)], scope, Provenance(f"g{i}"))
+    rows = s.facts_without_embedding(1000)
+    s.set_embeddings([(fid, v.tolist()) for (fid, _), v in zip(rows, _unit(rng, len(rows)))], "fixed")
+    with psycopg.connect(conninfo(db_url)) as conn:
+        for j, v in enumerate(_unit(rng, 40)):
+            conn.execute("INSERT INTO turns (key, agent_id, team_id, user_message, visibility, embedding) "
+                         "VALUES (%s, 'a1', 't1', %s, 'private', %s::vector)", (f"e{j}", f"we run job {j}", str(v.tolist())))
+    yield s
+    s.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_graphs_after(db_url: str) -> Iterator[None]:
+    yield
+    with psycopg.connect(conninfo(db_url)) as conn:  # indexes outlive the next test's TRUNCATE
+        for table in ("facts", "turns"):
+            drop_agent_graphs(conn.execute, table)
+
+
+def _graphs(db_url: str) -> dict[str, bool]:
+    with psycopg.connect(conninfo(db_url)) as conn:
+        return dict(conn.execute("SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                                 "WHERE c.relname LIKE '%\\_agent\\_%\\_hnsw'").fetchall())
+
+
+def _exact(db_url: str, query: np.ndarray, agent: str, k: int) -> list[str]:
+    with psycopg.connect(conninfo(db_url)) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT content FROM facts WHERE visibility = 'global' OR (visibility = 'team' AND team_id = 't1') "
+            "OR (visibility = 'private' AND agent_id = %s) ORDER BY embedding <=> %s::vector LIMIT %s",
+            (agent, str(query.tolist()), k)).fetchall()]
+
+
+def _plan(db_url: str, table: str, agent: str, query: np.ndarray) -> str:
+    where, params = (fact_filters if table == "facts" else episode_filters)(agent, "t1")
+    with psycopg.connect(conninfo(db_url), cursor_factory=psycopg.ClientCursor) as conn:
+        conn.execute("SET enable_sort = off")  # forty rows would be sorted: the graph must be usable
+        conn.execute("SET hnsw.ef_search = 200")
+        return "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN (ANALYZE, COSTS OFF) " + agent_graph_sql(table, where, params, DIM),
+            {**params, "v": str(query.tolist()), "n": 10}))
+
+
+def test_agents_over_the_threshold_get_a_graph_each_once(store: Store, db_url: str) -> None:
+    assert store.build_graphs(min_rows=41) == []  # nobody has 41 private vectors in one table
+    built = store.build_graphs(min_rows=40)
+    assert sorted((b.table, b.agent_id, b.rows) for b in built) == [
+        ("facts", "a1", 40), ("facts", "a2", 40), ("facts", ODD, 40), ("turns", "a1", 40)]
+    assert _graphs(db_url) == {b.index: True for b in built}
+    assert {b.index for b in built} == {agent_graph_name(b.table, b.agent_id) for b in built}
+    assert store.build_graphs(min_rows=1) == []  # made once; the team's rows are no agent's own
+    with psycopg.connect(conninfo(db_url)) as conn:
+        assert graph_candidates(conn, "facts", 1) == [] and graph_candidates(conn, "turns", 1, ["a1", "a2"]) == []
+        # the ODD agent's graph holds its rows and no one else's: the condition names it exactly
+        assert conn.execute("SELECT count(*) FROM facts WHERE visibility = 'private' AND agent_id = %s",
+                            (ODD,)).fetchone() == (40,)
+
+
+@pytest.mark.parametrize("agent", ["a1", ODD])
+def test_an_agents_search_walks_its_own_graph_and_answers_as_the_exact_read(store: Store, db_url: str,
+                                                                            agent: str) -> None:
+    rng = np.random.default_rng(7)
+    queries = _unit(rng, 5)
+    before = [[h.content for h in search(store, "s", agent_id=agent, team_id="t1", mode="vector", k=10, kinds=["fact"],
+                                         embedder=_Fixed(q.tolist()), max_distance=None)] for q in queries]
+    plan = _plan(db_url, "facts", agent, queries[0])  # no graph yet: the exact read runs, the graph's never
+    assert "on facts f (never executed)" in plan and "on facts f_1 (actual" in plan and "Scan using facts_agent" not in plan, plan
+    store.build_graphs(min_rows=40)
+    plan = _plan(db_url, "facts", agent, queries[0])
+    assert f"Index Scan using {agent_graph_name('facts', agent)} on facts f (actual" in plan, plan
+    assert "on facts f_1 (never executed)" in plan, plan
+    for q, old in zip(queries, before):
+        hits = search(store, "s", agent_id=agent, team_id="t1", mode="vector", k=10, kinds=["fact"],
+                      embedder=_Fixed(q.tolist()), max_distance=None)
+        assert [h.content for h in hits] == old == _exact(db_url, q, agent, 10)
+        # never another agent's private rows (a2's are 1-*, ODD's 2-*, a1's 0-*)
+        own = "0-" if agent == "a1" else "2-"
+        assert all(h.content.split()[-1].startswith((own, "3-")) for h in hits)
+    # episodes too: a1's 40 private episodes, walked by their graph
+    plan = _plan(db_url, "turns", "a1", queries[1])
+    assert f"Index Scan using {agent_graph_name('turns', 'a1')}" in plan, plan
+    hits = search(store, "s", agent_id="a1", team_id="t1", mode="vector", k=5, kinds=["episode"],
+                  embedder=_Fixed(queries[1].tolist()), max_distance=None)
+    with psycopg.connect(conninfo(db_url)) as conn:
+        exact = [r[0] for r in conn.execute("SELECT user_message FROM turns ORDER BY embedding <=> %s::vector LIMIT 5",
+                                            (str(queries[1].tolist()),))]
+    assert [h.content for h in hits] == exact
+
+
+def test_an_invalid_graph_is_not_walked_and_the_next_build_makes_it_again(store: Store, db_url: str) -> None:
+    """A concurrent build that failed half-way leaves an invalid index: searches read exactly meanwhile."""
+    store.build_graphs(min_rows=40)
+    name = agent_graph_name("facts", "a1")
+    with psycopg.connect(conninfo(db_url)) as conn:
+        conn.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass", (name,))
+    query = _unit(np.random.default_rng(3), 1)[0]
+    plan = _plan(db_url, "facts", "a1", query)
+    assert "on facts f (never executed)" in plan and "on facts f_1 (actual" in plan, plan
+    hits = search(store, "s", agent_id="a1", team_id="t1", mode="vector", k=10, kinds=["fact"],
+                  embedder=_Fixed(query.tolist()), max_distance=None)
+    assert [h.content for h in hits] == _exact(db_url, query, "a1", 10)
+    built = store.build_graphs(min_rows=40)
+    assert [(b.table, b.agent_id) for b in built] == [("facts", "a1")] and _graphs(db_url)[name] is True
+
+
+def test_a_new_embedding_dimension_drops_the_agent_graphs(store: Store, db_url: str) -> None:
+    store.build_graphs(min_rows=40)
+    assert len(_graphs(db_url)) == 4
+    store.reset_embedding_column(DIM + 16, "wider")  # the graphs index the old dimension's half vectors
+    try:
+        assert _graphs(db_url) == {}
+    finally:
+        store.reset_embedding_column(DIM, LOCAL_EMBED_MODEL)  # as the session's schema was made
+
+
+def test_the_worker_builds_graphs_for_the_agents_whose_rows_it_embedded(db_url: str, tmp_path: Path) -> None:
+    from factforge.worker import WorkerReport, run_worker
+
+    env = {"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path), "FACTFORGE_LLM": "off",
+           "FACTFORGE_AGENT_GRAPH_MIN_ROWS": "6"}
+    settings = Settings.from_env(env)
+    with Memory(settings=settings, llm=None, embedder=None, background=False) as memory:  # vectors come later
+        for i in range(6):
+            memory.remember(user=f"The nightly import number {i} of the billing ledger took forty minutes",
+                            agent_id="ops", team_id="t")
+        memory.remember(user="The weekly report of the billing ledger took an hour", agent_id="few", team_id="t")
+    reports: list[WorkerReport] = []
+    stop = threading.Event()
+    name = agent_graph_name("turns", "ops")
+    with Memory(settings=settings, llm=None, background=False) as memory:
+        thread = threading.Thread(target=lambda: reports.append(run_worker(memory, stop, idle_poll_s=0.05)))
+        thread.start()
+        try:
+            deadline = time.monotonic() + 60
+            while _graphs(db_url).get(name) is not True and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            thread.join(timeout=30)
+    assert _graphs(db_url).get(name) is True
+    assert agent_graph_name("turns", "few") not in _graphs(db_url)  # one episode: no graph
+    assert reports[0].graphs >= 1
+
+
+def test_cli_embed_graphs(store: Store, db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from factforge.cli import main
+
+    assert main(["--database-url", db_url, "embed", "graphs", "--min-rows", "40"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "built 4 agent graph(s)"
+    assert any(line.startswith("facts: agent 'a1': 40 rows") for line in out)
+    assert main(["--database-url", db_url, "embed", "graphs", "--min-rows", "40"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "built 0 agent graph(s)"
+    assert main(["--database-url", db_url, "embed", "backfill", "--min-rows", "3"]) == 1
+    assert "--min-rows is for `embed graphs`" in capsys.readouterr().err
