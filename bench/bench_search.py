@@ -534,7 +534,8 @@ def main() -> int:
 
     from factforge.models.embed import LocalEmbedder
     from factforge.storage.scope import fact_filters
-    from factforge.storage.search import _bm25_ranks, ef_search_sql, bm25_query, search, vector_sql
+    from factforge.storage.search import (_bm25_ranks, _vector_ranks, _VectorText, bm25_query, ef_search_sql,
+                                          search, vector_sql)
     from factforge.settings import LOCAL_EMBED_MODEL
 
     t_total = time.perf_counter()
@@ -713,10 +714,8 @@ def main() -> int:
                 where, params = fact_filters(agent, team)
                 params.update(q=text, n=40)
                 with conn.transaction():
-                    conn.execute(ef_search_sql("facts", None, 40))  # search()'s default
-                    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    t0 = time.perf_counter()
-                    conn.execute(vector_sql("facts", where, params, DIM), {**params, "v": vec}).fetchall()
+                    t0 = time.perf_counter()  # search()'s message: settings, the agent's rows, the shared ones
+                    _vector_ranks(conn, conninfo, where, params, _VectorText.of(vec), 40, None, "facts")
                     t1 = time.perf_counter()
                     _bm25_ranks(conn, where, params, text, 40, "fact_terms")
                     t2 = time.perf_counter()

@@ -286,8 +286,9 @@ class Memory:
         private facts or episodes with a vector a vector graph of its own, so that its searches walk that
         instead of reading all of them (see :mod:`factforge.storage.graphs`); returns what was built.
         ``factforge worker`` does this by itself for the agents whose rows it embeds."""
-        rows = min_rows if min_rows is not None else (self.settings.agent_graph_min_rows or DEFAULT_AGENT_GRAPH_MIN_ROWS)
-        return self.store.build_graphs(min_rows=rows)
+        if min_rows is None:  # FACTFORGE_AGENT_GRAPH_MIN_ROWS=0 stops the worker's builds, not this one
+            min_rows = self.settings.agent_graph_min_rows or DEFAULT_AGENT_GRAPH_MIN_ROWS
+        return self.store.build_graphs(min_rows=min_rows)
 
     def reset_embeddings(self) -> int:
         """Switch the stored vectors to this memory's embedder (see

@@ -45,7 +45,7 @@ MAX_K = 1000  # the most hits one search returns
 EF_SEARCH_MIN = 400
 EF_SEARCH_ROWS = 400
 MAX_EF_SEARCH = 1000
-EF_SEARCH = None  # search()'s default: by the table's size, as above
+EF_SEARCH = None  # search()'s default: by the shared graph's size, as above
 # How search() fuses the rank lists of the kinds (LoCoMo dev, conversation 1, evidence recall@10 LLM off:
 # calibrated 0.71, per-kind 0.68, joint 0.59; see bench/eval_locomo.py):
 # - calibrated: RRF over each kind's vector and BM25 lists, a kind's rank scaled by (all documents / that kind's
@@ -167,9 +167,10 @@ def vector_sql(table: str, where: str, params: dict[str, Any], dim: int, *, priv
     """The ``%(n)s`` nearest rows of ``table`` to ``%(v)s`` (``dim`` numbers) under ``where``: the private
     rows the caller may see, exactly (an agent's by its btree, then sorted), and the shared ones by the shared
     graph (migrations 0012, 0013), where the caller's team and global rows are a large share; merged. There is
-    no private graph: in one, an agent's rows would be one agent's share, and the planner, which cannot see
-    that, would walk it for 50 ms and stop short; the analyst's view reads every private row. The graph holds
-    half-precision copies of the vectors: it is walked by that distance, and the rows found are ranked by
+    no graph over every agent's private rows: in one, an agent's rows would be one agent's share, and the
+    planner, which cannot see that, would walk it for 50 ms and stop short (an agent with many rows gets a graph
+    of its own instead, :func:`agent_graph_sql`); the analyst's view reads every private row. The graphs hold
+    half-precision copies of the vectors: they are walked by that distance, and the rows found are ranked by
     the full one. ``private=False`` leaves the caller's private rows out (:func:`agent_graph_sql` reads them)."""
     agent = params.get("v_agent") is not None
     scoped = "v_agent" in params or "v_team" in params
@@ -252,8 +253,8 @@ def private_index_ddl(table: str, dim: int) -> str:
 
 def ef_search_sql(table: str, ef_search: int | None, n: int) -> str:
     """The statement that sets ``hnsw.ef_search`` for the rest of its message's transaction: ``ef_search``, or
-    by default by the size of ``table``'s shared graph (see :data:`EF_SEARCH_ROWS`); never below ``n`` (past the candidate list
-    the iterative scan goes on for more rows) nor above pgvector's largest."""
+    by default by the size of ``table``'s shared graph (see :data:`EF_SEARCH_ROWS`); never below ``n`` (past
+    the candidate list the iterative scan goes on for more rows) nor above pgvector's largest."""
     if ef_search is not None:
         return f"SET LOCAL hnsw.ef_search = {int(min(max(ef_search, n), MAX_EF_SEARCH))}; "
     if table not in _PRIVATE_COVER:
