@@ -208,3 +208,18 @@ def test_cli_embed_graphs(store: Store, db_url: str, tmp_path: Path, capsys: pyt
     assert capsys.readouterr().out.splitlines()[-1] == "built 0 agent graph(s)"
     assert main(["--database-url", db_url, "embed", "backfill", "--min-rows", "3"]) == 1
     assert "--min-rows is for `embed graphs`" in capsys.readouterr().err
+
+
+def test_no_graphs_when_the_threshold_is_zero_and_a_bad_threshold_is_refused(store: Store, db_url: str,
+                                                                              tmp_path: Path) -> None:
+    from factforge.errors import ConfigError
+    from factforge.worker import _graphs as worker_graphs
+
+    env = {"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path), "FACTFORGE_LLM": "off"}
+    with Memory(settings=Settings.from_env({**env, "FACTFORGE_AGENT_GRAPH_MIN_ROWS": "0"}), llm=None,
+                embedder=None, background=False) as memory:
+        assert worker_graphs(memory, frozenset({("facts", "a1")})) == 0  # 0: the worker never builds
+        assert _graphs(db_url) == {}
+        assert [b.agent_id for b in memory.build_graphs(min_rows=40) if b.table == "turns"] == ["a1"]  # asked: yes
+    with pytest.raises(ConfigError, match="FACTFORGE_AGENT_GRAPH_MIN_ROWS=-1 is outside"):
+        Settings.from_env({**env, "FACTFORGE_AGENT_GRAPH_MIN_ROWS": "-1"})
