@@ -223,3 +223,22 @@ def test_no_graphs_when_the_threshold_is_zero_and_a_bad_threshold_is_refused(sto
         assert [b.agent_id for b in memory.build_graphs(min_rows=40) if b.table == "turns"] == ["a1"]  # asked: yes
     with pytest.raises(ConfigError, match="FACTFORGE_AGENT_GRAPH_MIN_ROWS=-1 is outside"):
         Settings.from_env({**env, "FACTFORGE_AGENT_GRAPH_MIN_ROWS": "-1"})
+
+
+def test_a_narrowing_filter_reads_the_agents_rows_exactly(store: Store, db_url: str) -> None:
+    """A category, date, entity or method filter may match few of an agent's rows: a graph walk could stop
+    before it meets them, so such a search reads the agent's rows exactly, graph or not."""
+    from factforge.storage.search import _kinds, vector_message
+
+    store.build_graphs(min_rows=40)
+    plain, = _kinds(["fact"], "a1", "t1", [], False, None, None, None, None)
+    narrow, = _kinds(["fact"], "a1", "t1", ["technology"], False, None, None, None, None)
+    episodes, = _kinds(["episode"], "a1", "t1", [], False, None, None, "Kafka", None)
+    assert (plain.narrowed, narrow.narrowed, episodes.narrowed) == (False, True, True)
+    graph = agent_graph_name("facts", "a1")
+    assert graph in vector_message("facts", plain.where, plain.params, DIM, 10, None)
+    assert "_agent_" not in vector_message("facts", narrow.where, narrow.params, DIM, 10, None, own_graph=False)
+    query = _unit(np.random.default_rng(5), 1)[0]
+    hits = search(store, "s", agent_id="a1", team_id="t1", mode="vector", k=10, kinds=["fact"],
+                  categories=["technology"], embedder=_Fixed(query.tolist()), max_distance=None)
+    assert [h.content for h in hits] == _exact(db_url, query, "a1", 10)

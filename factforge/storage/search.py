@@ -281,14 +281,14 @@ class _VectorText:
 
 
 def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], vector: _VectorText, n: int,
-                  ef_search: int | None, table: str = "facts") -> dict[UUID, tuple[int, float]]:
+                  ef_search: int | None, table: str = "facts", own_graph: bool = True) -> dict[UUID, tuple[int, float]]:
     import psycopg
 
     # One round trip: the statements and their HNSW settings (local to this message's implicit transaction)
     # in one simple-protocol message, the vector bound client-side.
     with psycopg.ClientCursor(conn) as cur:
-        cur.execute(vector_message(table, where, params, vector.dim, n, ef_search, _has_iterative_scan(conn, source)),
-                    {**params, "v": vector.text})
+        cur.execute(vector_message(table, where, params, vector.dim, n, ef_search, _has_iterative_scan(conn, source),
+                                   own_graph), {**params, "v": vector.text})
         rows: list[tuple[Any, Any]] = []
         while True:  # the settings' results have one column or none; the neighbours two
             if cur.description is not None and len(cur.description) == 2:
@@ -300,16 +300,17 @@ def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], ve
 
 
 def vector_message(table: str, where: str, params: dict[str, Any], dim: int, n: int, ef_search: int | None,
-                   iterative: bool = True) -> str:
+                   iterative: bool = True, own_graph: bool = True) -> str:
     """What one vector search of ``table`` sends, as one message: an agent's own rows (:func:`agent_graph_sql`,
     its graph walked with :data:`~factforge.storage.graphs.AGENT_GRAPH_EF_SEARCH` candidates, or ``ef_search``)
     and the rest (:func:`vector_sql`, the shared graph's candidate list by :func:`ef_search_sql`); the
-    neighbours of both statements, merged by distance, are the top ``n``."""
+    neighbours of both statements, merged by distance, are the top ``n``. ``own_graph=False`` (a narrowing
+    filter): one statement, the agent's rows read exactly."""
     from .graphs import AGENT_GRAPH_EF_SEARCH
 
     relaxed = "SET LOCAL hnsw.iterative_scan = relaxed_order; " if iterative else ""
     rest = ef_search_sql(table, ef_search, n) + relaxed
-    if params.get("v_agent") is None:
+    if params.get("v_agent") is None or not own_graph:
         return rest + vector_sql(table, where, params, dim)
     own = ef_search_sql(table, AGENT_GRAPH_EF_SEARCH if ef_search is None else ef_search, n) + relaxed
     return (own + agent_graph_sql(table, where, params, dim) + "; "
@@ -329,9 +330,10 @@ def _executor() -> ThreadPoolExecutor:
 
 
 def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], vector: _VectorText, n: int,
-                              ef_search: int | None, table: str = "facts") -> dict[UUID, tuple[int, float]]:
+                              ef_search: int | None, table: str = "facts",
+                              own_graph: bool = True) -> dict[UUID, tuple[int, float]]:
     with _connection(source, need_vector=True) as conn:
-        return _vector_ranks(conn, source, where, params, vector, n, ef_search, table)
+        return _vector_ranks(conn, source, where, params, vector, n, ef_search, table, own_graph)
 
 
 def _bm25_ranks(conn: Any, where: str, params: dict[str, Any], query: str, n: int,
@@ -349,6 +351,9 @@ class _Kind:
     terms_table: str
     where: str
     params: dict[str, Any]
+    # A filter beyond scope and history (categories, dates, entity, method): the caller's private rows are
+    # then read exactly, never from the agent's graph, whose walk may stop before it meets a rare match.
+    narrowed: bool = False
 
 
 def _kinds(kinds: Iterable[str] | None, agent_id: str | None, team_id: str | None, cats: Sequence[str],
@@ -365,12 +370,12 @@ def _kinds(kinds: Iterable[str] | None, agent_id: str | None, team_id: str | Non
         where, params = fact_filters(agent_id, team_id, include_history=include_history, categories=cats,
                                      since=since, until=until, entity=entity or None, method=method)
         # Scope and history live in the narrow fact_terms too; other filters need the facts table itself.
-        terms = "facts" if (cats or since or until or entity or method) else "fact_terms"
-        out.append(_Kind("fact", "facts", terms, where, params))
+        narrowed = bool(cats or since or until or entity or method)
+        out.append(_Kind("fact", "facts", "facts" if narrowed else "fact_terms", where, params, narrowed))
     # Episodes have no category or extraction method: such a filter asks for facts only.
     if "episode" in wanted and not cats and not method:
         where, params = episode_filters(agent_id, team_id, since=since, until=until, entity=entity or None)
-        out.append(_Kind("episode", "turns", "turns", where, params))
+        out.append(_Kind("episode", "turns", "turns", where, params, bool(since or until or entity)))
     return out
 
 
@@ -478,12 +483,12 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
         # the first kind's (vector: at 1M facts + 1M episodes each kind's statements take ~8-9 ms).
         pending = {kind.name: _executor().submit(_vector_on_own_connection, source,
                                                  vector_where[kind.name], kind.params, text, n,
-                                                 ef_search, kind.table)
+                                                 ef_search, kind.table, not kind.narrowed)
                    for kind in (plan if mode == "hybrid" else plan[1:])}
     for kind in plan:
         if text is not None and kind.name not in pending:
             ranks[kind.name, "vector"] = _vector_ranks(conn, source, vector_where[kind.name], kind.params,
-                                                       text, n, ef_search, kind.table)
+                                                       text, n, ef_search, kind.table, not kind.narrowed)
         if mode != "vector":
             ranks[kind.name, "bm25"] = _bm25_ranks(conn, kind.where, kind.params, query, n, kind.terms_table)
     for name, future in pending.items():
