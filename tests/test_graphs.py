@@ -98,7 +98,9 @@ def _plan(db_url: str, table: str, agent: str, query: np.ndarray) -> str:
 
 def test_agents_over_the_threshold_get_a_graph_each_once(store: Store, db_url: str) -> None:
     assert store.build_graphs(min_rows=41) == []  # nobody has 41 private vectors in one table
+    assert store.stats()["agent_graphs"] == {"facts": 0, "turns": 0}
     built = store.build_graphs(min_rows=40)
+    assert store.stats()["agent_graphs"] == {"facts": 3, "turns": 1}  # factforge stats shows them
     assert sorted((b.table, b.agent_id, b.rows) for b in built) == [
         ("facts", "a1", 40), ("facts", "a2", 40), ("facts", ODD, 40), ("turns", "a1", 40)]
     assert _graphs(db_url) == {b.index: True for b in built}

@@ -28,7 +28,7 @@ from ..errors import DatabaseError, ValidationError
 from ..settings import DEFAULT_AGENT_GRAPH_MIN_ROWS
 
 __all__ = ["AGENT_GRAPH_MIN_ROWS", "AGENT_GRAPH_EF_SEARCH", "GraphBuild", "agent_graph_name", "agent_graph_ddl",
-           "agent_graph_exists_sql", "graph_candidates", "build_agent_graphs", "drop_agent_graphs"]
+           "agent_graph_exists_sql", "graph_candidates", "build_agent_graphs", "graph_counts", "drop_agent_graphs"]
 
 # The default of FACTFORGE_AGENT_GRAPH_MIN_ROWS (settings.py says why 4,000).
 AGENT_GRAPH_MIN_ROWS = DEFAULT_AGENT_GRAPH_MIN_ROWS
@@ -141,6 +141,11 @@ def build_agent_graphs(conn: Any, dim: int, *, min_rows: int = AGENT_GRAPH_MIN_R
                                     f"{str(exc).strip()}") from exc
             made.append(GraphBuild(table, agent, rows, round(time.perf_counter() - started, 3), name))
     return made
+
+
+def graph_counts(execute: Callable[[str, dict[str, Any]], Any]) -> dict[str, int]:
+    """How many valid agent graphs each table has (``factforge stats``); ``execute`` as for :func:`_graphs`."""
+    return {table: sum(_graphs(execute, table).values()) for table in _PRIVATE}
 
 
 def drop_agent_graphs(execute: Callable[[str, dict[str, Any]], Any], table: str) -> int:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..types import normalize_content
+from .graphs import graph_counts
 from .queue import ENQUEUE_SQL, enqueue_params, queue_counts
 from .records import Miss
 
@@ -97,5 +98,7 @@ def stats(store: Store) -> dict[str, Any]:
         "GROUP BY 1 ORDER BY 1")
     out["dropped_by_reason"] = grouped("SELECT gate_reason AS k, count(*) AS n FROM turns WHERE gate_reason IS NOT NULL GROUP BY 1 ORDER BY 1")
     out["queue"] = queue_counts(store)
+    with store._tx() as conn:  # agents with a vector graph of their own, per table (factforge.storage.graphs)
+        out["agent_graphs"] = graph_counts(conn.exec_driver_sql)
     return out
 
