@@ -4,9 +4,11 @@ Every turn goes through ``Extractor.extract_turn`` with the previous turn as the
 "yes" or an elliptical answer can use the question) and the session's date as its timestamp. Reports, over
 the turns that pass the gatekeeper: the share with >= 1 rule fact (MEDIUM or better), the share with a HIGH
 fact, and the share queued for the LLM. ``--sample N`` prints N random emitted facts with their turns, for
-judging precision by hand; ``--misses N`` prints gate-passed turns that left no fact.
+judging precision by hand; ``--misses N`` prints gate-passed turns that left no fact; ``--out DIR`` writes every
+emitted fact (``facts.jsonl``: confidence, rule, content, turn) and every miss (``misses.txt``) there, to diff two
+versions of the rules (write it outside the repository: the turns are LoCoMo's, which stays out of the project).
 
-Usage: .venv/bin/python bench/eval_coverage.py [--sample 0] [--misses 0] [--seed 7] [--convs conv-26,conv-30] [--json]
+Usage: .venv/bin/python bench/eval_coverage.py [--sample 0] [--misses 0] [--seed 7] [--convs conv-26,conv-30] [--out DIR] [--json]
 
 Splits used for issue 14: develop on conv-26,conv-30,conv-41; check on conv-42,conv-43.
 """
@@ -54,6 +56,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--data", type=Path, default=DATA, help="folder holding locomo_dev.json")
     ap.add_argument("--convs", default="", help="comma-separated sample_ids to read (a split), default all")
+    ap.add_argument("--out", type=Path, default=None, help="folder to write facts.jsonl and misses.txt to")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     convs = {c.strip() for c in args.convs.split(",") if c.strip()} or None
@@ -78,6 +81,12 @@ def main() -> None:
            "share_with_fact": round(with_fact / max(passed, 1), 3),
            "share_with_high": round(with_high / max(passed, 1), 3),
            "share_queued_for_llm": round(queued / max(passed, 1), 3)}
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        with (args.out / "facts.jsonl").open("w", encoding="utf-8") as out:
+            for content, rule, text, conf in emitted:
+                out.write(json.dumps({"confidence": round(conf, 2), "rule": rule, "content": content, "turn": text}) + "\n")
+        (args.out / "misses.txt").write_text("".join(t.replace("\n", " ") + "\n" for t in misses), encoding="utf-8")
     if args.json:
         print(json.dumps(res))
     else:

@@ -305,6 +305,21 @@ def test_template_verb_filters(word: str, third: str, base: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("word", "past"),
+    [
+        ("losing", "lost"), ("Losing", "lost"), ("opening", "opened"), ("stopping", "stopped"), ("visiting", "visited"),
+        ("marrying", "married"), ("baking", "baked"), ("running", "ran"), ("putting", "put"), ("planning", "planned"),
+        ("hiking", "hiked"), ("adopting", "adopted"), ("writing", "wrote"), ("go", "went"), ("try", "tried"),
+        ("play", "played"), ("stop", "stopped"), ("visit", "visited"), ("NASA", "NASA"),
+    ],
+)
+def test_template_past_filter(word: str, past: str) -> None:
+    from factforge.rules.patterns import _transform
+
+    assert _transform(word + " my job", "past") == past + " my job"
+
+
+@pytest.mark.parametrize(
     "text",
     ["I think so.", "I mean, sure.", "I know right?", "I guess.", "I hope you are well.", "I agree with you.",
      "If I play chess, I win.", "Do I play chess?", "My friend plays chess."],

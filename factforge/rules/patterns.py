@@ -49,9 +49,10 @@ SPECIAL_PLACEHOLDERS = frozenset({"subject"})
 _QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 # {group} or {group|filter}, a filter acting on the value's first word: "lc" lower-cases its first letter
 # (a captured sentence start like "Keep ..."), "s" puts a verb in the third person ("play" -> "plays"),
-# "base" turns a gerund into the bare verb ("apologizing" -> "apologize"); "drop" renders nothing (its group only
-# decides whether an optional [...] section is kept).
-_PLACEHOLDER = regex.compile(r"\{(\w+)(?:\|(lc|s|base|drop))?\}")
+# "base" turns a gerund into the bare verb ("apologizing" -> "apologize"); "past" puts a gerund or a bare verb in the
+# past tense ("losing" -> "lost", "opening" -> "opened"); "drop" renders nothing (its group only decides whether an
+# optional [...] section is kept).
+_PLACEHOLDER = regex.compile(r"\{(\w+)(?:\|(lc|s|base|past|drop))?\}")
 _OPTIONAL = regex.compile(r"\[([^\[\]]*)\]")
 _DEFINE_REF = regex.compile(r"\{\{(\w+)\}\}")
 # Sentence ends: Latin terminators before whitespace/end (so "Node.js" and "v4.2" stay whole), CJK ones, newlines.
@@ -515,6 +516,8 @@ _ES_ENDING = regex.compile(r"(?:s|sh|ch|x|z|o)$")
 _IES_ENDING = regex.compile(r"[^aeiou]y$")
 # The only verbs whose third person the spelling rules get wrong (data/grammar_words.yaml).
 _IRREGULAR_THIRD: dict[str, str] = _GRAMMAR["irregular_third"]
+# Past tenses the spelling rules get wrong (data/grammar_words.yaml).
+_IRREGULAR_PAST: dict[str, str] = _GRAMMAR["irregular_past"]
 _E_ENDINGS = regex.compile(r"(?:iz|is|ys|yz|v|c|dg|ud|u|ir|ur|[^aeiou]om|[^aeiou]at|[^aeiou][aiou]d)$")
 _ONE_SYLLABLE_CVC = regex.compile(r"^[^aeiou]*[aeiou][^aeiouwxy]$")
 
@@ -533,6 +536,25 @@ def _base_verb(word: str) -> str:
     return stem
 
 
+def _past_verb(word: str) -> str:
+    """``losing`` or ``lose`` -> ``lost``, ``opening`` -> ``opened``, ``stopping`` -> ``stopped``, ``try`` -> ``tried``."""
+    if len(word) > 1 and word.isupper():
+        return word  # an acronym, no verb
+    base = _base_verb(word)
+    low = base.lower()
+    if low in _IRREGULAR_PAST:
+        return _IRREGULAR_PAST[low]
+    if low.endswith("e"):
+        return base + "d"
+    if _IES_ENDING.search(low):
+        return base[:-1] + "ied"
+    if word.lower().endswith("ing") and len(word) - len(base) == 4:
+        return base + base[-1] + "ed"  # the gerund doubled its last consonant ("stopping"), so does the past
+    if not word.lower().endswith("ing") and _ONE_SYLLABLE_CVC.match(low) and low[-1] in "bgmnprt":
+        return base + base[-1] + "ed"
+    return base + "ed"
+
+
 def _transform(value: str, how: str | None) -> str:
     if how is None:
         return value
@@ -543,7 +565,14 @@ def _transform(value: str, how: str | None) -> str:
     m = _FIRST_WORD.match(value)
     if m is None:
         return value
-    word = _third_person_verb(m.group(1)) if how == "s" else _base_verb(m.group(1))
+    word = m.group(1)
+    if how == "s":
+        word = _third_person_verb(word)
+    elif how == "past":
+        word = _past_verb(word)
+        word = word[:1].lower() + word[1:] if m.group(1)[:1].isupper() and m.group(1)[1:2].islower() else word
+    else:
+        word = _base_verb(word)
     return word + m.group(2)
 
 

@@ -73,13 +73,15 @@ def keyword_automaton(keywords_per_rule: Iterable[Iterable[str]]) -> Any:
 
 def grammar_words() -> dict[str, Any]:
     """data/grammar_words.yaml: English grammar words the pattern library renders with. Word lists come back as
-    one regex alternation each (in file order; a space matches any whitespace), ``irregular_third`` as a dict."""
+    one regex alternation each (in file order; a space matches any whitespace), ``irregular_third`` and
+    ``irregular_past`` as dicts."""
     from .schema import GrammarWordsSpec, read_data
 
     words = read_data(GrammarWordsSpec, "grammar_words.yaml")
     out: dict[str, Any] = {k: "|".join(w.replace(" ", r"\s+") for w in getattr(words, k))
                            for k in ("articles", "no_carry", "dangling")}
     out["irregular_third"] = dict(words.irregular_third)
+    out["irregular_past"] = dict(words.irregular_past)
     return out
 
 

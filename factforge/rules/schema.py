@@ -469,6 +469,7 @@ class GrammarWordsSpec(Spec):
     no_carry: list[str]
     dangling: list[str]
     irregular_third: dict[str, str]
+    irregular_past: dict[str, str]
 
 
 class ZhTimeWordsSpec(Spec):
