@@ -59,7 +59,8 @@ def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
     with psycopg.connect(conninfo(db_url)) as conn:
         for j, v in enumerate(_unit(rng, 40)):
             conn.execute("INSERT INTO turns (key, agent_id, team_id, user_message, visibility, embedding) "
-                         "VALUES (%s, 'a1', 't1', %s, 'private', %s::vector)", (f"e{j}", f"we run job {j}", str(v.tolist())))
+                         "VALUES (%s, 'a1', 't1', %s, 'private', %s::vector)",
+                         (f"e{j}", f"we run job {j}", str(v.tolist())))
     yield s
     s.close()
 
@@ -74,7 +75,8 @@ def _no_graphs_after(db_url: str) -> Iterator[None]:
 
 def _graphs(db_url: str) -> dict[str, bool]:
     with psycopg.connect(conninfo(db_url)) as conn:
-        return dict(conn.execute("SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        return dict(conn.execute("SELECT c.relname, i.indisvalid FROM pg_index i "
+                                 "JOIN pg_class c ON c.oid = i.indexrelid "
                                  "WHERE c.relname LIKE '%\\_agent\\_%\\_hnsw'").fetchall())
 
 
@@ -121,7 +123,8 @@ def test_an_agents_search_walks_its_own_graph_and_answers_as_the_exact_read(stor
     before = [[h.content for h in search(store, "s", agent_id=agent, team_id="t1", mode="vector", k=10, kinds=["fact"],
                                          embedder=_Fixed(q.tolist()), max_distance=None)] for q in queries]
     plan = _plan(db_url, "facts", agent, queries[0])  # no graph yet: the exact read runs, the graph's never
-    assert "on facts f (never executed)" in plan and "on facts f_1 (actual" in plan and "Scan using facts_agent" not in plan, plan
+    assert "on facts f (never executed)" in plan and "on facts f_1 (actual" in plan, plan
+    assert "Scan using facts_agent" not in plan, plan
     store.build_graphs(min_rows=40)
     plan = _plan(db_url, "facts", agent, queries[0])
     assert f"Index Scan using {agent_graph_name('facts', agent)} on facts f (actual" in plan, plan

@@ -29,13 +29,15 @@ from ..errors import DatabaseError, ValidationError
 from ..settings import DEFAULT_AGENT_GRAPH_MIN_ROWS
 
 __all__ = ["AGENT_GRAPH_MIN_ROWS", "AGENT_GRAPH_EF_SEARCH", "GraphBuild", "agent_graph_name", "agent_graph_ddl",
-           "agent_graph_exists_sql", "agent_key_sql", "graph_candidates", "build_agent_graphs", "graph_counts", "drop_agent_graphs"]
+           "agent_graph_exists_sql", "agent_key_sql", "graph_candidates", "build_agent_graphs", "graph_counts",
+           "drop_agent_graphs"]
 
 # The default of FACTFORGE_AGENT_GRAPH_MIN_ROWS (settings.py says why 4,000).
 AGENT_GRAPH_MIN_ROWS = DEFAULT_AGENT_GRAPH_MIN_ROWS
 
-# The candidate list an agent's graph is walked with (the shared graph's grows with the table, up to 1,000:
-# on an agent's graph that would visit most of it, 6-8 ms at 11k rows).
+# The candidate list an agent's graph is walked with (the shared graph's grows with that graph, up to 1,000:
+# on an agent's graph that would visit most of it, 6-8 ms at 11k rows). At 200 its top 10 equalled the exact
+# read's for 60 of 60 bench questions on facts and 0.997 on episodes (100: 0.975 / 0.958).
 AGENT_GRAPH_EF_SEARCH = 200
 
 # What an agent's private rows are, per table: the condition of the exact private branch of vector_sql (an
@@ -112,7 +114,8 @@ def _graphs(execute: Callable[[str, dict[str, Any]], Any], table: str) -> dict[s
     return {name: bool(valid) for name, valid in rows}
 
 
-def graph_candidates(conn: Any, table: str, min_rows: int, agents: Iterable[str] | None = None) -> list[tuple[str, int]]:
+def graph_candidates(conn: Any, table: str, min_rows: int,
+                     agents: Iterable[str] | None = None) -> list[tuple[str, int]]:
     """``(agent_id, rows)`` of the agents (all, or those named) with at least ``min_rows`` private rows with
     a vector in ``table`` and no valid graph yet; most rows first. Counted on the agent's covering btree."""
     cond = _check_table(table)
