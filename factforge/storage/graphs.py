@@ -4,8 +4,7 @@ Search reads the caller's private facts and episodes exactly (:func:`factforge.s
 agent's covering btree, then a sort), which costs in proportion to how many the agent has: ~1,100 facts per
 agent at 100k facts, 1.5 ms; 11k facts and 18k episodes per agent at 1M + 1M (50 agents, 60% private),
 10 + 16 ms of every vector search. For such an agent a partial HNSW index over its private rows alone
-(``WHERE visibility = 'private' AND md5(agent_id) = '<md5 of the agent>'``, the shared graph's half-precision
-expression)
+(``WHERE visibility = 'private' AND agent_id = '<agent>'``, the shared graph's half-precision expression)
 gives the same top 10 at a fraction of the cost (see ``DEFAULT_AGENT_GRAPH_MIN_ROWS`` in settings).
 
 The search statement asks for the graph by name (:func:`agent_graph_name`) and uses it only when it exists
@@ -29,7 +28,7 @@ from ..errors import DatabaseError, ValidationError
 from ..settings import DEFAULT_AGENT_GRAPH_MIN_ROWS
 
 __all__ = ["AGENT_GRAPH_MIN_ROWS", "AGENT_GRAPH_EF_SEARCH", "GraphBuild", "agent_graph_name", "agent_graph_ddl",
-           "agent_graph_exists_sql", "agent_key_sql", "graph_candidates", "build_agent_graphs", "graph_counts",
+           "agent_graph_exists_sql", "graph_candidates", "build_agent_graphs", "graph_counts",
            "drop_agent_graphs"]
 
 # The default of FACTFORGE_AGENT_GRAPH_MIN_ROWS (settings.py says why 4,000).
@@ -62,23 +61,12 @@ def _check_table(table: str) -> str:
     return _PRIVATE[table]
 
 
-def _key(agent_id: str) -> str:
-    return hashlib.md5(agent_id.encode()).hexdigest()
-
-
 def agent_graph_name(table: str, agent_id: str) -> str:
-    """The index name of ``agent_id``'s graph in ``table``: the md5 of the agent id, so any id (quotes, any
-    length) maps to a valid name."""
+    """The index name of ``agent_id``'s graph in ``table``: any agent id (quotes, any length) maps to a valid
+    name. Two agents whose md5s share 16 hex digits would share a name; the second then has no graph (the
+    index's condition names the first), and is read exactly: slower, never wrong."""
     _check_table(table)
-    return f"{table}_agent_{_key(agent_id)}_hnsw"
-
-
-def agent_key_sql(agent_id: str, alias: str = "") -> str:
-    """The condition that names ``agent_id``'s rows in its graph's condition, and that a statement walking the
-    graph states too (so the planner can prove the graph's condition): by the md5 of the id, so the catalog,
-    which every database role may read, lists no agent id (as the scoped text index keys scopes)."""
-    column = f"{alias}.agent_id" if alias else "agent_id"
-    return f"md5({column}) = '{_key(agent_id)}'"
+    return f"{table}_agent_{hashlib.md5(agent_id.encode()).hexdigest()[:16]}_hnsw"
 
 
 def agent_graph_exists_sql(table: str, agent_id: str) -> str:
@@ -88,8 +76,8 @@ def agent_graph_exists_sql(table: str, agent_id: str) -> str:
 
 
 def agent_graph_ddl(table: str, agent_id: str, dim: int) -> Any:
-    """``CREATE INDEX CONCURRENTLY`` of ``agent_id``'s graph in ``table`` (a psycopg ``Composed``); the graph's
-    shape is the shared one's (``vector_index_ddl``), its condition :func:`agent_key_sql`'s."""
+    """``CREATE INDEX CONCURRENTLY`` of ``agent_id``'s graph in ``table`` (a psycopg ``Composed``: the agent id
+    is a quoted literal); the graph's shape is the shared one's (``vector_index_ddl``)."""
     from psycopg import sql
 
     from .search import GRAPH_EF_CONSTRUCTION
@@ -97,10 +85,9 @@ def agent_graph_ddl(table: str, agent_id: str, dim: int) -> Any:
     cond = _check_table(table)
     return sql.SQL("CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} USING hnsw "
                    "((embedding::halfvec({dim})) halfvec_cosine_ops) WITH (m = 16, ef_construction = {efc}) "
-                   "WHERE " + cond + " AND {agent}").format(
+                   "WHERE " + cond + " AND agent_id = {agent}").format(
         name=sql.Identifier(agent_graph_name(table, agent_id)), table=sql.Identifier(table),
-        dim=sql.SQL(str(int(dim))), efc=sql.SQL(str(int(GRAPH_EF_CONSTRUCTION))),
-        agent=sql.SQL(agent_key_sql(agent_id)))
+        dim=sql.SQL(str(int(dim))), efc=sql.SQL(str(int(GRAPH_EF_CONSTRUCTION))), agent=sql.Literal(agent_id))
 
 
 _GRAPHS = ("SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "

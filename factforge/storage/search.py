@@ -201,15 +201,14 @@ def agent_graph_sql(table: str, where: str, params: dict[str, Any], dim: int) ->
     """The ``%(n)s`` nearest of the calling agent's own private rows of ``table`` under ``where``: by the
     agent's graph while it has a valid one (:mod:`factforge.storage.graphs`), else exactly, as in
     :func:`vector_sql`. Both are in the statement; a condition read once per statement runs one of them."""
-    from .graphs import agent_graph_exists_sql, agent_key_sql
+    from .graphs import agent_graph_exists_sql
 
     agent = params.get("v_agent")
     if agent is None:
         raise ValidationError("an agent graph is read for one agent: v_agent is missing")
     have = agent_graph_exists_sql(table, agent)
     mine = f"f.visibility = 'private' AND f.agent_id = %(v_agent)s AND {where}"
-    graph = f"{mine} AND {agent_key_sql(agent, 'f')} AND {have}"
-    return (f"SELECT id, d FROM ({_nearest(table, graph, _graph_order(dim))} UNION ALL "
+    return (f"SELECT id, d FROM ({_nearest(table, f'{mine} AND {have}', _graph_order(dim))} UNION ALL "
             f"{_nearest(table, f'{mine} AND NOT {have}', _EXACT_ORDER)}) x")
 
 
