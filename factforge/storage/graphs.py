@@ -26,6 +26,7 @@ from typing import Any
 
 from ..errors import DatabaseError, ValidationError
 from ..settings import DEFAULT_AGENT_GRAPH_MIN_ROWS
+from .search import GRAPH_EF_CONSTRUCTION, PRIVATE_ROWS
 
 __all__ = ["AGENT_GRAPH_MIN_ROWS", "AGENT_GRAPH_EF_SEARCH", "GraphBuild", "agent_graph_name", "agent_graph_ddl",
            "agent_graph_exists_sql", "graph_candidates", "build_agent_graphs", "graph_counts",
@@ -39,9 +40,9 @@ AGENT_GRAPH_MIN_ROWS = DEFAULT_AGENT_GRAPH_MIN_ROWS
 # read's for 60 of 60 bench questions on facts and 0.997 on episodes (100: 0.975 / 0.958).
 AGENT_GRAPH_EF_SEARCH = 200
 
-# What an agent's private rows are, per table: the condition of the exact private branch of vector_sql (an
-# episode is a turn with words), which the search statement states too, so the planner can prove the index's.
-_PRIVATE = {"facts": "visibility = 'private'", "turns": "visibility = 'private' AND tsv IS NOT NULL"}
+# What an agent's private rows are, per table: the condition the search statement states too, so the planner
+# can prove the index's.
+_PRIVATE = PRIVATE_ROWS
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +80,6 @@ def agent_graph_ddl(table: str, agent_id: str, dim: int) -> Any:
     """``CREATE INDEX CONCURRENTLY`` of ``agent_id``'s graph in ``table`` (a psycopg ``Composed``: the agent id
     is a quoted literal); the graph's shape is the shared one's (``vector_index_ddl``)."""
     from psycopg import sql
-
-    from .search import GRAPH_EF_CONSTRUCTION
 
     cond = _check_table(table)
     return sql.SQL("CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table} USING hnsw "

@@ -233,10 +233,13 @@ def vector_index_ddl(table: str, dim: int) -> list[str]:
             private_index_ddl(table, dim)]
 
 
+# The condition every read of an agent's private rows states, per table (an episode is a turn with words): the
+# covering index's and the agent graphs' (factforge.storage.graphs) conditions, which the planner proves from it.
+PRIVATE_ROWS = {"facts": "visibility = 'private'", "turns": "visibility = 'private' AND tsv IS NOT NULL"}
 # What the exact private branch of vector_sql reads of a row besides the agent (the scope filter's columns,
-# facts' history filter), and the condition every such read states (an episode is a turn with words).
-_PRIVATE_COVER = {"facts": ("id, visibility, team_id, superseded_at, embedding", "visibility = 'private'"),
-                  "turns": ("id, visibility, team_id, embedding", "visibility = 'private' AND tsv IS NOT NULL")}
+# facts' history filter), and the condition above.
+_PRIVATE_COVER = {"facts": ("id, visibility, team_id, superseded_at, embedding", PRIVATE_ROWS["facts"]),
+                  "turns": ("id, visibility, team_id, embedding", PRIVATE_ROWS["turns"])}
 
 
 def private_index_ddl(table: str, dim: int) -> str:
