@@ -110,6 +110,19 @@ def test_fact_terms_follow_facts_through_supersession_merge_and_forgetting(corpu
     assert hits == []  # a forgotten fact never comes back, on either table
 
 
+def _drop_other_indexes(conn: psycopg.Connection[Any], table: str, keep: str) -> list[str]:
+    """Drop every index of ``table`` but ``keep`` (and those behind constraints) in ``conn``'s open transaction,
+    which the caller rolls back: a plan check then asks whether ``keep`` can answer, not which of two cheap
+    paths the planner prefers. Returns the names dropped."""
+    others = [r[0] for r in conn.execute(
+        "SELECT i.indexrelid::regclass::text FROM pg_index i WHERE i.indrelid = %s::regclass "
+        "AND i.indexrelid::regclass::text <> %s "
+        "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)", (table, keep))]
+    for index in others:
+        conn.execute(f"DROP INDEX {index}")
+    return others
+
+
 def test_scoped_bm25_steps_are_answered_by_the_scoped_text_index(corpus: Store, db_url: str) -> None:
     """The step SQL must match migration 0006's index expression exactly, or every search scans the table."""
     from factforge.storage.scope import fact_filters
@@ -283,11 +296,7 @@ def test_the_analysts_bm25_reads_the_scoped_index_too(corpus: Store, db_url: str
         # What is checked is that the scoped index can answer the steps, not which of two cheap paths the
         # planner prefers over a few hundred rows (another index won once in a loaded full run): the table's
         # other indexes go, in this transaction, which is rolled back.
-        for (index,) in conn.execute(
-                "SELECT i.indexrelid::regclass::text FROM pg_index i WHERE i.indrelid = %s::regclass "
-                "AND i.indexrelid::regclass::text <> %s "
-                "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)", (table, gin)).fetchall():
-            conn.execute(f"DROP INDEX {index}")
+        _drop_other_indexes(conn, table, gin)
         if table == "turns":
             where, params = episode_filters(None, None)
         else:
@@ -398,14 +407,8 @@ def test_the_callers_private_rows_are_read_from_their_index_alone(db_url: str, t
             # when VACUUM could not mark the pages all-visible). So, in a transaction rolled back below, every
             # other index the table has of its own is dropped, and scans and sorts that need no index are off:
             # the planner builds one path per index, an index-only one when the index holds every column read.
-            others = [r[0] for r in conn.execute(
-                "SELECT i.indexrelid::regclass::text FROM pg_index i WHERE i.indrelid = %s::regclass "
-                "AND i.indexrelid::regclass::text <> %s "
-                "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)",
-                (table, f"{table}_private_agent_idx"))]
-            assert others  # the competing indexes exist, so dropping them is what makes the check exact
-            for index in others:
-                conn.execute(f"DROP INDEX {index}")
+            # the competing indexes exist, so dropping them is what makes the check exact
+            assert _drop_other_indexes(conn, table, f"{table}_private_agent_idx")
             for off in ("seqscan", "bitmapscan", "sort"):
                 conn.execute(f"SET LOCAL enable_{off} = off")
             plan = "\n".join(r[0] for r in conn.execute(
