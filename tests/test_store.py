@@ -232,6 +232,57 @@ def test_bm25_uses_idf_and_length_and_stays_scoped(store: Store, db_url: str) ->
         assert conn.execute("SELECT df FROM bm25_terms WHERE lexeme = 'kafka'").fetchone()[0] == 0
 
 
+def _insert_fact(conn: psycopg.Connection, content: str, agent: str) -> None:
+    import uuid
+
+    conn.execute("INSERT INTO facts (id, content, category, confidence, extraction_method, agent_id, content_hash) "
+                 "VALUES (%s, %s, 'technology', 0.9, 'pattern', %s, %s)", (uuid.uuid4(), content, agent, content))
+
+
+def _insert_episode(conn: psycopg.Connection, text: str, agent: str) -> None:
+    conn.execute("INSERT INTO turns (key, agent_id, user_message, visibility) VALUES (%s, %s, %s, 'private')",
+                 (f"k-{agent}-{text}", agent, text))
+
+
+@pytest.mark.parametrize("insert", [_insert_fact, _insert_episode], ids=["facts", "episodes"])
+def test_writers_of_the_same_words_do_not_wait_for_each_other(db_url: str, insert: Any) -> None:
+    """The statistics triggers append deltas: a transaction holding new documents open does not make
+    another writer of the same lexemes wait (they used to queue on each lexeme's row until commit)."""
+    family = "bm25" if insert is _insert_fact else "episode_bm25"
+    with raw(db_url) as a, raw(db_url) as b:
+        a.execute("BEGIN")
+        insert(a, "The team deploys Kafka every night", "agent-a")
+        b.execute("SET lock_timeout = '2s'")
+        b.execute("BEGIN")
+        insert(b, "The team runs Kafka on Mondays", "agent-b")  # waited (and timed out) before 0016
+        b.execute("COMMIT")
+        assert b.execute(f"SELECT df FROM {family}_terms WHERE lexeme = 'kafka'").fetchone() == (1,)
+        a.execute("COMMIT")
+        assert b.execute(f"SELECT df FROM {family}_terms WHERE lexeme = 'kafka'").fetchone() == (2,)
+        assert b.execute(f"SELECT n_docs FROM {family}_corpus").fetchone() == (2,)
+
+
+def test_statistics_folds_keep_the_totals(store: Store, db_url: str) -> None:
+    """Every FOLD_EVERY-th statement moves the deltas into the base; totals never change by it, and after
+    deletes they equal a recount of the table."""
+    texts = [f"Team uses service number {i} for deployment" for i in range(70)]
+    for i, t in enumerate(texts):  # one statement each: at least two folds
+        store.save([fact(t)], TEAM, prov(f"f{i}"))
+    store.forget(text="number 3")  # 11 facts: 3, 30-39
+    with raw(db_url) as conn:
+        deltas, = conn.execute("SELECT count(*) FROM bm25_terms_delta").fetchone()
+        base, = conn.execute("SELECT count(*) FROM bm25_terms_base").fetchone()
+        assert base > 0 and deltas < 32 * 8  # folded: no more than a fold's worth of statements left
+        recount = dict(conn.execute("SELECT u.lexeme, count(*) FROM facts f, unnest(f.tsv) u GROUP BY 1").fetchall())
+        stats = dict(conn.execute("SELECT lexeme, df FROM bm25_terms WHERE df > 0").fetchall())
+        assert stats == recount and stats["deploy"] == 59
+        assert conn.execute("SELECT n_docs, total_len FROM bm25_corpus").fetchone() == \
+            conn.execute("SELECT count(*), sum(length(tsv)) FROM facts").fetchone()
+        conn.execute("SELECT factforge_bm25_fold()")
+        assert conn.execute("SELECT count(*) FROM bm25_terms_delta").fetchone() == (0,)
+        assert dict(conn.execute("SELECT lexeme, df FROM bm25_terms WHERE df > 0").fetchall()) == recount
+
+
 def test_websearch_operators(store: Store, db_url: str) -> None:
     from factforge.storage.search import search
 
@@ -282,7 +333,8 @@ def test_migrations_up_down_up_on_a_fresh_database(db_url: str, tmp_path) -> Non
         assert db.current_revision(url) is None
         db.upgrade(url, settings)
         head = db.current_revision(url)
-        assert {"facts", "fact_sources", "entities", "relationships", "extraction_queue", "bm25_terms"} <= tables()
+        assert {"facts", "fact_sources", "entities", "relationships", "extraction_queue", "bm25_terms_base",
+                "bm25_terms_delta"} <= tables()
         db.downgrade(url, "base")
         assert tables() == {"alembic_version"} and db.current_revision(url) is None
         db.upgrade(url, settings)

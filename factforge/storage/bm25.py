@@ -51,11 +51,16 @@ _SCOPED_TABLES = ("fact_terms", "turns")
 # first (a seed for theta): without one, a step after too few matches would score every document it reads.
 SEED_DF = 2000
 
+# The statistics are the folded base plus the deltas that writers appended since (migration 0016); the
+# views {stats}_terms / {stats}_corpus say the same, but a join would aggregate the whole view first.
 _QUERY_TERMS = """
-    SELECT u.lexeme, coalesce(b.df, 0), b.max_tf, b.min_dl, c.n_docs, c.total_len
+    SELECT u.lexeme, greatest(0, coalesce(b.df, 0))::bigint, b.max_tf, b.min_dl, c.n_docs, c.total_len
     FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(q)s))) u
-    LEFT JOIN {stats}_terms b ON b.lexeme = u.lexeme
-    LEFT JOIN {stats}_corpus c ON c.id = 1"""
+    CROSS JOIN LATERAL (SELECT sum(df) AS df, max(max_tf) AS max_tf, min(min_dl) AS min_dl
+                        FROM (SELECT df, max_tf, min_dl FROM {stats}_terms_base WHERE lexeme = u.lexeme
+                              UNION ALL
+                              SELECT df, max_tf, min_dl FROM {stats}_terms_delta WHERE lexeme = u.lexeme) x) b
+    CROSS JOIN {stats}_corpus c"""
 
 # fact_terms' and turns' text indexes (migrations 0006, 0010) hold each document's lexemes twice: as they
 # are, and prefixed with the document's *scope key* - "g" (global), "t" + md5(team) or "p" + md5(agent) -
