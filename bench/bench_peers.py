@@ -135,10 +135,10 @@ def lance_tokens(text: str) -> list[str]:
 class Factforge:
     name = "factforge"
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, streams: int = 1) -> None:
         from factforge.storage.embedded import ensure_server
 
-        self.home = home
+        self.home, self.streams = home, streams
         self.url = ensure_server(home)
         self.conninfo = "postgresql://" + self.url.split("://", 1)[1]
         from alembic import command
@@ -155,7 +155,7 @@ class Factforge:
     def load(self, facts: list[dict[str, Any]], vectors: Any, batch: int) -> float:
         import psycopg
 
-        secs = bs.load(self.conninfo, facts, vectors, batch)
+        secs = bs.load(self.conninfo, facts, vectors, batch, self.streams)
         with psycopg.connect(self.conninfo, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE facts")
         from factforge.settings import Settings
@@ -315,6 +315,8 @@ def main() -> int:
     ap.add_argument("--noise", type=float, default=0.01)
     ap.add_argument("--batch", type=int, default=10_000, help="rows per COPY / add")
     ap.add_argument("--vectors-cache", metavar="NPZ", help="as bench_search.py")
+    ap.add_argument("--load-streams", type=int, default=1,
+                    help="factforge: parallel COPY connections of the load (as bench_search.py)")
     ap.add_argument("--systems", default="factforge,lancedb", help="which to run (default both)")
     ap.add_argument("--lance-nprobes", type=int, default=None, help="IVF partitions probed (default LanceDB's)")
     ap.add_argument("--lance-ef", type=int, default=None, help="HNSW ef in a partition (default LanceDB's)")
@@ -347,7 +349,7 @@ def main() -> int:
     try:
         wanted = args.systems.lower().split(",")
         if "factforge" in wanted:
-            systems.append(Factforge(tmp / "ff"))
+            systems.append(Factforge(tmp / "ff", args.load_streams))
         if "lancedb" in wanted:
             systems.append(Lance(tmp, args.lance_nprobes, args.lance_ef, args.lance_refine))
             res["lancedb_knobs"] = systems[-1].knobs

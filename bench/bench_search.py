@@ -334,27 +334,37 @@ COPY_TYPES = ["text", "text", "real", "text", "text[]", "text", "text", "text", 
               "text", "timestamptz", "timestamptz", "timestamptz"]
 
 
-def load(conninfo: str, facts: list[dict[str, Any]], vectors: Any, batch: int) -> float:
-    """Batched binary COPY, one transaction (and one statement-level BM25 trigger run) per batch. Returns seconds."""
+def load(conninfo: str, facts: list[dict[str, Any]], vectors: Any, batch: int, streams: int = 1) -> float:
+    """Batched binary COPY, one transaction (and one statement-level BM25 trigger run) per batch, over
+    ``streams`` connections at once (batch i goes to stream i mod streams), as that many writers of a live
+    system would. Returns seconds."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import psycopg
     from pgvector.psycopg import register_vector
 
     from factforge.settings import LOCAL_EMBED_MODEL
 
+    def stream(first: int) -> None:
+        with psycopg.connect(conninfo) as conn:
+            register_vector(conn)
+            for start in range(first * batch, len(facts), batch * streams):
+                with conn.cursor() as cur:
+                    with cur.copy(f"COPY facts ({COPY_COLS}) FROM STDIN (FORMAT BINARY)") as cp:
+                        cp.set_types(COPY_TYPES)
+                        for j in range(start, min(start + batch, len(facts))):
+                            f = facts[j]
+                            cp.write_row((f["content"], f["category"], f["confidence"], "pattern", f["entities"],
+                                          "user" if f["content"].startswith("User") else "team", f["tid"],
+                                          f["agent_id"], f["team_id"], f["visibility"], vectors[j],
+                                          LOCAL_EMBED_MODEL, f["hash"], f["first_seen_at"], f["last_seen_at"],
+                                          f["superseded_at"]))
+                conn.commit()
+
     t0 = time.perf_counter()
-    with psycopg.connect(conninfo) as conn:
-        register_vector(conn)
-        for start in range(0, len(facts), batch):
-            with conn.cursor() as cur:
-                with cur.copy(f"COPY facts ({COPY_COLS}) FROM STDIN (FORMAT BINARY)") as cp:
-                    cp.set_types(COPY_TYPES)
-                    for j in range(start, min(start + batch, len(facts))):
-                        f = facts[j]
-                        cp.write_row((f["content"], f["category"], f["confidence"], "pattern", f["entities"],
-                                      "user" if f["content"].startswith("User") else "team", f["tid"],
-                                      f["agent_id"], f["team_id"], f["visibility"], vectors[j], LOCAL_EMBED_MODEL,
-                                      f["hash"], f["first_seen_at"], f["last_seen_at"], f["superseded_at"]))
-            conn.commit()
+    with ThreadPoolExecutor(streams) as pool:
+        for done in [pool.submit(stream, i) for i in range(streams)]:
+            done.result()  # a stream's error ends the load with its message
     return time.perf_counter() - t0
 
 
@@ -500,6 +510,7 @@ def main() -> int:
     ap.add_argument("--pool", type=int, default=8000, help="distinct sentences embedded for real (default 8000)")
     ap.add_argument("--noise", type=float, default=0.01, help="per-dimension sigma of the noise on reused vectors")
     ap.add_argument("--batch", type=int, default=10_000, help="rows per COPY statement / transaction")
+    ap.add_argument("--load-streams", type=int, default=1, help="parallel COPY connections of the load")
     ap.add_argument("--index-mode", choices=("both", "build-after", "maintain"), default="both",
                     help="maintain: COPY with the migration's HNSW index in place; build-after: drop it, COPY, "
                          "CREATE INDEX; both: build-after, then TRUNCATE and COPY again with the index in place")
@@ -598,7 +609,7 @@ def main() -> int:
             if args.index_mode in ("build-after", "both"):
                 with psycopg.connect(conninfo, autocommit=True) as conn:
                     drop_hnsw(conn, "facts")
-                secs = load(conninfo, facts, vectors, args.batch)
+                secs = load(conninfo, facts, vectors, args.batch, args.load_streams)
                 load_res["copy_without_hnsw_s"] = round(secs, 2)
                 load_res["copy_without_hnsw_facts_per_s"] = round(len(facts) / secs, 1)
                 print(f"COPY without HNSW: {len(facts) / secs:.0f} facts/s", file=sys.stderr)
@@ -622,7 +633,7 @@ def main() -> int:
                     with psycopg.connect(conninfo, autocommit=True) as conn:
                         conn.execute("TRUNCATE facts CASCADE")
                         conn.execute("VACUUM facts")
-                secs = load(conninfo, facts, vectors, args.batch)
+                secs = load(conninfo, facts, vectors, args.batch, args.load_streams)
                 load_res["copy_with_hnsw_s"] = round(secs, 2)
                 load_res["copy_with_hnsw_facts_per_s"] = round(len(facts) / secs, 1)
                 print(f"COPY with HNSW in place: {len(facts) / secs:.0f} facts/s", file=sys.stderr)
