@@ -232,6 +232,22 @@ def test_bm25_uses_idf_and_length_and_stays_scoped(store: Store, db_url: str) ->
         assert conn.execute("SELECT df FROM bm25_terms WHERE lexeme = 'kafka'").fetchone()[0] == 0
 
 
+def test_bm25_ranks_say_the_corpus_size_they_scored_with(store: Store, db_url: str) -> None:
+    """Search weighs the kinds' rank lists by the corpus sizes the BM25 statements read: they are the
+    statistics' sizes, also for a query with no indexable word or no word any document holds."""
+    from factforge.storage.bm25 import bm25_ranks_sized
+    from factforge.storage.scope import fact_filters
+
+    store.save([fact(f"Team uses service number {i} for deployment") for i in range(7)], TEAM, prov("c1"))
+    where, params = fact_filters("a1", "t1")
+    with raw(db_url) as conn:
+        ranks, size = bm25_ranks_sized(conn, where, params, "deployment service", 5, "fact_terms")
+        assert len(ranks) == 5 and size == 7 == conn.execute("SELECT n_docs FROM bm25_corpus").fetchone()[0]
+        assert bm25_ranks_sized(conn, where, params, "the of and", 5, "fact_terms") == ({}, 7)
+        assert bm25_ranks_sized(conn, where, params, "zeppelin", 5, "fact_terms") == ({}, 7)
+        assert bm25_ranks_sized(conn, "true", {}, "zeppelin", 5, "turns") == ({}, 0)
+
+
 def _insert_fact(conn: psycopg.Connection, content: str, agent: str) -> None:
     import uuid
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from .scope import scope_keys
 
-__all__ = ["BM25_K1", "BM25_B", "bm25_query", "bm25_ranks", "SCOPED_TSV"]
+__all__ = ["BM25_K1", "BM25_B", "bm25_query", "bm25_ranks", "bm25_ranks_sized", "SCOPED_TSV"]
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -53,14 +53,16 @@ SEED_DF = 2000
 
 # The statistics are the folded base plus the deltas that writers appended since (migration 0016); the
 # views {stats}_terms / {stats}_corpus say the same, but a join would aggregate the whole view first.
+# One row per query lexeme, or one row of NULLs if there is none: the corpus size comes back either way.
 _QUERY_TERMS = """
     SELECT u.lexeme, greatest(0, coalesce(b.df, 0))::bigint, b.max_tf, b.min_dl, c.n_docs, c.total_len
-    FROM (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(q)s))) u
-    CROSS JOIN LATERAL (SELECT sum(df) AS df, max(max_tf) AS max_tf, min(min_dl) AS min_dl
-                        FROM (SELECT df, max_tf, min_dl FROM {stats}_terms_base WHERE lexeme = u.lexeme
-                              UNION ALL
-                              SELECT df, max_tf, min_dl FROM {stats}_terms_delta WHERE lexeme = u.lexeme) x) b
-    CROSS JOIN {stats}_corpus c"""
+    FROM {stats}_corpus c
+    LEFT JOIN (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(q)s))) u ON true
+    LEFT JOIN LATERAL (SELECT sum(df) AS df, max(max_tf) AS max_tf, min(min_dl) AS min_dl
+                       FROM (SELECT df, max_tf, min_dl FROM {stats}_terms_base WHERE lexeme = u.lexeme
+                             UNION ALL
+                             SELECT df, max_tf, min_dl FROM {stats}_terms_delta WHERE lexeme = u.lexeme) x) b
+              ON true"""
 
 # fact_terms' and turns' text indexes (migrations 0006, 0010) hold each document's lexemes twice: as they
 # are, and prefixed with the document's *scope key* - "g" (global), "t" + md5(team) or "p" + md5(agent) -
@@ -100,12 +102,12 @@ class _Term:
         return self.num / (self.c + self.slope * dl)
 
 
-def _terms(conn: Any, query: str, stats: str) -> tuple[list[_Term], float]:
-    """The query's lexemes that some document holds, highest bound first, and the average length."""
+def _terms(conn: Any, query: str, stats: str) -> tuple[list[_Term], float, int]:
+    """The query's lexemes that some document holds, highest bound first, the average length and the number
+    of documents."""
     rows = conn.execute(_QUERY_TERMS.format(stats=stats), {"q": query}).fetchall()
-    if not rows:
-        return [], 1.0
-    n_docs = max(int(rows[0][4] or 0), 1)
+    corpus = int(rows[0][4] or 0)
+    n_docs = max(corpus, 1)
     avgdl = max(float(rows[0][5] or 0) / n_docs, 1.0)
     k1, b = BM25_K1, BM25_B
     out = []
@@ -119,7 +121,7 @@ def _terms(conn: Any, query: str, stats: str) -> tuple[list[_Term], float]:
             num, c, slope = idf * (k1 + 1) * max_tf, max_tf + k1 * (1 - b), k1 * b / avgdl
         out.append(_Term(lexeme, int(df), idf, num, c, slope, max(int(min_dl or 1), 1)))
     out.sort(key=lambda t: (-t.bound(t.min_dl), t.lexeme))
-    return out, avgdl
+    return out, avgdl, corpus
 
 
 def _f(x: float) -> str:
@@ -158,10 +160,16 @@ def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table:
     """The exact BM25 top-``%(n)s`` statement for ``query`` and its parameters (None: no query word is in any
     document). ``where`` is the caller's filter on rows ``f`` of ``table``: ``facts``, its narrow copy
     ``fact_terms`` (scoped text index) or ``turns`` (episodes, scoped text index)."""
+    return _query(conn, where, params, query, table)[0]
+
+
+def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
+           ) -> tuple[tuple[str, dict[str, Any]] | None, int]:
+    """:func:`bm25_query`'s answer, and the number of documents of ``table``'s kind (all scopes)."""
     stats = _STATS.get(table, "bm25")
-    terms, avgdl = _terms(conn, query, stats)
+    terms, avgdl, corpus = _terms(conn, query, stats)
     if not terms:
-        return None
+        return None, corpus
     keys = scope_keys(params.get("v_agent"), params.get("v_team")) if table in _SCOPED_TABLES else None
     params = dict(params)
     params["bm25_lexemes"] = [t.lexeme for t in terms]
@@ -204,14 +212,21 @@ def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table:
     # a seed's documents that tie theta are in no step's result (only better ones are): they count here
     sql = (f"WITH {', '.join(ctes)} SELECT id, max(score) AS score FROM ({_union(found)}) x GROUP BY id "
            "ORDER BY score DESC, id LIMIT %(n)s")
-    return sql, params
+    return (sql, params), corpus
 
 
 def bm25_ranks(conn: Any, where: str, params: dict[str, Any], query: str, n: int, table: str = "facts"
                ) -> dict[Any, tuple[int, float]]:
     """The exact BM25 top ``n`` of ``table`` under ``where``: id -> (rank, score)."""
-    built = bm25_query(conn, where, {**params, "n": n}, query, table)
+    return bm25_ranks_sized(conn, where, params, query, n, table)[0]
+
+
+def bm25_ranks_sized(conn: Any, where: str, params: dict[str, Any], query: str, n: int, table: str = "facts"
+                     ) -> tuple[dict[Any, tuple[int, float]], int]:
+    """:func:`bm25_ranks`, and the number of documents of the table's kind that its statistics counted (search
+    weighs the kinds' rank lists by it without asking again)."""
+    built, corpus = _query(conn, where, {**params, "n": n}, query, table)
     if built is None:
-        return {}
+        return {}, corpus
     rows = conn.execute(*built).fetchall()
-    return {fid: (rank, float(score)) for rank, (fid, score) in enumerate(rows, 1)}
+    return {fid: (rank, float(score)) for rank, (fid, score) in enumerate(rows, 1)}, corpus

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from ..errors import DatabaseError, EmbedderError, ValidationError
-from .bm25 import BM25_B, BM25_K1, SCOPED_TSV, bm25_query, bm25_ranks  # noqa: F401 (re-exported)
+from .bm25 import BM25_B, BM25_K1, SCOPED_TSV, bm25_query, bm25_ranks, bm25_ranks_sized  # noqa: F401 (re-exported)
 from .scope import episode_filters, fact_filters, scope_keys  # noqa: F401 (scope_keys re-exported)
 
 logger = logging.getLogger("factforge.search")
@@ -340,9 +340,9 @@ def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], v
 
 
 def _bm25_ranks(conn: Any, where: str, params: dict[str, Any], query: str, n: int,
-                table: str = "facts") -> dict[UUID, tuple[int, float]]:
-    """The exact BM25 top ``n`` (see ``factforge.storage.bm25``)."""
-    return bm25_ranks(conn, where, params, query, n, table)
+                table: str = "facts") -> tuple[dict[UUID, tuple[int, float]], int]:
+    """The exact BM25 top ``n`` (see ``factforge.storage.bm25``), and the size of the kind's corpus."""
+    return bm25_ranks_sized(conn, where, params, query, n, table)
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,9 +423,10 @@ def search(
     vector = _query_vector(query, embedder, mode)
     try:
         with _connection(source, need_vector=vector is not None) as conn:
-            ranks = _rank_lists(conn, source, plan, vector_where, query, vector, mode, n, ef_search, max_distance)
+            ranks, sizes = _rank_lists(conn, source, plan, vector_where, query, vector, mode, n, ef_search,
+                                       max_distance)
             kind_of = {rid: name for (name, _path), found in ranks.items() for rid in found}
-            fused = _fuse(conn, plan, ranks, fusion)
+            fused = _fuse(conn, plan, ranks, fusion, sizes)
             order = sorted(fused, key=lambda i: (-fused[i], str(i)))
             top, related = _collapse(order, _links(conn, order, kind_of) if collapse else {}, kind_of, k)
             if not top:
@@ -475,10 +476,13 @@ def _query_vector(query: str, embedder: Any, mode: str) -> list[float] | None:
 
 def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Mapping[str, str], query: str,
                 vector: list[float] | None, mode: str, n: int, ef_search: int | None,
-                max_distance: float | None) -> dict[tuple[str, str], dict[UUID, tuple[int, float]]]:
+                max_distance: float | None
+                ) -> tuple[dict[tuple[str, str], dict[UUID, tuple[int, float]]], dict[str, int]]:
     """(kind, path) -> {id: (rank, score)} for each kind's vector and BM25 path; fact and episode ids are
-    distinct UUIDs. Vector neighbours too far away that BM25 did not find are left out (:func:`_agreeing`)."""
+    distinct UUIDs. Vector neighbours too far away that BM25 did not find are left out (:func:`_agreeing`).
+    Also each kind's number of documents, as its BM25 statistics read it (none in vector mode)."""
     ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]] = {}
+    sizes: dict[str, int] = {}
     pending = {}
     text = _VectorText.of(vector) if vector is not None else None
     if text is not None and not isinstance(source, str) and (mode == "hybrid" or len(plan) > 1):
@@ -493,21 +497,23 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
             ranks[kind.name, "vector"] = _vector_ranks(conn, source, vector_where[kind.name], kind.params,
                                                        text, n, ef_search, kind.table, not kind.narrowed)
         if mode != "vector":
-            ranks[kind.name, "bm25"] = _bm25_ranks(conn, kind.where, kind.params, query, n, kind.terms_table)
+            ranks[kind.name, "bm25"], sizes[kind.name] = _bm25_ranks(conn, kind.where, kind.params, query, n,
+                                                                     kind.terms_table)
     for name, future in pending.items():
         ranks[name, "vector"] = future.result()
     for kind in plan:
         if (kind.name, "vector") in ranks:
             ranks[kind.name, "vector"] = _agreeing(ranks[kind.name, "vector"],
                                                    ranks.get((kind.name, "bm25"), {}), max_distance)
-    return ranks
+    return ranks, sizes
 
 
 def _fuse(conn: Any, plan: Sequence[_Kind], ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]],
-          fusion: str) -> dict[UUID, float]:
-    """Reciprocal rank fusion of the rank lists (see :func:`search`'s ``fusion``): id -> fused score."""
+          fusion: str, sizes: Mapping[str, int]) -> dict[UUID, float]:
+    """Reciprocal rank fusion of the rank lists (see :func:`search`'s ``fusion``): id -> fused score.
+    ``sizes``: the kinds' numbers of documents already read (the others are asked for)."""
     fused: dict[UUID, float] = {}
-    scale = _rank_scale(conn, plan) if fusion == "calibrated" else {}
+    scale = _rank_scale(conn, plan, sizes) if fusion == "calibrated" else {}
     for (name, _path), found in (_joint(ranks) if fusion == "joint" else ranks).items():
         for rid, (rank, _) in found.items():
             fused[rid] = fused.get(rid, 0.0) + 1.0 / (RRF_K + rank * scale.get(name, 1.0))
@@ -548,17 +554,19 @@ def _joint(ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]]
     return out
 
 
-def _rank_scale(conn: Any, plan: Sequence[_Kind]) -> dict[str, float]:
+def _rank_scale(conn: Any, plan: Sequence[_Kind], known: Mapping[str, int]) -> dict[str, float]:
     """How far down a list of every kind each kind's rank r would be: r * (all documents / this kind's).
 
     Rank 1 of 80 facts is not as good a match as rank 1 of 400 episodes; without this, RRF would give a
     small kind half of the top k whatever its matches are worth."""
     if len(plan) < 2:
         return {}
-    facts, episodes = conn.execute(
-        "SELECT coalesce((SELECT n_docs FROM bm25_corpus WHERE id = 1), 0), "
-        "coalesce((SELECT n_docs FROM episode_bm25_corpus WHERE id = 1), 0)").fetchone()
-    sizes = {"fact": int(facts), "episode": int(episodes)}
+    sizes = dict(known)
+    if not all(k.name in sizes for k in plan):  # vector mode: no statistics read yet
+        facts, episodes = conn.execute(
+            "SELECT coalesce((SELECT n_docs FROM bm25_corpus WHERE id = 1), 0), "
+            "coalesce((SELECT n_docs FROM episode_bm25_corpus WHERE id = 1), 0)").fetchone()
+        sizes = {"fact": int(facts), "episode": int(episodes)}
     if not all(sizes[k.name] for k in plan):  # one kind is empty: nothing to weigh against
         return {}
     total = sum(sizes[k.name] for k in plan)
