@@ -47,7 +47,7 @@ def test_rule_counter_example(rule_id: str, text: str) -> None:
 
 
 def test_library_size_and_check() -> None:
-    assert 60 <= len(LIB.rules) <= 120
+    assert 60 <= len(LIB.rules) <= 125
     assert LIB.check() == []
     assert {r.category for r in LIB.rules} >= {
         "preference", "policy", "technology", "decision", "temporal", "identity", "instruction"}
@@ -258,7 +258,7 @@ def test_span_points_into_original_text() -> None:
     [
         ("I hate my job.", ["User dislikes their job"]),
         ("I love to spend time with my family.", ["User loves to spend time with their family"]),
-        ("My brother is older than me.", ["User's brother is older than them"]),
+        ("My brother is older than me.", ["User's brother is older than them", "User has a brother"]),
         ("We love our CI.", ["Team loves their CI"]),
         ("I like to play chess, read, and take bubble baths.",
          ["User likes to play chess", "User likes to read", "User likes to take bubble baths"]),
