@@ -38,13 +38,13 @@ depends_on = None
 
 FOLD_EVERY = 32
 
-# family -> (the table whose documents it counts, advisory lock key of its fold)
-_FAMILIES = {"bm25": ("facts", 7_402_161_901), "episode_bm25": ("turns", 7_402_161_902)}
+# family (bm25: facts, episode_bm25: turns) -> the advisory lock key of its fold
+_FAMILIES = {"bm25": 7_402_161_901, "episode_bm25": 7_402_161_902}
 
 _TF = "coalesce(array_length(u.positions, 1), 1)"
 
 
-def _upgrade_family(family: str, table: str, lock: int) -> None:
+def _upgrade_family(family: str, lock: int) -> None:
     op.execute(f"ALTER TABLE {family}_terms RENAME TO {family}_terms_base")
     op.execute(f"ALTER TABLE {family}_corpus RENAME TO {family}_corpus_base")
     op.execute(f"ALTER TABLE {family}_terms_base DROP CONSTRAINT IF EXISTS {family}_terms_df_check")
@@ -129,8 +129,8 @@ def _upgrade_family(family: str, table: str, lock: int) -> None:
 
 
 def upgrade() -> None:
-    for family, (table, lock) in _FAMILIES.items():
-        _upgrade_family(family, table, lock)
+    for family, lock in _FAMILIES.items():
+        _upgrade_family(family, lock)
     # facts: inserts and deletes (an UPDATE of facts never changes its words: tsv is generated from content,
     # which is never updated). Episodes kept their own ins/del/upd triggers, which call the apply function.
     op.execute(
