@@ -110,6 +110,13 @@ def test_fact_terms_follow_facts_through_supersession_merge_and_forgetting(corpu
     assert hits == []  # a forgotten fact never comes back, on either table
 
 
+def _bitmap_scans_only(conn: psycopg.Connection[Any]) -> None:
+    """Leave the planner bitmap scans only: a text match must then come from a text index, never from a table
+    scan or a walk of the primary key filtering every row (chosen once in a CI run, on fresh statistics)."""
+    for kind in ("seqscan", "indexscan", "indexonlyscan"):
+        conn.execute(f"SET enable_{kind} = off")
+
+
 def _drop_other_indexes(conn: psycopg.Connection[Any], table: str, keep: str) -> list[str]:
     """Drop every index of ``table`` but ``keep`` (and those behind constraints) in ``conn``'s open transaction,
     which the caller rolls back: a plan check then asks whether ``keep`` can answer, not which of two cheap
@@ -130,7 +137,7 @@ def test_scoped_bm25_steps_are_answered_by_the_scoped_text_index(corpus: Store, 
 
     corpus.save([_fact("Team runs a zookeeper quorum")], Scope("a1", "t1", "team"), Provenance("zk"))
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
-        conn.execute("SET enable_seqscan = off")
+        _bitmap_scans_only(conn)
         where, params = fact_filters("a1", "t1")
         query = "zookeeper quorum"  # rare words: the steps use the index (common ones scan the table)
         built = bm25_query(conn, where, {**params, "q": query, "n": 40}, query, "fact_terms")
@@ -291,7 +298,7 @@ def test_the_analysts_bm25_reads_the_scoped_index_too(corpus: Store, db_url: str
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
         conn.execute("INSERT INTO turns (key, agent_id, user_message, visibility) "
                      "VALUES ('t-zk', 'a1', 'we run a zookeeper quorum', 'private')")
-        conn.execute("SET enable_seqscan = off")
+        _bitmap_scans_only(conn)
         gin = "fact_terms_scoped_gin" if table == "fact_terms" else "turns_scoped_tsv_gin"
         # What is checked is that the scoped index can answer the steps, not which of two cheap paths the
         # planner prefers over a few hundred rows (another index won once in a loaded full run): the table's
