@@ -518,3 +518,24 @@ def test_the_default_candidate_list_grows_with_the_shared_graph(db_url: str) -> 
         conn.rollback()  # the row counts were make-believe
         with pytest.raises(ValidationError):
             ef_search_sql("api_keys", None, 10)
+
+
+def test_the_bm25_statement_is_prepared_once_its_shape_recurs(corpus: Store, db_url: str) -> None:
+    """Statistics travel as parameters: two queries of the same shape (table, filter, number of lexemes, seeded
+    steps) send the same text, whatever their words and the corpus's numbers, so psycopg prepares it and
+    PostgreSQL runs a cached plan instead of planning every search anew; the ranks stay exact."""
+    from factforge.storage.bm25 import bm25_query, bm25_ranks
+    from factforge.storage.scope import fact_filters
+
+    where, params = fact_filters("a1", "t1")
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True) as conn:
+        texts = {bm25_query(conn, where, {**params, "q": q, "n": 10}, q, "fact_terms")[0]  # type: ignore[index]
+                 for q in ("kafka billing", "redis cache", "grafana alerts", "deploy staging")}
+        assert len(texts) == 1
+        for q in ("kafka billing", "redis cache", "grafana alerts", "deploy staging") * 2:
+            assert bm25_ranks(conn, where, params, q, 10, "fact_terms")
+        plans = conn.execute("SELECT generic_plans + custom_plans FROM pg_prepared_statements "
+                             "WHERE statement LIKE 'WITH idf AS MATERIALIZED%%'").fetchall()
+        assert plans and max(p[0] for p in plans) >= 3
+    hits = search(corpus, "kafka billing", agent_id="a1", team_id="t1", mode="bm25", k=10)
+    assert [round(h.bm25_score or 0, 6) for h in hits] == [round(s, 6) for _, s in _oracle(db_url, "kafka billing", 10)]
