@@ -135,8 +135,9 @@ class Memory:
         guard = self._redactor
         user = guard.check_size("user", check_text("user", user, required=True)) or ""
         assistant = guard.check_size("assistant", check_text("assistant", assistant))
-        user_name = check_text("user_name", user_name)
-        assistant_name = check_text("assistant_name", assistant_name)
+        is_injection = self.extractor.gate.is_injection
+        user_name = guard.check_name("user_name", check_text("user_name", user_name), is_injection)
+        assistant_name = guard.check_name("assistant_name", check_text("assistant_name", assistant_name), is_injection)
         agent_id = check_text("agent_id", agent_id, required=True) or ""
         team_id = check_text("team_id", team_id)
         session_id = check_text("session_id", session_id)
@@ -154,8 +155,12 @@ class Memory:
         inline = _Inline()
         if assistant_red and ("<ff:" in assistant_red or "<vm:" in assistant_red):
             inline = self._inline(assistant_red)
-            assistant_stored = DROPPED if assistant_stored == DROPPED else inline.clean_reply
-            assistant_red = inline.clean_reply
+            # Taking the tags out can join the halves of a secret the scan could not see split ("sk-proj-Ab"
+            # <ff:entity .../> "3dEf..."): the reply without its tags is scanned again.
+            clean_red, clean_stored = guard.scrub(inline.clean_reply)
+            assistant_stored = DROPPED if assistant_stored == DROPPED else clean_stored
+            assistant_red = clean_red
+            inline = replace(inline, clean_reply=clean_red)
 
         extraction = _extract_turn(self.store, self.extractor, user_red or "", assistant_red, ts, session_id,
                                    agent_id, team_id)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import unicodedata
+from collections.abc import Callable
 
 from .errors import InputError, ValidationError
 from .rules.secrets import SecretScanner, has_placeholder
@@ -13,6 +15,8 @@ __all__ = ["DROPPED", "Redactor"]
 
 # What drop mode (FACTFORGE_SECRETS=drop) stores instead of a message that held a secret.
 DROPPED = "[DROPPED: message contained a secret]"
+# A speaker's name (user_name, assistant_name, an ingest line's speaker) is a name, not a message.
+MAX_NAME_CHARS = 100
 
 
 class Redactor:
@@ -50,6 +54,25 @@ class Redactor:
         if self.settings.secrets_mode == "drop" and (red.count or has_placeholder(fact.content)):
             return None
         return dataclasses.replace(fact, content=red.text, entities=names)
+
+    def check_name(self, field: str, name: str | None, is_injection: Callable[[str], str | None]) -> str | None:
+        """A speaker's name as given, or an InputError. The name becomes the subject of facts ("Maria went to a
+        pottery class"), an entity, a column of the turn and part of the LLM's prompt, and other agents of the team
+        read it, so it must be a name: one line of at most ``MAX_NAME_CHARS`` characters, with no secret and no
+        instruction the gatekeeper reads as an injection. Names are refused, not redacted: a name with a
+        placeholder in it would put "[REDACTED]" into every fact about its speaker."""
+        if name is None:
+            return None
+        if len(name) > MAX_NAME_CHARS:
+            raise InputError(f"{field} is {len(name):,} characters; a name may have {MAX_NAME_CHARS}")
+        if any(unicodedata.category(ch) in ("Cc", "Zl", "Zp") for ch in name):
+            raise InputError(f"{field} must be one line with no control characters")
+        if self.secret_name(name):
+            raise InputError(f"{field} holds a secret (or a redaction placeholder); it would be stored in facts")
+        rule = is_injection(name)
+        if rule is not None:
+            raise InputError(f"{field} reads as a prompt injection (gate rule {rule}); it would become memory")
+        return name
 
     def secret_name(self, name: str) -> bool:
         """Whether an entity name is (or holds) a secret, redacted or not: it is never stored or sent."""
