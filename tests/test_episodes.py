@@ -139,6 +139,33 @@ def test_sources_show_another_scope_only_the_evidence(memory: Memory) -> None:
     assert "salary" in memory.search("Redis caching", agent_id=A, team_id=T)[0].evidence  # A's own episode
 
 
+def test_another_agent_learns_nothing_of_the_private_conversation_behind_a_shared_fact(memory: Memory) -> None:
+    """Who spoke and in which session belong to the private turn: B, who may read the team fact, gets neither,
+    from sources, search or the listing; A, who said it, and the analyst get both. Of A's private fact, B gets
+    no sources at all."""
+    r = memory.remember(user="We use Terraform for all infrastructure changes. I prefer tabs over spaces.",
+                        agent_id=A, team_id=T, session_id="s-hr-complaint-maria", user_name="Maria Gonzalez")
+    (team_fact,) = [f for f in r.facts if f.visibility == "team"]
+    (private_fact,) = [f for f in r.facts if f.visibility == "private"]
+    private_words = ("s-hr-complaint-maria", "Maria Gonzalez")
+    (other,) = memory.sources(team_fact.id, agent_id=B, team_id=T)
+    assert other["redacted"] and not set(private_words) & {str(v) for v in other.values()}
+    assert memory.sources(private_fact.id, agent_id=B, team_id=T) == []
+    (hit,) = [h for h in memory.search("Terraform infrastructure", agent_id=B, team_id=T) if h.id == team_fact.id]
+    assert (hit.session_id, hit.speaker, hit.source_ts) == (None, None, None)
+    (listed,) = [f for f in memory.facts(agent_id=B, team_id=T) if f.id == team_fact.id]
+    assert listed.source_session is None
+    for who in ({"agent_id": A, "team_id": T}, {}):
+        (own,) = memory.sources(team_fact.id, **who)
+        assert (own["session_id"], own["user_name"]) == private_words
+        (hit,) = [h for h in memory.search("Terraform infrastructure", agent_id=who.get("agent_id"),
+                                           team_id=who.get("team_id"), kinds=["fact"]) if h.id == team_fact.id]
+        assert (hit.session_id, hit.speaker) == private_words
+        (listed,) = [f for f in memory.facts(agent_id=who.get("agent_id"), team_id=who.get("team_id"))
+                     if f.id == team_fact.id]
+        assert listed.source_session == "s-hr-complaint-maria"
+
+
 def test_a_message_is_stored_once(memory: Memory, db_url: str) -> None:
     memory.remember(user="I live in Lisbon and I love hiking. " + "x" * 5000, agent_id=A)
     assert _rows(db_url, "SELECT count(*), count(user_message) FROM fact_sources") == [(2, 0)]

@@ -299,6 +299,11 @@ def facts(store: Store, *,
         "ORDER BY f.last_seen_at DESC, f.created_at DESC LIMIT %(limit)s",
         params,
     )
+    if agent_id is not None or team_id is not None:
+        # The session a fact was first said in is that speaker's conversation: another agent's stays unnamed.
+        for r in rows:
+            if r["agent_id"] != agent_id:
+                r["source_session"] = r["source_activity_session"] = None
     return [stored(r) for r in rows]
 
 
@@ -320,16 +325,20 @@ def sources(store: Store, fact_id: UUID | str, *, agent_id: str | None = None,
     The message is the one stored copy in ``turns`` (older rows kept their own copy). With a caller's
     scope (``agent_id``/``team_id``), a message the caller may not read - another agent's private turn
     behind a team or global fact - is replaced by the evidence: the sentence the fact came from
-    (``evidence``), never the private message around it; ``redacted`` says so. Without a scope: the
-    analyst's view, every message.
+    (``evidence``), never the private message around it, its speakers' names or its session; ``redacted``
+    says so. A fact the caller may not see has no sources for it. Without a scope: the analyst's view,
+    every message.
     """
     try:
         fid = UUID(str(fact_id))
     except ValueError:
         raise ValidationError(f"not a fact id: {fact_id!r}") from None
-    # The turn's own scope: an episode's visibility, a turn that is none stays its agent's own.
-    readable = "TRUE" if agent_id is None and team_id is None else rule_sql(
+    # The turn's own scope: an episode's visibility, a turn that is none stays its agent's own. The fact itself
+    # must be the caller's to see: of a fact it may not see, the caller learns nothing (not even that it exists).
+    analyst = agent_id is None and team_id is None
+    readable = "TRUE" if analyst else rule_sql(
         "coalesce(t.visibility, 'private')", "t.team_id", "coalesce(t.agent_id, s.agent_id)")
+    fact_visible = "TRUE" if analyst else rule_sql("f.visibility", "f.team_id", "f.agent_id")
     rows = store._all(
         f"""
         SELECT s.source_key, s.session_id, s.activity_session, s.agent_id,
@@ -338,7 +347,7 @@ def sources(store: Store, fact_id: UUID | str, *, agent_id: str | None = None,
                s.message_ts, s.seen_at, t.id AS episode_id, t.user_name, t.assistant_name,
                f.explanation->'span'->>'text' AS evidence, coalesce({readable}, false) AS readable
         FROM fact_sources s JOIN facts f ON f.id = s.fact_id LEFT JOIN turns t ON t.key = s.source_key
-        WHERE s.fact_id = %(id)s ORDER BY s.seen_at, s.id
+        WHERE s.fact_id = %(id)s AND {fact_visible} ORDER BY s.seen_at, s.id
         """,
         {"id": fid, "v_agent": agent_id, "v_team": team_id},
     )
@@ -346,6 +355,9 @@ def sources(store: Store, fact_id: UUID | str, *, agent_id: str | None = None,
         readable_row = row.pop("readable")
         row["redacted"] = not readable_row
         if not readable_row:
-            row["user_message"] = row["assistant_message"] = row["episode_id"] = None
+            # Who spoke and in which session belong to that private conversation too.
+            for column in ("user_message", "assistant_message", "episode_id", "user_name", "assistant_name",
+                           "session_id", "activity_session"):
+                row[column] = None
     return rows
 

@@ -25,7 +25,7 @@ from uuid import UUID
 
 from ..errors import DatabaseError, EmbedderError, ValidationError
 from .bm25 import BM25_B, BM25_K1, SCOPED_TSV, bm25_query, bm25_ranks, bm25_ranks_sized  # noqa: F401 (re-exported)
-from .scope import episode_filters, fact_filters, scope_keys  # noqa: F401 (scope_keys re-exported)
+from .scope import episode_filters, fact_filters, rule_sql, scope_keys  # noqa: F401 (scope_keys re-exported)
 
 logger = logging.getLogger("factforge.search")
 
@@ -435,7 +435,8 @@ def search(
             folded = {rid: next((x for x in related.get(rid, ()) if kind_of[x] == "episode"), None) for rid in top
                       if kind_of[rid] == "fact"}
             rows = _rows(conn, [i for i in top if kind_of[i] == "fact"],
-                         [i for i in top if kind_of[i] == "episode"] + [e for e in folded.values() if e])
+                         [i for i in top if kind_of[i] == "episode"] + [e for e in folded.values() if e],
+                         agent_id, team_id)
     except psycopg.Error as exc:
         raise DatabaseError(f"search failed: {str(exc).strip().splitlines()[0]}") from None
     # A row deleted between the two queries is left out.
@@ -620,24 +621,33 @@ def _collapse(order: Sequence[UUID], links: dict[UUID, set[UUID]], kind_of: dict
     return slots, related
 
 
-def _rows(conn: Any, fact_ids: Sequence[UUID], episode_ids: Sequence[UUID]) -> dict[UUID, dict[str, Any]]:
-    """The stored columns of the hits, facts with their first source's time, session and speaker."""
+def _rows(conn: Any, fact_ids: Sequence[UUID], episode_ids: Sequence[UUID], agent_id: str | None = None,
+          team_id: str | None = None) -> dict[UUID, dict[str, Any]]:
+    """The stored columns of the hits, facts with the time, session and speaker of their first source that the
+    caller may read: a team fact first said in another agent's private conversation does not tell who spoke
+    there or in which session (:func:`~factforge.storage.facts.sources` hides them the same way)."""
     out: dict[UUID, dict[str, Any]] = {}
     if fact_ids:
+        analyst = agent_id is None and team_id is None
+        readable = "TRUE" if analyst else rule_sql(
+            "coalesce(t.visibility, 'private')", "t.team_id", "coalesce(t.agent_id, s.agent_id)")
+        own = "TRUE" if analyst else "f.agent_id IS NOT DISTINCT FROM %(v_agent)s"
         cur = conn.execute(
-            """
+            f"""
             SELECT f.id, f.content, f.category, f.confidence, f.extraction_method AS method, f.visibility,
                    f.agent_id, f.team_id, f.entities, f.superseded_at, f.last_seen_at, f.first_seen_at,
                    f.valid_from, f.valid_to, src.message_ts AS source_ts,
-                   coalesce(src.session_id, src.activity_session, f.source_session, f.source_activity_session)
+                   coalesce(src.session_id, src.activity_session,
+                            CASE WHEN {own} THEN coalesce(f.source_session, f.source_activity_session) END)
                        AS session_id, src.user_name AS speaker, f.explanation->'span'->>'text' AS evidence
             FROM facts f LEFT JOIN LATERAL (
                 SELECT s.message_ts, s.session_id, s.activity_session, t.user_name FROM fact_sources s
-                LEFT JOIN turns t ON t.key = s.source_key WHERE s.fact_id = f.id ORDER BY s.seen_at, s.id LIMIT 1
+                LEFT JOIN turns t ON t.key = s.source_key WHERE s.fact_id = f.id AND {readable}
+                ORDER BY s.seen_at, s.id LIMIT 1
             ) src ON true
             WHERE f.id = ANY(%(ids)s)
             """,
-            {"ids": list(fact_ids)},
+            {"ids": list(fact_ids), "v_agent": agent_id, "v_team": team_id},
         )
         names = [d.name for d in cur.description]
         out.update({r[0]: dict(zip(names, r)) for r in cur.fetchall()})
