@@ -293,10 +293,13 @@ class Extractor:
             statement = self.turns.as_user_statement(prior_assistant)
             confirmed = self.extract(statement, timestamp=timestamp, speaker="assistant")
             if confirmed.facts and confirmed.gate.passed:
-                # The stored fact keeps its explanation, not its speaker: the note says whose words it was.
-                note = f"the assistant's words, confirmed by the user ({user.strip()!r}), read as {statement!r}"
-                facts = tuple(dataclasses.replace(f, explanation=dataclasses.replace(f.explanation, note=note))
-                              for f in confirmed.facts)
+                # The stored fact keeps its explanation, not its speaker: the note says whose words it was. It
+                # quotes the sentence the fact came from, never the rest of the reply: a team fact's note is read
+                # by the whole team, and the reply is the agent's private conversation.
+                facts = tuple(dataclasses.replace(f, explanation=dataclasses.replace(f.explanation, note=(
+                    f"the assistant's words, confirmed by the user ({user.strip()!r}), read as "
+                    f"{f.explanation.span.text if f.explanation.span else f.content!r}")))
+                    for f in confirmed.facts)
                 return dataclasses.replace(confirmed, facts=facts, needs_llm=False,
                                            hints=tuple(f for f in facts if f.confidence < self.settings.high_confidence))
         elif prior_assistant and not result.facts and (found := self.turns.answer(prior_assistant, user)):
