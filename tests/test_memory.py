@@ -161,6 +161,22 @@ def test_switch_supersedes_what_the_team_used(memory: Memory) -> None:
     assert len(old) == 1 and "JWT" in old[0].content
 
 
+def test_one_agents_user_never_retires_what_another_agents_user_said(memory: Memory) -> None:
+    """"User" in a team fact is the user of the agent that said it: b's user switching editors leaves a's user's
+    editor current; what the team as a whole uses ("Team uses JWT") is one thing whoever says it changed."""
+    memory.remember(user="I use Vim.", agent_id="a", team_id="t", timestamp="2026-10-01T10:00:00Z")
+    memory.remember(user="We use JWT for authentication", agent_id="a", team_id="t", timestamp="2026-10-01T10:00:00Z")
+    r = memory.remember(user="I switched from Vim to Emacs.", agent_id="b", team_id="t",
+                        timestamp="2026-11-01T10:00:00Z")
+    assert r.facts and not any(f.supersedes for f in r.facts)
+    assert "User uses Vim" in [f.content for f in memory.facts(agent_id="a", team_id="t")]
+    memory.remember(user="I switched from Vim to Emacs.", agent_id="a", team_id="t", timestamp="2026-11-02T10:00:00Z")
+    assert "User uses Vim" not in [f.content for f in memory.facts(agent_id="a", team_id="t")]
+    memory.remember(user="We switched from JWT to Clerk for authentication", agent_id="b", team_id="t",
+                    timestamp="2026-11-01T10:00:00Z")
+    assert "Team uses JWT for authentication" not in [f.content for f in memory.facts(agent_id="a", team_id="t")]
+
+
 def test_confirmation_of_the_assistant_is_stored_with_speaker(memory: Memory) -> None:
     memory.remember(user="Which database do you think I run?", assistant="You're using PostgreSQL 16, right?",
                     agent_id="dev", session_id="c1")

@@ -164,9 +164,12 @@ def _save_one(store: Store, conn: Any, fact: Fact, scope: Scope, prov: Provenanc
             {"id": row["id"], "undo": action == "mention"},
         ).mappings().first() or row
     superseded: list[UUID] = []
-    if action == "new":
+    # A new fact may retire older ones. So may another agent's mention of a team "User ..." fact: for that agent
+    # it is new - its own user says so now - and what that agent said before goes (see _supersede).
+    if action == "new" or (row["subject"] == store.settings.user_subject and row["agent_id"] != scope.agent_id):
         decisions = store.supersession(fact, vector is not None)
-        superseded = _supersede(store, conn, {**row, "embedding": params["embedding"]}, seen, decisions)
+        superseded = _supersede(store, conn, {**row, "agent_id": scope.agent_id, "embedding": params["embedding"]},
+                                seen, decisions)
     return stored(row, action, superseded)
 
 
@@ -254,6 +257,9 @@ def _supersede(store: Store, conn: Any, new: Mapping[str, Any], at: datetime,
                decisions: Sequence[Supersession]) -> list[UUID]:
     """Apply the supersession decisions for a newly stored fact; returns the ids it made outdated."""
     done: list[UUID] = []
+    # "User ..." is each agent's own user: in a team fact said by two agents it names two people, so what one
+    # agent's user changes retires only what that agent said. A named subject ("Maria", "Team") is one.
+    speaker = "AND f.agent_id IS NOT DISTINCT FROM %(agent)s" if new["subject"] == store.settings.user_subject else ""
     for decision in decisions:
         where, params = supersession_sql(decision, new["embedding"])
         rows = conn.exec_driver_sql(
@@ -263,7 +269,7 @@ def _supersede(store: Store, conn: Any, new: Mapping[str, Any], at: datetime,
                                 ELSE f.valid_to END
             WHERE f.superseded_at IS NULL AND f.id <> %(new_id)s
               AND {same_scope("f", new["visibility"], vis="vis")}
-              AND f.first_seen_at <= %(at)s
+              AND f.first_seen_at <= %(at)s {speaker}
               AND {where}
             RETURNING f.id
             """,
