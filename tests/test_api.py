@@ -202,7 +202,7 @@ def test_stats_and_prompt(client: httpx.Client, api: RunningAPI) -> None:
     remember(client, api.key("alice", "platform"), TEAM_FACT)
     stats = client.get("/v1/stats", headers=bearer(api.key(role="analyst"))).json()
     assert stats["facts"] >= 2 if isinstance(stats.get("facts"), int) else "facts" in json.dumps(stats)
-    prompt = client.get("/v1/prompt", headers=bearer(api.key("bob", None, "readonly"))).json()["prompt"]
+    prompt = client.get("/v1/prompt", headers=bearer(api.key("bob", "other", "readonly"))).json()["prompt"]
     assert "<ff:" in prompt
 
 
@@ -219,13 +219,13 @@ def test_stats_and_prompt(client: httpx.Client, api: RunningAPI) -> None:
 )
 def test_bad_bodies_get_the_library_messages(client: httpx.Client, api: RunningAPI, body: Any, status: int, code: str,
                                              message: str) -> None:
-    r = client.post("/v1/remember", json=body, headers=bearer(api.key("alice", None)))
+    r = client.post("/v1/remember", json=body, headers=bearer(api.key("solo", None)))
     assert r.status_code == status, r.text
     assert r.json()["error"]["code"] == code and message in r.json()["error"]["message"]
 
 
 def test_search_arguments_are_checked(client: httpx.Client, api: RunningAPI) -> None:
-    key = api.key("alice", None)
+    key = api.key("solo", None)
     for body in ({"query": "x", "k": 0}, {"query": "x", "mode": "fuzzy"}, {"k": 3}, "not json"):
         r = client.post("/v1/search", content=body if isinstance(body, str) else json.dumps(body),
                         headers={**bearer(key), "Content-Type": "application/json"})
@@ -235,7 +235,7 @@ def test_search_arguments_are_checked(client: httpx.Client, api: RunningAPI) -> 
 
 
 def test_request_size_is_limited(client: httpx.Client, api: RunningAPI) -> None:
-    key = api.key("alice", None)
+    key = api.key("solo", None)
     big = {"user": "x" * (70 * 1024)}
     r = client.post("/v1/remember", json=big, headers=bearer(key))
     assert (r.status_code, r.json()["error"]["code"]) == (413, "payload_too_large")

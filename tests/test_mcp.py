@@ -86,14 +86,14 @@ async def _http_session(url: str, key: str | None, calls: list[tuple[str, dict[s
 
 
 def test_http_mcp_acts_as_the_key(api: RunningAPI, db_url: str) -> None:
-    alice, bob = api.key("alice", "platform"), api.key("bob", "platform")
+    alice, bob = api.key("alice", "platform"), api.key("bert", "platform")
     remembered, private = anyio.run(_http_session, api.url, alice, [("remember", {"user": TEAM_FACT}),
                                                                     ("remember", {"user": PRIVATE_FACT})])
     assert {f["agent_id"] for f in text_of(remembered)["facts"]} == {"alice"}
     search_b, facts_b, forget_b = anyio.run(_http_session, api.url, bob, [
         ("search", {"query": "tabs", "mode": "bm25"}), ("facts", {}),
         ("forget", {"fact_id": text_of(private)["facts"][0]["id"]})])
-    # bob shares alice's team: he sees the team facts, never her private preference, and cannot forget it
+    # bert shares alice's team: he sees the team facts, never her private preference, and cannot forget it
     assert text_of(search_b) == {"hits": []}
     assert {f["content"] for f in text_of(facts_b)["facts"]} == {"Team switched from JWT to Clerk", "Team uses Clerk"}
     assert forget_b.is_error and "not_found: no fact with id" in forget_b.content[0].text

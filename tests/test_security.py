@@ -366,6 +366,20 @@ def test_secrets_in_inline_tags_are_redacted(memory: Memory, db_url: str) -> Non
     assert "Hunter2xyz!" not in "\n".join(_stored_text(db_url).values())
 
 
+def test_one_agent_id_cannot_hold_keys_in_two_teams(memory: Memory) -> None:
+    """Private memory is keyed by the agent id: two tenants who both name an agent "assistant" must not share
+    it through their keys. The same team again (another key, a read-only one) is fine."""
+    memory.keys.create(agent_id="assistant", team_id="platform")
+    memory.keys.create(agent_id="assistant", team_id="platform", role="readonly")
+    for team in ("finance", None):
+        with pytest.raises(ValidationError, match="already has keys in team platform"):
+            memory.keys.create(agent_id="assistant", team_id=team)
+    memory.keys.revoke(memory.keys.list()[0].id)
+    with pytest.raises(ValidationError, match="another id"):  # its facts outlive a revoked key
+        memory.keys.create(agent_id="assistant", team_id="finance")
+    assert [k.team_id for k in memory.keys.list(include_revoked=True)] == ["platform", "platform"]
+
+
 def test_a_secret_split_by_an_inline_tag_is_redacted_once_the_tag_is_gone(memory: Memory, db_url: str) -> None:
     """The scan of the reply as sent sees two halves; the reply without its tags holds the whole key."""
     secret = "sk-proj-Ab3dEf5GhIjKlMnOpQrStUvWxYz0123456789abcd"

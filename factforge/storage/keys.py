@@ -93,11 +93,22 @@ class KeyStore:
         if role == "analyst" and (agent_id or team_id):
             raise ValidationError("an analyst key sees every scope: give it no agent or team")
         key = KEY_PREFIX + secrets.token_urlsafe(32)
+        # An agent's private memory is keyed by its agent id alone (the library's rule), so one agent id with keys
+        # in two teams - two tenants who both named an agent "assistant" - would read each other's private facts.
+        # Refused: every key of an agent (revoked ones too: their facts stay) names the same team.
         rows = self._rows(
             "INSERT INTO api_keys (key_hash, prefix, role, agent_id, team_id, name) "
-            "VALUES (%(h)s, %(p)s, %(r)s, %(a)s, %(t)s, %(n)s) RETURNING *",
+            "SELECT %(h)s, %(p)s, %(r)s, %(a)s, %(t)s, %(n)s WHERE NOT EXISTS (SELECT FROM api_keys "
+            "WHERE agent_id = %(a)s AND team_id IS DISTINCT FROM %(t)s) RETURNING *",
             {"h": hash_key(key), "p": key[: len(KEY_PREFIX) + 6], "r": role, "a": agent_id, "t": team_id, "n": name},
         )
+        if not rows:
+            teams = sorted({str(r["team_id"]) for r in self._rows(
+                "SELECT team_id FROM api_keys WHERE agent_id = %(a)s", {"a": agent_id})})
+            raise ValidationError(
+                f"agent {agent_id!r} already has keys in team {', '.join(teams)}: an agent's private memory is "
+                "keyed by its agent id alone, so the same id in another team would share it; give this agent "
+                f"another id (e.g. {agent_id + '@' + (team_id or 'none')!r})")
         return _info(rows[0]), key
 
     def list(self, *, include_revoked: bool = False) -> list[KeyInfo]:
