@@ -165,7 +165,9 @@ class Writer:
         }
         # Queued before anything can fail: the LLM works from the queue, never from memory only.
         if not extraction.facts and extraction.gate.passed:
-            self.store.enqueue_unanswered(provenance.source_key, item, extraction.text,
+            # The miss keeps the words for rule authors, unless drop mode dropped the message they came from.
+            words = DROPPED if provenance.user_message == DROPPED else extraction.text
+            self.store.enqueue_unanswered(provenance.source_key, item, words,
                                           session_id=provenance.session_id or provenance.activity_session,
                                           agent_id=req.agent_id)
         else:

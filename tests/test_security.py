@@ -360,6 +360,16 @@ def test_secrets_drop_mode_drops_the_stored_messages(db_url: str, tmp_path: Path
     assert secret not in "\n".join(_stored_text(db_url).values())
 
 
+def test_drop_mode_keeps_no_words_of_a_dropped_message_among_the_rule_misses(db_url: str, tmp_path: Path) -> None:
+    message = "The staging key is ghp_16C7e42F292c6912E7710c838347Ae178B4a and the migration weekend went well overall"
+    with Memory(settings=_settings(db_url, tmp_path, FACTFORGE_SECRETS="drop"), llm=None, embedder=None,
+                background=False) as m:
+        assert m.remember(user=message, agent_id=A, session_id="s1").queued
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        assert [r[0] for r in conn.execute("SELECT text FROM pattern_misses")] == [
+            "[DROPPED: message contained a secret]"]
+
+
 def test_secrets_in_inline_tags_are_redacted(memory: Memory, db_url: str) -> None:
     reply = 'Done. <ff:fact category="other">User\'s staging password is Hunter2xyz!</ff:fact>'
     memory.remember(user="Please remember my staging setup.", assistant=reply, agent_id=A)
