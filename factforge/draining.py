@@ -78,14 +78,16 @@ class Drainer:
         self.writer = writer
         self._llm = llm
 
-    def drain(self, *, limit: int | None = None, progress: Callable[[int], None] | None = None) -> DrainReport:
-        """Process due items with the LLM; ``progress`` is called with the number processed after each one."""
+    def drain(self, *, limit: int | None = None, progress: Callable[[int], None] | None = None,
+              keys: Sequence[str] | None = None) -> DrainReport:
+        """Process due items with the LLM (only the items of the calls ``keys`` when given); ``progress`` is
+        called with the number processed after each one."""
         llm = self._llm()
         if llm is None:
             return DrainReport()
         tally = _Tally()
         while limit is None or tally.processed < limit:
-            items = self.store.claim_due(1 if limit is None else min(16, limit - tally.processed))
+            items = self.store.claim_due(1 if limit is None else min(16, limit - tally.processed), keys=keys)
             if not items:
                 break
             index = 0

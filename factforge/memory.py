@@ -256,7 +256,10 @@ class Memory:
             # After the commit: the worker (another connection) must see the queue row, and a drain must not
             # hold the batch's transaction open through LLM calls.
             if wait_for_llm:
-                self.store.after_commit(self.drain)
+                # This call's own item: a caller that waits for its answer must not work off (and wait for)
+                # every other agent's queue; the background worker and `factforge worker` do that.
+                key = request.provenance.source_key
+                self.store.after_commit(lambda: self._drainer.drain(keys=[key]))
             elif self._background and self._llm is not None:
                 self.store.after_commit(self._threads.kick_worker)
         return result

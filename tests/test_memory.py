@@ -276,6 +276,17 @@ def test_remember_does_not_wait_for_the_llm_unless_asked(settings: Settings, fak
         assert waited.queued and m.store.queue_counts()["done"] == 2
 
 
+def test_waiting_for_the_llm_works_off_the_callers_own_item_only(settings: Settings, fake: FakeOllama) -> None:
+    """One agent's request that waits for its answer must not process (nor wait for) everyone's queue."""
+    fake.script(Reply(json.dumps(LLM_REPLY)), Reply(json.dumps(LLM_REPLY)))
+    with Memory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=False) as m:
+        assert m.remember(user=UNANSWERED, agent_id="other").queued
+        waited = m.remember(user=UNANSWERED + " again tonight", agent_id="ops", wait_for_llm=True)
+        assert waited.queued and [f.method for f in m.facts(agent_id="ops")] == ["llm"]
+        assert m.facts(agent_id="other") == [] and m.store.queue_counts()["pending"] == 1
+        assert m.drain().processed == 1 and [f.method for f in m.facts(agent_id="other")] == ["llm"]
+
+
 def test_async_memory_remembers_searches_lists_and_forgets(settings: Settings, fake: FakeOllama) -> None:
     import asyncio
     import inspect

@@ -37,23 +37,27 @@ def enqueue_params(source_key: str, payload: Mapping[str, Any]) -> dict[str, Any
     return {"k": source_key, "p": json.dumps(dict(payload), ensure_ascii=False, default=str)}
 
 
-def claim_due(store: Store, n: int = 1, *, stale_after_s: float | None = None) -> list[QueueItem]:
-    """Take up to n due items (pending, or processing under a claim that has expired).
+def claim_due(store: Store, n: int = 1, *, stale_after_s: float | None = None,
+              keys: Sequence[str] | None = None) -> list[QueueItem]:
+    """Take up to n due items (pending, or processing under a claim that has expired); only those of the
+    calls ``keys`` (their source keys) when given.
 
     Items that never errored come first: one the model keeps failing on must not hold up fresh work, and
     a failure right after a fresh item succeeded is then known to be the item's own."""
+    only = "" if keys is None else "AND source_key = ANY(%(keys)s)"
     rows = store._all(
-        """
+        f"""
         UPDATE extraction_queue SET status = 'processing', locked_at = now(), attempts = attempts + 1,
             updated_at = now()
         WHERE id IN (
             SELECT id FROM extraction_queue
-            WHERE (status = 'pending' AND next_try_at <= now())
-               OR (status = 'processing' AND locked_at < now() - make_interval(secs => %(stale)s))
+            WHERE ((status = 'pending' AND next_try_at <= now())
+                   OR (status = 'processing' AND locked_at < now() - make_interval(secs => %(stale)s))) {only}
             ORDER BY (last_error IS NOT NULL), id LIMIT %(n)s FOR UPDATE SKIP LOCKED)
         RETURNING id, source_key, payload, attempts, (last_error IS NOT NULL) AS errored
         """,
-        {"n": n, "stale": store.claim_seconds if stale_after_s is None else stale_after_s},
+        {"n": n, "stale": store.claim_seconds if stale_after_s is None else stale_after_s,
+         "keys": list(keys or ())},
     )
     rows.sort(key=lambda r: (r["errored"], r["id"]))
     return [QueueItem(r["id"], r["source_key"], r["payload"], r["attempts"]) for r in rows]
