@@ -237,12 +237,22 @@ def test_search_finds_facts_by_meaning_and_keyword(settings: Settings) -> None:
 
 
 def test_remember_does_not_wait_for_the_llm_unless_asked(settings: Settings, fake: FakeOllama) -> None:
-    from tests.fake_ollama import Delay
+    import threading
 
-    fake.script(Delay(0.8, Reply(json.dumps(LLM_REPLY))), Reply(json.dumps(LLM_REPLY)))
+    # The model answers only once the test has seen remember() return without its facts (a fixed 0.8 s delay
+    # raced the two steps before it on a loaded machine); the client's timeout is long enough for that wait.
+    released = threading.Event()
+
+    def answer(body: Any) -> Reply:
+        released.wait(30)
+        return Reply(json.dumps(LLM_REPLY))
+
+    fake.respond_with(answer)
+    settings = settings.with_(llm_timeout=30)
     with Memory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=True) as m:
         r = m.remember(user=UNANSWERED, agent_id="ops")
         assert r.queued and m.facts(agent_id="ops") == []  # returned while the LLM is still busy
+        released.set()
         m.wait(10)
         assert [f.method for f in m.facts(agent_id="ops")] == ["llm"]
         waited = m.remember(user=UNANSWERED + " again tonight", agent_id="ops", wait_for_llm=True)
