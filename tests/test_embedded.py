@@ -137,9 +137,17 @@ def _run(home: Path, file_size_limit: int = 0) -> subprocess.CompletedProcess[st
 
 
 def _stop(pgdata: Path) -> None:
-    """Shut down the server of ``pgdata`` (if any) and wait for it to go."""
+    """Shut down the server of ``pgdata`` (if any) and wait for it to go.
+
+    Only a live postgres server of that folder is signalled, never whatever process has the pid a stale pid
+    file names: pids wrap around quickly (pid_max is 32768 here, and a suite forks thousands of processes),
+    and a SIGINT to a reused pid would interrupt an unrelated process (another test's command, a backend).
+    """
+    pid = embedded._running_pid(pgdata.resolve())
+    if pid is None:
+        return
     try:
-        proc = psutil.Process(_pid(pgdata))
+        proc = psutil.Process(pid)
         proc.send_signal(signal.SIGINT)  # fast shutdown
         for _ in range(200):
             if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
