@@ -340,7 +340,9 @@ def test_an_outage_during_a_batch_loses_nothing_and_fails_nothing(settings: Sett
     # A short timeout only while the model hangs: after the outage the same 2 s as elsewhere, so a loaded machine
     # does not turn a slow healthy answer into a retry (and a fact missing from the comparison below).
     during_outage = settings.with_(llm_timeout=0.3)
-    outage = HTTPError(500, "llama runner process has terminated") if fault == "http-500" else Delay(1.0)
+    # A hung model answers after 30 s (the fake wakes at teardown): at 1 s, a client thread descheduled for
+    # 0.7 s on a loaded machine would find the answer waiting instead of timing out.
+    outage = HTTPError(500, "llama runner process has terminated") if fault == "http-500" else Delay(30.0)
     with Memory(settings=during_outage, llm=OllamaLLM(during_outage), embedder=None, background=False) as m:
         fake.respond_with(lambda body: outage)
         during = _remember_batch(m, "outage")
