@@ -347,6 +347,12 @@ def _cli(home: Path, *args: str, **env: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True, env=full)
 
 
+def _succeeds(proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    """Wait for a command started by _cli; if it failed, the assertion shows what it printed."""
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out + err
+
+
 def test_commands_started_together_on_a_fresh_home_all_succeed(tmp_path: Path) -> None:
     # An agent fleet starting at once: every process must find (or make) one server and one schema.
     homes = [tmp_path / f"h{i}" for i in range(2)]
@@ -367,7 +373,7 @@ def test_status_and_stop(tmp_path: Path) -> None:
     home = tmp_path / "h"
     status = _cli(home, "db", "status").communicate()[0]
     assert "stopped" in status and not (home / "pg").exists()  # status never starts a server
-    assert _cli(home, "stats").wait(120) == 0
+    _succeeds(_cli(home, "stats"))
     pid = _pid(home / "pg")
     try:
         out, err = _cli(home, "db", "status").communicate()
@@ -405,7 +411,7 @@ def _stopped_by_itself(home: Path, within: float = 60.0) -> bool:
 def test_an_idle_server_stops_on_its_own_and_starts_again(tmp_path: Path) -> None:
     home = tmp_path / "h"
     try:
-        assert _cli(home, "stats", FACTFORGE_IDLE_STOP="2").wait(120) == 0
+        _succeeds(_cli(home, "stats", FACTFORGE_IDLE_STOP="2"))
         assert _stopped_by_itself(home)
         # A start counts as use (the caller connects next), and a connected client keeps it running.
         url = embedded.ensure_server(home, idle_stop=2)
@@ -414,7 +420,7 @@ def test_an_idle_server_stops_on_its_own_and_starts_again(tmp_path: Path) -> Non
             assert embedded.server_status(home).running
             assert conn.execute("SELECT 1").fetchone() == (1,)
         assert _stopped_by_itself(home)
-        assert _cli(home, "stats").wait(120) == 0  # the next command starts it again
+        _succeeds(_cli(home, "stats"))  # the next command starts it again
         assert embedded.server_status(home).running
     finally:
         _stop(home / "pg")
