@@ -78,8 +78,7 @@ def wheel_server(pgdata: Path) -> Any:
     try:
         return get_server(pgdata, cleanup_mode="delete")
     except subprocess.TimeoutExpired:
-        embedded._forget(pgdata.resolve())  # the wheel keys its handles by the resolved path
-        embedded._wait_until_ready(pgdata.resolve(), embedded.BUSY_TIMEOUT)
+        embedded._await_slow_start(pgdata.resolve())  # the wheel keys its handles by the resolved path
         return get_server(pgdata, cleanup_mode="delete")
 
 

@@ -468,6 +468,17 @@ def _forget(pgdata: Path) -> None:
             pass
 
 
+def _await_slow_start(pgdata: Path) -> None:
+    """After the wheel's `pg_ctl start` timed out: wait (up to BUSY_TIMEOUT) for the server pg_ctl launched, which
+    the wheel does not stop, so that the next ``get_server`` takes it over (or starts one, if it died)."""
+    logger.info("the embedded PostgreSQL in %s is slow to start; waiting for it", pgdata)
+    _forget(pgdata)
+    try:
+        _wait_until_ready(pgdata, BUSY_TIMEOUT)
+    except EmbeddedServerError:
+        pass  # still not ready: the caller's next start attempt fails on it and says why
+
+
 def _start_and_configure(get_server: Any, home: Path, pgdata: Path, *, fresh: bool = False) -> str | None:
     """Start the server of ``pgdata`` and apply ``SERVER_SETTINGS``; its URL, or None when the cluster was
     created by this call (``fresh``) and a setting waits for a restart."""
@@ -491,11 +502,7 @@ def _start_and_configure(get_server: Any, home: Path, pgdata: Path, *, fresh: bo
                 # server as for one another process is starting, then take it over (or start one if it died).
                 # One that panicked (a full disk: it crash-restarts forever) is not waited for; one still not
                 # ready after the wait fails the second attempt and is stopped below.
-                logger.info("the embedded PostgreSQL in %s is slow to start; waiting for it", pgdata)
-                try:
-                    _wait_until_ready(pgdata, BUSY_TIMEOUT)
-                except EmbeddedServerError:
-                    pass
+                _await_slow_start(pgdata)
                 continue
             _stop_failed_start(pgdata, before)
             # Backends orphaned by a killed postmaster keep its shared memory busy for a while, and
