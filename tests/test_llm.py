@@ -239,11 +239,15 @@ def test_http_error_is_llm_error(fake: FakeOllama, settings: Settings, status: i
 
 
 def test_timeout_is_llm_error(fake: FakeOllama, settings: Settings) -> None:
-    fake.script(Delay(5.0, Reply(json.dumps(GOOD))))
+    # The reply would come after 30 s (the fake wakes at teardown); giving up at 0.5 s must end the call well
+    # before that, with room for a loaded machine (a 3 s bound against a 5 s reply had little). The client is
+    # made first: it loads the rule files (seconds of CPU in a process that has not loaded them yet).
+    fake.script(Delay(30.0, Reply(json.dumps(GOOD))))
+    llm = OllamaLLM(settings.with_(llm_timeout=0.5))
     started = time.perf_counter()
     with pytest.raises(LLMError, match="did not answer within 0.5s") as info:
-        _extract(settings.with_(llm_timeout=0.5))
-    assert time.perf_counter() - started < 3.0
+        llm.extract(LLMRequest(text=SOURCE))
+    assert time.perf_counter() - started < 10.0
     assert not isinstance(info.value, (LLMUnavailableError, LLMParseError))
 
 

@@ -264,12 +264,22 @@ def test_search_finds_facts_by_meaning_and_keyword(settings: Settings) -> None:
 
 
 def test_remember_does_not_wait_for_the_llm_unless_asked(settings: Settings, fake: FakeOllama) -> None:
-    from tests.fake_ollama import Delay
+    import threading
 
-    fake.script(Delay(0.8, Reply(json.dumps(LLM_REPLY))), Reply(json.dumps(LLM_REPLY)))
+    # The model answers only once the test has seen remember() return without its facts (a fixed 0.8 s delay
+    # raced the two steps before it on a loaded machine); the client's timeout is long enough for that wait.
+    released = threading.Event()
+
+    def answer(body: Any) -> Reply:
+        released.wait(30)
+        return Reply(json.dumps(LLM_REPLY))
+
+    fake.respond_with(answer)
+    settings = settings.with_(llm_timeout=30)
     with Memory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=True) as m:
         r = m.remember(user=UNANSWERED, agent_id="ops")
         assert r.queued and m.facts(agent_id="ops") == []  # returned while the LLM is still busy
+        released.set()
         m.wait(10)
         assert [f.method for f in m.facts(agent_id="ops")] == ["llm"]
         waited = m.remember(user=UNANSWERED + " again tonight", agent_id="ops", wait_for_llm=True)
@@ -368,7 +378,9 @@ def test_an_outage_during_a_batch_loses_nothing_and_fails_nothing(settings: Sett
     # A short timeout only while the model hangs: after the outage the same 2 s as elsewhere, so a loaded machine
     # does not turn a slow healthy answer into a retry (and a fact missing from the comparison below).
     during_outage = settings.with_(llm_timeout=0.3)
-    outage = HTTPError(500, "llama runner process has terminated") if fault == "http-500" else Delay(1.0)
+    # A hung model answers after 30 s (the fake wakes at teardown): at 1 s, a client thread descheduled for
+    # 0.7 s on a loaded machine would find the answer waiting instead of timing out.
+    outage = HTTPError(500, "llama runner process has terminated") if fault == "http-500" else Delay(30.0)
     with Memory(settings=during_outage, llm=OllamaLLM(during_outage), embedder=None, background=False) as m:
         fake.respond_with(lambda body: outage)
         during = _remember_batch(m, "outage")

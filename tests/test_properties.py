@@ -233,14 +233,17 @@ ADVERSARIAL = {
     "dots": "a." * 20_000,
     "word-soup": "we use the a " * 5_000,
 }
-# A run-time bound far above REGEX_TIMEOUT, far below what unbounded backtracking on these strings costs.
+# A bound in CPU seconds, far above REGEX_TIMEOUT, far below what unbounded backtracking on these strings costs.
 BOUND_S = 2.0
 
 
-def _timed(fn: Callable[[], Any]) -> float:
-    started = time.perf_counter()
+def _cpu_seconds(fn: Callable[[], Any]) -> float:
+    """CPU time this thread spends in ``fn``. The rule stages run on the caller's thread, and the regex module's
+    own timeout counts CPU time too. Wall time also counts the other processes of a busy machine: a loaded CI run
+    once failed the 2 s bound on "dots", where no rule costs over 0.06 s of CPU."""
+    started = time.thread_time()
     fn()
-    return time.perf_counter() - started
+    return time.thread_time() - started
 
 
 def _with_keywords(keywords: tuple[str, ...], text: str) -> str:
@@ -254,11 +257,11 @@ def test_redos_every_pattern_rule_is_bounded(name: str) -> None:
     text = ADVERSARIAL[name]
     slow = {}
     for rule in lib.rules:
-        t = _timed(lambda: lib.match_rule(rule.id, _with_keywords(rule.keywords, text)))
+        t = _cpu_seconds(lambda: lib.match_rule(rule.id, _with_keywords(rule.keywords, text)))
         if t > BOUND_S:
             slow[rule.id] = round(t, 2)
     assert slow == {}
-    assert _timed(lambda: lib.match(text)) < BOUND_S
+    assert _cpu_seconds(lambda: lib.match(text)) < BOUND_S
 
 
 @pytest.mark.parametrize("name", sorted(ADVERSARIAL))
@@ -267,11 +270,11 @@ def test_redos_every_injection_rule_is_bounded(name: str) -> None:
     slow = {}
     for rule in gate.injection_rules:
         hostile = _with_keywords(rule.keywords, ADVERSARIAL[name])
-        t = _timed(lambda: (safe_search(rule.regex, hostile, rule.id), gate.is_injection(hostile)))
+        t = _cpu_seconds(lambda: (safe_search(rule.regex, hostile, rule.id), gate.is_injection(hostile)))
         if t > BOUND_S:
             slow[rule.id] = round(t, 2)
     assert slow == {}
-    assert _timed(lambda: gate.judge(ADVERSARIAL[name])) < BOUND_S
+    assert _cpu_seconds(lambda: gate.judge(ADVERSARIAL[name])) < BOUND_S
 
 
 @pytest.mark.parametrize("name", sorted(ADVERSARIAL))
@@ -280,7 +283,7 @@ def test_redos_every_secret_rule_is_bounded(name: str) -> None:
     slow = {}
     for rule in scanner.rules:
         hostile = _with_keywords(rule.keywords, ADVERSARIAL[name])
-        t = _timed(lambda: (safe_finditer(rule.regex, hostile, rule.id), scanner.redact(hostile)))
+        t = _cpu_seconds(lambda: (safe_finditer(rule.regex, hostile, rule.id), scanner.redact(hostile)))
         if t > BOUND_S:
             slow[rule.id] = round(t, 2)
     assert slow == {}
@@ -292,7 +295,7 @@ def test_redos_every_entity_regex_is_bounded(name: str) -> None:
     slow = {}
     for kind in ner.kinds:
         hostile = _with_keywords(kind.needs, ADVERSARIAL[name])
-        t = _timed(lambda: (safe_finditer(kind.regex, hostile, kind.id), ner.find(hostile)))
+        t = _cpu_seconds(lambda: (safe_finditer(kind.regex, hostile, kind.id), ner.find(hostile)))
         if t > BOUND_S:
             slow[kind.id] = round(t, 2)
     assert slow == {}
@@ -302,13 +305,13 @@ def test_redos_secret_shaped_adversarial_strings_are_bounded() -> None:
     scanner = SecretScanner.from_dir()
     for hostile in ("password=" * 5_000, "-----BEGIN RSA PRIVATE KEY-----\n" + "A\n" * 20_000,
                     "a://" * 10_000, "postgres://u:" + ":" * 20_000 + "@", "token " * 10_000, "eyJ" * 10_000 + "."):
-        assert _timed(lambda: scanner.redact(hostile)) < BOUND_S
+        assert _cpu_seconds(lambda: scanner.redact(hostile)) < BOUND_S
 
 
 def test_redos_turn_rules_tag_questions_are_bounded(extractor: Extractor) -> None:
     # A bare "yes" after a long assistant reply runs the tag-question regexes over that reply.
     hostile = "You use Vim" + " " * 6_000 + "x"
-    assert _timed(lambda: TurnRules.from_dir().as_user_statement(hostile)) < 1.0
+    assert _cpu_seconds(lambda: TurnRules.from_dir().as_user_statement(hostile)) < 1.0
 
 
 CATASTROPHIC_FACTS = """\
@@ -346,7 +349,7 @@ def test_catastrophic_pattern_is_still_bounded_at_run_time(tmp_path: Path, caplo
     assert [f.content for f in lib.match("aaaa")] == ["User says aaaa"]
     hostile = "aaa" + "a" * 60 + "!"  # unbounded (a|aa)+$ backtracking here would take years
     with caplog.at_level(logging.WARNING, logger="factforge"):
-        t = _timed(lambda: lib.match(hostile))
+        t = _cpu_seconds(lambda: lib.match(hostile))
         facts = lib.match(hostile)
     assert facts == [] and t < BOUND_S
     assert any("evil.nested_quantifier timed out" in r.getMessage() for r in caplog.records)

