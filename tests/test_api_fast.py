@@ -27,7 +27,9 @@ def apps(db_url: str, tmp_path: Path) -> Iterator[tuple[Any, Any, Service, dict[
     role, and the paths of the requests FastAPI answered."""
     from factforge.api import _BodyLimit
 
-    env = {"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path), "FACTFORGE_LLM": "off"}
+    # no background embedding: an episode embedded between the two searches of a case would change the second
+    env = {"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path), "FACTFORGE_LLM": "off",
+           "FACTFORGE_BACKGROUND_EMBED": "off"}
     service = Service.open(Settings.from_env(env), llm=None)
     app = create_app(service, max_body=MAX_BODY, mcp=False)
     fast = app.app  # _BodyLimit -> _FastRoutes
