@@ -408,13 +408,15 @@ class _BodyLimit:
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
+        # made once (a response only sends its body and headers), not for every request that will not need it
+        self.too_big = JSONResponse(error_body("payload_too_large", f"request body over {limit} bytes"),
+                                    status_code=413)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_big = JSONResponse(error_body("payload_too_large", f"request body over {self.limit} bytes"),
-                               status_code=413)
+        too_big = self.too_big
         length = dict(scope.get("headers") or ()).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
             await too_big(scope, receive, send)
