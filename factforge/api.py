@@ -21,10 +21,14 @@ code                   status  when
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -134,6 +138,9 @@ def create_app(service: Service, *, max_body: int = DEFAULT_MAX_BODY, mcp: bool 
         mcp_app = mcp_server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True,
                                                  json_response=True, host=host, max_request_body_size=max_body)
 
+    # The fast routes' threads (see _FastRoutes), as many as Starlette's pool has for the other routes (anyio's 40).
+    threads = ThreadPoolExecutor(max_workers=40, thread_name_prefix="factforge-api")
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
@@ -142,6 +149,7 @@ def create_app(service: Service, *, max_body: int = DEFAULT_MAX_BODY, mcp: bool 
             try:
                 yield
             finally:
+                threads.shutdown()
                 service.close()
 
     from . import __version__
@@ -157,6 +165,8 @@ def create_app(service: Service, *, max_body: int = DEFAULT_MAX_BODY, mcp: bool 
     inner: ASGIApp = app
     if mcp_server is not None:
         inner = _McpRouter(app, mcp_app, service)
+    inner = _FastRoutes(inner, app, threads, {"/v1/remember": (RememberIn, partial(_remember, service)),
+                                              "/v1/search": (SearchIn, partial(_search, service))})
     return _BodyLimit(inner, max_body)
 
 
@@ -218,6 +228,17 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
         return JSONResponse({"status": "ready", "schema": head, "read_replica": len(urls) > 1})
 
 
+def _remember(service: Service, key: str, body: RememberIn) -> dict[str, Any]:
+    return service.remember(service.keys.verify(key), body.model_dump(exclude_unset=True))
+
+
+def _search(service: Service, key: str, body: SearchIn) -> dict[str, Any]:
+    return service.search(
+        service.keys.verify(key), body.query, k=body.k, mode=body.mode, categories=body.categories,
+        include_history=body.include_history, since=body.since, until=body.until, entity=body.entity,
+        method=body.method, args=body.model_dump(exclude_unset=True))
+
+
 def _add_memory_routes(app: FastAPI, service: Service) -> None:
     """The /v1 routes: each calls the one :class:`Service` method of the same name for the key's principal.
 
@@ -227,7 +248,7 @@ def _add_memory_routes(app: FastAPI, service: Service) -> None:
     @app.post("/v1/remember", tags=["memory"], response_model=dict[str, Any])
     def remember(body: RememberIn, key: Key) -> JSONResponse:
         """Extract and store the facts of one conversation turn (`Memory.remember`)."""
-        return JSONResponse(service.remember(service.keys.verify(key), body.model_dump(exclude_unset=True)))
+        return JSONResponse(_remember(service, key, body))
 
     @app.post("/v1/observe", tags=["memory"], response_model=dict[str, Any])
     def observe(body: ObserveIn, key: Key) -> JSONResponse:
@@ -237,10 +258,7 @@ def _add_memory_routes(app: FastAPI, service: Service) -> None:
     @app.post("/v1/search", tags=["memory"], response_model=dict[str, Any])
     def search(body: SearchIn, key: Key) -> JSONResponse:
         """Hybrid search over the facts the key may see; each hit as `factforge search --json` prints it."""
-        return JSONResponse(service.search(
-            service.keys.verify(key), body.query, k=body.k, mode=body.mode, categories=body.categories,
-            include_history=body.include_history, since=body.since, until=body.until, entity=body.entity,
-            method=body.method, args=body.model_dump(exclude_unset=True)))
+        return JSONResponse(_search(service, key, body))
 
     @app.get("/v1/facts", tags=["memory"], response_model=dict[str, Any])
     def facts(key: Key, category: Annotated[list[str] | None, Query()] = None, include_history: bool = False,
@@ -301,18 +319,104 @@ class _McpRouter:
         await self.mcp_app(scope, receive, send)
 
 
+class _FastRoutes:
+    """The two calls agents make most, ``POST /v1/remember`` and ``/v1/search``, answered without FastAPI's
+    per-request machinery (its middleware stack, routing, dependency solving), which cost more CPU than a search's
+    own Python. Only a request FastAPI would accept takes this way: a JSON body of the route's model and a
+    bearer key; it then does what the route does (the same function, in a worker thread, the same JSON response
+    and error bodies). Anything else -- no or another scheme's key, another content type, a body that is not JSON
+    or not valid -- is handed to FastAPI with its body replayed, so every refusal is FastAPI's own
+    (tests/test_api_fast.py holds the two side by side)."""
+
+    def __init__(self, inner: ASGIApp, app: FastAPI, threads: ThreadPoolExecutor,
+                 routes: dict[str, tuple[type[BaseModel], Callable[[str, Any], dict[str, Any]]]]) -> None:
+        self.inner, self.app, self.threads, self.routes = inner, app, threads, routes
+        # FastAPI's OpenTelemetry spans are made in its own stack: with telemetry on, every request goes there.
+        self._telemetry = getattr(app, "_native_telemetry", None)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = self.routes.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if (route is None or scope["method"] != "POST" or scope.get("root_path") or self.app.root_path
+                or (self._telemetry is not None and self._telemetry.enabled())):
+            await self.inner(scope, receive, send)
+            return
+        body, replay = await _read_body(receive)
+        key, valid = self._accepted(scope, body, route[0])
+        if key is None or valid is None:
+            await self.inner(scope, replay, send)
+            return
+        try:
+            # A plain executor: anyio's to_thread (Starlette's run_in_threadpool) took twice its CPU per call.
+            loop = asyncio.get_running_loop()
+            response = JSONResponse(await loop.run_in_executor(self.threads, route[1], key, valid))
+        except FactforgeError as exc:
+            response = _error_response(exc)
+        except Exception as exc:  # as FastAPI's stack answers it: logged, a 500 body, then raised to the server
+            logger.error("unexpected error", exc_info=exc)
+            await JSONResponse(error_body("internal_error", "internal error (see the server log)"),
+                               status_code=500)(scope, replay, send)
+            raise
+        await response(scope, replay, send)
+
+    @staticmethod
+    def _accepted(scope: Scope, body: bytes, model: type[BaseModel]) -> tuple[str | None, BaseModel | None]:
+        """The bearer key and the validated body, as FastAPI's HTTPBearer and body parsing find them; (None, None)
+        where FastAPI would refuse, or might read the request otherwise."""
+        auth = content_type = None
+        for name, value in scope["headers"]:
+            if name == b"authorization" and auth is None:
+                auth = value.decode("latin-1")
+            elif name == b"content-type" and content_type is None:
+                content_type = value.decode("latin-1")
+        scheme, _, credentials = (auth or "").partition(" ")
+        credentials = credentials.strip()
+        if scheme.lower() != "bearer" or not credentials or content_type != "application/json" or not body:
+            return None, None
+        try:
+            return credentials, model.model_validate(json.loads(body))
+        except ValueError:  # not JSON, or not the model (pydantic's ValidationError is a ValueError)
+            return None, None
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
+    """The whole request body, and a ``receive`` that hands it out again before passing on to ``receive``."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client left: let the app see that
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if replayed:
+            return await receive()
+        replayed = True
+        if message["type"] != "http.request":
+            return message
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return body, replay
+
+
 class _BodyLimit:
     """Refuses bodies over ``limit`` bytes with 413, by Content-Length or while a chunked body streams in."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app, self.limit = app, limit
+        # made once (a response only sends its body and headers), not for every request that will not need it
+        self.too_big = JSONResponse(error_body("payload_too_large", f"request body over {limit} bytes"),
+                                    status_code=413)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_big = JSONResponse(error_body("payload_too_large", f"request body over {self.limit} bytes"),
-                               status_code=413)
+        too_big = self.too_big
         length = dict(scope.get("headers") or ()).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
             await too_big(scope, receive, send)

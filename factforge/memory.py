@@ -308,7 +308,7 @@ class Memory:
     @cached_property
     def keys(self) -> KeyStore:
         """The API keys of this memory's database (``factforge keys``, the HTTP server's principals)."""
-        return KeyStore(self.store.engine)
+        return KeyStore(self.store.engine, cache_seconds=self.settings.api_key_cache_seconds)
 
     # -- reading -------------------------------------------------------------------------------------
 

@@ -147,6 +147,9 @@ class Settings:
     read_database_url: str | None = None
     # Pooled connections kept open per database (4 more are opened under load and closed after use).
     db_pool_size: int = 4
+    # How long an API key found valid is trusted without asking the database again (0: every request asks);
+    # a key revoked in another process stops working within this time.
+    api_key_cache_seconds: float = 1.0
     dedup_similarity: float = 0.94
     secrets_mode: str = "redact"
     patterns_dir: Path | None = None
@@ -198,6 +201,7 @@ class Settings:
             max_message_chars=_int(env, "FACTFORGE_MAX_MESSAGE_CHARS", 2000, 100, 10_000_000),
             queue_max_attempts=_int(env, "FACTFORGE_QUEUE_MAX_ATTEMPTS", 5, 1, 1000),
             db_pool_size=_int(env, "FACTFORGE_DB_POOL_SIZE", 4, 1, 1000),
+            api_key_cache_seconds=_float(env, "FACTFORGE_API_KEY_CACHE_SECONDS", 1.0, 0.0, 300.0),
             queue_claim_seconds=(_float(env, "FACTFORGE_QUEUE_CLAIM_SECONDS", 150.0, 1.0, 86400.0)
                                  if env.get("FACTFORGE_QUEUE_CLAIM_SECONDS") else None),
             max_input_chars=_int(env, "FACTFORGE_MAX_INPUT_CHARS", 1_000_000, 1000, 100_000_000),

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -282,7 +283,7 @@ def test_readyz_fails_when_the_database_is_unreachable(api: RunningAPI, tmp_path
     assert (r.status_code, r.json()["error"]["code"]) == (503, "database_error")
 
 
-def test_keys_cli_create_list_revoke(client: httpx.Client, db_url: str, tmp_path: Path) -> None:
+def test_keys_cli_create_list_revoke(client: httpx.Client, api: RunningAPI, db_url: str, tmp_path: Path) -> None:
     env = {**os.environ, "FACTFORGE_HOME": str(tmp_path)}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -299,6 +300,7 @@ def test_keys_cli_create_list_revoke(client: httpx.Client, db_url: str, tmp_path
     mine = next(k for k in listed if k["agent_id"] == "cli-agent")
     assert mine["team_id"] == "cli-team" and key not in json.dumps(listed)  # only a prefix is kept
     assert cli("keys", "revoke", str(mine["id"])).returncode == 0
+    time.sleep(api.service.keys.cache_seconds)  # the server trusts a key it found valid that long (README)
     assert client.post("/v1/search", json={"query": "tabs"}, headers=bearer(key)).status_code == 401
     bad = cli("keys", "create", "--role", "analyst", "--agent", "x")
     assert bad.returncode == 1 and bad.stderr.startswith("factforge: error: an analyst key sees every scope")

@@ -3,6 +3,11 @@
 A :class:`Principal` is what a key stands for. ``agent`` keys read and write as their agent and team,
 ``readonly`` keys only read that view, and ``analyst`` keys read every agent's and team's facts and write
 nothing. Callers never name their scope in a request: it comes from the key.
+
+A :class:`KeyStore` may trust a key it found valid for ``cache_seconds`` instead of asking the database on every
+request (``Memory.keys``, so ``factforge serve``: ``FACTFORGE_API_KEY_CACHE_SECONDS``, 1 s by default): a key
+revoked elsewhere stops working within that time of its revocation, one revoked through the same store at once.
+Unknown and revoked keys are never kept.
 """
 
 from __future__ import annotations
@@ -67,10 +72,14 @@ def hash_key(key: str) -> str:
 class KeyStore:
     """The ``api_keys`` table, over a :class:`factforge.store.Store`'s engine (always the primary)."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Any, *, cache_seconds: float = 0.0) -> None:
         self._engine = engine
         self._touched: dict[int, float] = {}
         self._lock = threading.Lock()
+        self.cache_seconds = cache_seconds
+        # key hash -> (its principal, its id, when the database was asked (monotonic)): valid keys only
+        self._valid: dict[str, tuple[Principal, int, float]] = {}
+        self._revoked_here: set[int] = set()  # never served from the cache again, whatever a racing lookup put there
 
     def _rows(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         from sqlalchemy.exc import SQLAlchemyError
@@ -116,23 +125,37 @@ class KeyStore:
         return [_info(r) for r in self._rows(f"SELECT * FROM api_keys {where} ORDER BY id", {})]
 
     def revoke(self, key_id: int) -> KeyInfo:
-        """Revoke a key by id; it stops working at once (every request looks the key up)."""
+        """Revoke a key by id; it stops working at once for this store, and within their ``cache_seconds`` for
+        the stores of other processes (each request looks the key up unless it was found valid that recently)."""
         rows = self._rows("UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = %(id)s "
                           "RETURNING *", {"id": int(key_id)})
         if not rows:
             raise NotFoundError(f"no API key with id {key_id}")
+        self._revoked_here.add(int(key_id))
         return _info(rows[0])
 
     def verify(self, key: str | None) -> Principal:
         """The principal of a presented key; :class:`AuthError` when it is missing, unknown or revoked."""
         if not key:
             raise AuthError("missing API key: send 'Authorization: Bearer <key>'")
-        row = self._lookup(hash_key(key))
+        key_hash = hash_key(key)
+        cached = self._valid.get(key_hash)
+        # Measured from before the lookup that found the key valid, so a revocation committed after that lookup
+        # read the row is seen at most cache_seconds after it.
+        asked = time.monotonic()
+        if cached is not None and asked - cached[2] < self.cache_seconds and cached[1] not in self._revoked_here:
+            self._touch(cached[1])
+            return cached[0]
+        row = self._lookup(key_hash)
         if row is None or row[4] is not None:
+            self._valid.pop(key_hash, None)
             raise AuthError("invalid or revoked API key")
         key_id, role, agent_id, team_id, _revoked = row
+        who = Principal(role, agent_id, team_id, key_id)
+        if self.cache_seconds > 0:
+            self._valid[key_hash] = (who, key_id, asked)
         self._touch(key_id)
-        return Principal(role, agent_id, team_id, key_id)
+        return who
 
     def _lookup(self, key_hash: str) -> tuple[Any, ...] | None:
         """The key's row, on a pooled psycopg connection in autocommit: one round trip and little Python around
