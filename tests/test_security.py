@@ -379,15 +379,18 @@ def test_secrets_in_inline_tags_are_redacted(memory: Memory, db_url: str) -> Non
 def test_one_agent_id_cannot_hold_keys_in_two_teams(memory: Memory) -> None:
     """Private memory is keyed by the agent id: two tenants who both name an agent "assistant" must not share
     it through their keys. The same team again (another key, a read-only one) is fine."""
-    memory.keys.create(agent_id="assistant", team_id="platform")
-    memory.keys.create(agent_id="assistant", team_id="platform", role="readonly")
+    import uuid
+
+    agent = f"assistant-{uuid.uuid4().hex[:8]}"  # the keys table outlives a test
+    first, _ = memory.keys.create(agent_id=agent, team_id="platform")
+    memory.keys.create(agent_id=agent, team_id="platform", role="readonly")
     for team in ("finance", None):
         with pytest.raises(ValidationError, match="already has keys in team platform"):
-            memory.keys.create(agent_id="assistant", team_id=team)
-    memory.keys.revoke(memory.keys.list()[0].id)
+            memory.keys.create(agent_id=agent, team_id=team)
+    memory.keys.revoke(first.id)
     with pytest.raises(ValidationError, match="another id"):  # its facts outlive a revoked key
-        memory.keys.create(agent_id="assistant", team_id="finance")
-    assert [k.team_id for k in memory.keys.list(include_revoked=True)] == ["platform", "platform"]
+        memory.keys.create(agent_id=agent, team_id="finance")
+    assert [k.team_id for k in memory.keys.list(include_revoked=True) if k.agent_id == agent] == ["platform"] * 2
 
 
 def test_a_secret_split_by_an_inline_tag_is_redacted_once_the_tag_is_gone(memory: Memory, db_url: str) -> None:
