@@ -528,12 +528,13 @@ def _start_and_configure(get_server: Any, home: Path, pgdata: Path, *, fresh: bo
 
 
 def _fast_shutdown(pgdata: Path, timeout: float = 30.0) -> None:
-    """Stop the server of ``pgdata`` (SIGINT: fast shutdown, sessions are ended) and wait until it is gone."""
+    """Stop the server of ``pgdata`` (SIGINT: fast shutdown, sessions are ended) and wait until it is gone. Only
+    a live postgres of that folder is signalled, never whatever process has the pid of a stale pid file."""
     import signal
 
     import psutil
 
-    pid = _pid_of(_pidfile_lines(pgdata))
+    pid = _running_pid(pgdata)
     if pid is None:
         return
     try:
