@@ -202,7 +202,8 @@ def test_readme_confirmation_example_through_a_session(memory: Memory) -> None:
 def test_a_confirmed_fact_quotes_its_sentence_never_the_rest_of_the_private_reply(memory: Memory) -> None:
     """The note of a team fact is read by the whole team: it holds the confirmed sentence only."""
     memory.remember(user="Can you check my lab results?", agent_id="a", team_id="t", session_id="clinic",
-                    assistant="Your HbA1c of 9.1 confirms the diabetes Dr. Keller diagnosed. You're on Postgres 16, right?")
+                    assistant="Your HbA1c of 9.1 confirms the diabetes Dr. Keller diagnosed. "
+                              "You're on Postgres 16, right?")
     r = memory.remember(user="yes", agent_id="a", team_id="t", session_id="clinic")
     assert [f.content for f in r.facts] == ["User is on Postgres 16"]
     (listed,) = [f for f in memory.facts(agent_id="b", team_id="t") if f.content == "User is on Postgres 16"]

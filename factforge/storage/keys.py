@@ -114,10 +114,11 @@ class KeyStore:
         if not rows:
             teams = sorted({str(r["team_id"]) for r in self._rows(
                 "SELECT team_id FROM api_keys WHERE agent_id = %(a)s", {"a": agent_id})})
+            suggestion = f"{agent_id}@{team_id or 'none'}"
             raise ValidationError(
                 f"agent {agent_id!r} already has keys in team {', '.join(teams)}: an agent's private memory is "
                 "keyed by its agent id alone, so the same id in another team would share it; give this agent "
-                f"another id (e.g. {agent_id + '@' + (team_id or 'none')!r})")
+                f"another id (e.g. {suggestion!r})")
         return _info(rows[0]), key
 
     def list(self, *, include_revoked: bool = False) -> list[KeyInfo]:
