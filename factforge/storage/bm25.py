@@ -200,12 +200,12 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
     ctes = [f"idf AS MATERIALIZED (SELECT * FROM unnest(%(bm25_lexemes)s::text[], %(bm25_idf)s::float8[]) "
             f"AS i(lexeme, idf))"]
     found: list[str] = []
-    for j in range(len(terms)):
+    last = len(terms)
+    for j in range(last):
         scan = base.format(match=match(j))
         if j:
             params[f"bm25_p{j}"] = _tsquery_text([t.lexeme for t in terms[:j]])
             scan += f" AND NOT ts_match_vq(f.tsv, %(bm25_p{j})s::tsquery)"
-        last = len(terms)
         if found:  # the whole step is skipped when even its shortest document could not reach theta
             scan += f" AND {_beats(j, last, f'%(bm25_mindl{j})s::float8', _theta(found))}"
         if terms[j].df > SEED_DF:

@@ -23,7 +23,7 @@ from ..errors import DatabaseError, NotFoundError, ValidationError
 from ..types import Entity, Fact, Relationship, Supersession, content_hash, normalize_content
 from .entities import canonical, link_entities, normalize_entity, save_relationships, upsert_entities
 from .records import FACT_COLS, Provenance, Scope, StoredFact, check_fact, stored
-from .scope import CONFLICT_TARGET, fact_filters, rule_sql, same_scope
+from .scope import CONFLICT_TARGET, fact_filters, same_scope, source_readable, visible
 
 if TYPE_CHECKING:
     from .store import Store
@@ -339,12 +339,10 @@ def sources(store: Store, fact_id: UUID | str, *, agent_id: str | None = None,
         fid = UUID(str(fact_id))
     except ValueError:
         raise ValidationError(f"not a fact id: {fact_id!r}") from None
-    # The turn's own scope: an episode's visibility, a turn that is none stays its agent's own. The fact itself
-    # must be the caller's to see: of a fact it may not see, the caller learns nothing (not even that it exists).
-    analyst = agent_id is None and team_id is None
-    readable = "TRUE" if analyst else rule_sql(
-        "coalesce(t.visibility, 'private')", "t.team_id", "coalesce(t.agent_id, s.agent_id)")
-    fact_visible = "TRUE" if analyst else rule_sql("f.visibility", "f.team_id", "f.agent_id")
+    # The fact itself must be the caller's to see: of a fact it may not see, the caller learns nothing (not even
+    # that it exists); of each source, the turn's own scope decides.
+    readable = source_readable(agent_id, team_id)
+    fact_visible, _ = visible("f", agent_id, team_id)
     rows = store._all(
         f"""
         SELECT s.source_key, s.session_id, s.activity_session, s.agent_id,

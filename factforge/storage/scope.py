@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-__all__ = ["rule_sql", "visible", "fact_filters", "episode_filters", "same_scope", "same_scope_as",
-           "CONFLICT_TARGET", "scope_keys"]
+__all__ = ["rule_sql", "visible", "source_readable", "fact_filters", "episode_filters", "same_scope",
+           "same_scope_as", "CONFLICT_TARGET", "scope_keys"]
 
 
 def rule_sql(visibility: str, team: str, agent: str, *, scope_index: bool = False) -> str:
@@ -44,6 +44,15 @@ def visible(alias: str, agent_id: str | None, team_id: str | None, *, analyst: s
         return analyst, {}
     return (rule_sql(f"{alias}.visibility", f"{alias}.team_id", f"{alias}.agent_id", scope_index=scope_index),
             {"v_team": team_id, "v_agent": agent_id})
+
+
+def source_readable(agent_id: str | None, team_id: str | None) -> str:
+    """SQL: the caller may read the turn ``t`` behind the fact source ``s`` (``t`` LEFT JOINed, so possibly NULL):
+    an episode by its own visibility, a turn that is none as its agent's own. The analyst (both None) reads all.
+    Against ``%(v_team)s`` / ``%(v_agent)s``."""
+    if agent_id is None and team_id is None:
+        return "TRUE"
+    return rule_sql("coalesce(t.visibility, 'private')", "t.team_id", "coalesce(t.agent_id, s.agent_id)")
 
 
 _ENTITY = "EXISTS (SELECT 1 FROM unnest({a}.entities) e WHERE lower(e) = lower(%(entity)s))"

@@ -25,7 +25,7 @@ from uuid import UUID
 
 from ..errors import DatabaseError, EmbedderError, ValidationError
 from .bm25 import BM25_B, BM25_K1, SCOPED_TSV, bm25_query, bm25_ranks, bm25_ranks_sized  # noqa: F401 (re-exported)
-from .scope import episode_filters, fact_filters, rule_sql, scope_keys  # noqa: F401 (scope_keys re-exported)
+from .scope import episode_filters, fact_filters, scope_keys, source_readable  # noqa: F401 (scope_keys re-exported)
 
 logger = logging.getLogger("factforge.search")
 
@@ -628,10 +628,8 @@ def _rows(conn: Any, fact_ids: Sequence[UUID], episode_ids: Sequence[UUID], agen
     there or in which session (:func:`~factforge.storage.facts.sources` hides them the same way)."""
     out: dict[UUID, dict[str, Any]] = {}
     if fact_ids:
-        analyst = agent_id is None and team_id is None
-        readable = "TRUE" if analyst else rule_sql(
-            "coalesce(t.visibility, 'private')", "t.team_id", "coalesce(t.agent_id, s.agent_id)")
-        own = "TRUE" if analyst else "f.agent_id IS NOT DISTINCT FROM %(v_agent)s"
+        readable = source_readable(agent_id, team_id)
+        own = "TRUE" if readable == "TRUE" else "f.agent_id IS NOT DISTINCT FROM %(v_agent)s"
         cur = conn.execute(
             f"""
             SELECT f.id, f.content, f.category, f.confidence, f.extraction_method AS method, f.visibility,
