@@ -319,6 +319,43 @@ def test_the_analysts_bm25_reads_the_scoped_index_too(corpus: Store, db_url: str
                                                                   reverse=True) and hits
 
 
+@pytest.mark.parametrize("table", ["fact_terms", "turns"])
+def test_a_small_memorys_bm25_steps_use_the_scoped_index_not_a_table_scan(db_url: str, table: str) -> None:
+    """On a few hundred rows a table scan looks cheap, but it evaluates ``factforge_scoped_tsv`` (an md5 and a
+    string per lexeme, a new tsvector) on every row, once per query word: ~20x slower than the index, and the
+    planner chose it until migration 0017 priced the function. Left to its own choice here (no setting, no
+    index dropped), on fresh statistics, every step must read the scoped text index."""
+    from factforge.storage.scope import episode_filters, fact_filters
+    from factforge.storage.search import bm25_query
+
+    words = ["review", "null", "check", "deploy", "friday", "cache", "database", "python", "editor", "coffee"]
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True) as conn:
+        # one user's memory: their own private rows, a few shared with the team
+        rows = [(f"k{i}", "a1", "t1", " ".join(words[(i + j) % 10] for j in range(1 + i % 7)),
+                 "team" if i % 5 == 0 else "private") for i in range(500)]
+        if table == "turns":
+            with conn.cursor() as cur:
+                cur.executemany("INSERT INTO turns (key, agent_id, team_id, user_message, visibility) "
+                                "VALUES (%s, %s, %s, %s, %s)", rows)
+            where, params = episode_filters("a1", "t1")
+        else:
+            with conn.cursor() as cur:
+                cur.executemany("INSERT INTO facts (content, category, confidence, extraction_method, agent_id, "
+                                "team_id, visibility, content_hash) VALUES ('User ' || %s, 'preference', 0.9, "
+                                "'pattern', %s, %s, %s, md5(%s || %s))",
+                                [(m, a, t, v, k, m) for k, a, t, m, v in rows])
+            where, params = fact_filters("a1", "t1")
+        query = "code review null checks"
+        for analyzed in (False, True):  # before autovacuum's first look at the new rows, and after
+            if analyzed:
+                conn.execute(f"ANALYZE {table}")
+            built = bm25_query(conn, where, {**params, "q": query, "n": 40}, query, table)
+            assert built is not None
+            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + built[0], built[1]).fetchall())
+            assert f"Seq Scan on {table}" not in plan, f"analyzed: {analyzed}"
+            assert ("fact_terms_scoped_gin" if table == "fact_terms" else "turns_scoped_tsv_gin") in plan
+
+
 def test_vector_search_is_exact_over_the_callers_private_rows_and_walks_the_shared_graph(db_url: str,
                                                                                        tmp_path: Path) -> None:
     """Private rows: the agent's btree and an exact sort (never the private graph); shared rows: their own graph
