@@ -90,3 +90,63 @@ def test_patterns_check_refuses_a_slow_fact_rule(tmp_path: Path) -> None:
                           env=env, cwd=ROOT, timeout=120)
     out = proc.stderr + proc.stdout
     assert proc.returncode != 0 and "evil.yaml: rule evil.cli: regex takes over 250 ms" in out, out
+
+
+def _quadratic_text(rx: "regex.Pattern[str]", seconds: float) -> str:
+    """A text on which ``rx`` costs about ``seconds`` of this thread's CPU alone (its cost grows as n^2)."""
+    import time
+
+    n = 100
+    while True:
+        text = "word " * n + "end"
+        start = time.thread_time()
+        rx.search(text)
+        if time.thread_time() - start >= seconds:
+            return text
+        n = int(n * 1.3)
+
+
+def test_a_regex_is_held_to_its_own_threads_time_not_a_busy_process() -> None:
+    """The ``regex`` module counts ``timeout=`` in process CPU time, every thread's together. With four threads
+    hashing (C code that releases the GIL), a regex that needs a third of its budget ran out of it; through
+    ``own_time`` it completes, because only the thread's own CPU is held against the budget."""
+    import hashlib
+    import threading
+
+    import regex
+
+    rx = regex.compile(r"(?:word ){1,100000}z|end")
+    text = _quadratic_text(rx, rulefile.REGEX_TIMEOUT / 3)
+    stop = threading.Event()
+
+    def burn() -> None:
+        data = b"x" * 4_000_000
+        while not stop.is_set():
+            hashlib.sha256(data).digest()
+
+    burners = [threading.Thread(target=burn) for _ in range(4)]
+    for thread in burners:
+        thread.start()
+    try:
+        found = [rulefile.safe_search(rx, text, "test.quadratic") for _ in range(5)]
+    finally:
+        stop.set()
+        for thread in burners:
+            thread.join()
+    assert all(m is not None and m.group() == "end" for m in found)
+
+
+def test_own_time_still_stops_a_regex_that_spends_its_own_budget() -> None:
+    """What needs more than its budget of its own CPU still raises, after about twice that budget (a first run,
+    then one that measures), not much later."""
+    import time
+
+    import regex
+
+    rx = regex.compile(r"(?:word ){1,100000}z|end")
+    text = _quadratic_text(rx, rulefile.REGEX_TIMEOUT * 3)
+    start = time.thread_time()
+    with pytest.raises(TimeoutError):
+        rulefile.own_time(lambda timeout: rx.search(text, timeout=timeout), rulefile.REGEX_TIMEOUT)
+    assert time.thread_time() - start < rulefile.REGEX_TIMEOUT * 3
+    assert rulefile.safe_search(rx, text, "test.quadratic") is None  # logged and skipped, as before

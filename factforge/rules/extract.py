@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import regex
 
 from ..inputs import check_text, check_timestamp
-from .rulefile import REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, safe_finditer
+from .rulefile import Problems, compile_regex, default_patterns_dir, own_time, safe_finditer
 from .schema import AnswerSpec, SpeakersSpec, TurnsFileSpec, read
 from ..settings import Settings, get_settings
 from ..types import Entity, Extraction, Fact, GateDecision, Relationship, Span
@@ -52,8 +52,8 @@ class Answer:
     def statement(self, assistant: str, user: str) -> str | None:
         """The user's reply restated as their own sentence, or None when the pair does not fit."""
         try:
-            q = self.question.search(assistant[-TAIL_CHARS:], timeout=REGEX_TIMEOUT)
-            a = self.answer.match(user.strip(), timeout=REGEX_TIMEOUT) if q else None
+            q = own_time(lambda timeout: self.question.search(assistant[-TAIL_CHARS:], timeout=timeout))
+            a = own_time(lambda timeout: self.answer.match(user.strip(), timeout=timeout)) if q else None
         except TimeoutError:
             logger.warning("answer rule %s timed out; skipped", self.id)
             return None
@@ -96,7 +96,7 @@ class TurnRules:
         text = assistant.strip()[-TAIL_CHARS:]  # a statement to confirm is the end of the reply
         for rx in self.tag_questions:
             try:
-                text = rx.sub("", text, timeout=REGEX_TIMEOUT)
+                text = own_time(lambda timeout: rx.sub("", text, timeout=timeout))
             except TimeoutError:
                 logger.warning("tag-question rule timed out on %d chars; skipped", len(text))
         return self.swap_rx.sub(lambda m: _keep_case(m.group(0), self.swaps[m.group(0).lower()]), text)
@@ -107,7 +107,7 @@ class TurnRules:
             return True
         text = user.strip()
         try:
-            return any(rule.answer.match(text, timeout=REGEX_TIMEOUT) for rule in self.answers)
+            return any(own_time(lambda timeout: rule.answer.match(text, timeout=timeout)) for rule in self.answers)
         except TimeoutError:
             return False
 

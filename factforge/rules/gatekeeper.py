@@ -24,7 +24,8 @@ from typing import Any, cast
 import regex
 
 from .normalise import Normaliser
-from .rulefile import Problems, check_examples, compile_regex, default_patterns_dir, guard_budget, keyword_automaton
+from .rulefile import (Problems, check_examples, compile_regex, default_patterns_dir, guard_budget, keyword_automaton,
+                       own_time)
 from .schema import (REASONS, SOCIAL_KINDS, WORD_KINDS, GateFileSpec, GateShapesSpec, InjectionFileSpec, read,
                      unique)
 from ..types import GateDecision
@@ -260,7 +261,7 @@ class Gatekeeper:
             for index in sorted(candidates):
                 rule = self.injection_rules[index]
                 try:
-                    if rule.regex.search(reading, timeout=guard_budget(len(reading))) is not None:
+                    if own_time(lambda timeout: rule.regex.search(reading, timeout=timeout), guard_budget(len(reading))) is not None:
                         return rule.id
                 except TimeoutError:
                     logger.warning("injection rule %s ran out of time on %d chars; treated as a match",

@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import regex
 
-from .rulefile import (REGEX_TIMEOUT, Problems, compile_regex, default_patterns_dir, grammar_words, keyword_automaton,
+from .rulefile import (Problems, compile_regex, default_patterns_dir, grammar_words, keyword_automaton, own_time,
                        read_yaml, safe_finditer, yaml_files)
 from .schema import FactExampleSpec, FactRuleSpec, FactsFileSpec, check, unique
 from ..settings import Settings
@@ -311,8 +311,7 @@ class PatternLibrary:
         if subject is None:
             return []
         if (subject == settings.team_subject and rule.subject != "team" and rule.category in TEAM_CONTEXT_CATEGORIES
-                and self.team_context is not None
-                and self.team_context.search(m.string, start, end, timeout=REGEX_TIMEOUT) is None):
+                and self.team_context is not None and not self._team_context(m.string, start, end)):
             return []
         subject_group = rule.subject if rule.subject in rule.regex.groupindex else None
         raw = dict(values)
@@ -352,6 +351,17 @@ class PatternLibrary:
         end, inside = self.dangling_ref, self.dangling_inside
         return any((end is not None and end.match(v)) or (inside is not None and inside.search(v)) for v in values)
 
+    def _team_context(self, text: str, start: int, end: int) -> bool:
+        """Whether the sentence ``text[start:end]`` speaks of work (``team_context``); unsure (out of time): no, so
+        no team policy is made of it (the turn still goes to the LLM)."""
+        assert self.team_context is not None
+        context = self.team_context
+        try:
+            return own_time(lambda timeout: context.search(text, start, end, timeout=timeout)) is not None
+        except TimeoutError:
+            logger.warning("team-context rule timed out on %d chars; no team fact", end - start)
+            return False
+
     def _statement_before_break(self, text: str, pos: int, end: int) -> bool:
         """Whether a clause break (``clause_break``: a dash, a semicolon ...) lies between a match ending at
         ``pos`` and the question mark ending its sentence at ``end``: "I moved to Denver - have you been?"
@@ -359,7 +369,8 @@ class PatternLibrary:
         if self.clause_break is None or pos >= end:
             return False
         try:
-            return self.clause_break.search(text, pos, end, timeout=REGEX_TIMEOUT) is not None
+            breaks = self.clause_break
+            return own_time(lambda timeout: breaks.search(text, pos, end, timeout=timeout)) is not None
         except TimeoutError:
             return False  # unsure: the whole sentence counts as a question, as before
 
@@ -369,7 +380,8 @@ class PatternLibrary:
             return start
         last = start
         try:
-            for b in self.clause_break.finditer(text, start, pos, timeout=REGEX_TIMEOUT):
+            breaks = self.clause_break
+            for b in own_time(lambda timeout: list(breaks.finditer(text, start, pos, timeout=timeout))):
                 last = b.end()
         except TimeoutError:
             return start  # unsure where the clause starts: the whole sentence can block, as before

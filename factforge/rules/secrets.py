@@ -16,7 +16,8 @@ from typing import Any
 
 import regex
 
-from .rulefile import Problems, check_examples, compile_regex, default_patterns_dir, guard_budget, keyword_automaton
+from .rulefile import (Problems, check_examples, compile_regex, default_patterns_dir, guard_budget, keyword_automaton,
+                       own_time)
 from .schema import SecretsFileSpec, read, unique
 
 __all__ = ["UNSCANNED", "Redaction", "has_placeholder", "SecretRule", "SecretScanner", "placeholder"]
@@ -87,12 +88,19 @@ class SecretScanner:
         ``unscanned`` span: a guard that cannot finish fails closed, it never lets unscanned text through."""
         spans: list[tuple[int, int, SecretRule]] = []
         scanned_to = 0
-        try:
-            for m in rule.regex.finditer(text, timeout=guard_budget(len(text))):
+
+        def scan(timeout: float) -> None:  # a run that runs out keeps what it found; a retry starts afresh
+            nonlocal scanned_to
+            spans.clear()
+            scanned_to = 0
+            for m in rule.regex.finditer(text, timeout=timeout):
                 start, end = m.span(rule.group) if rule.group else m.span()
                 if end > start:
                     spans.append((start, end, rule))
                 scanned_to = max(scanned_to, m.end())
+
+        try:
+            own_time(scan, guard_budget(len(text)))
         except TimeoutError:
             logger.warning("secret rule %s ran out of time on %d chars; the %d unscanned chars are redacted",
                            rule.id, len(text), len(text) - scanned_to)
