@@ -43,6 +43,7 @@ CONFIDENCE_CAP = 0.99
 # A rule's fact longer than this is a run-on, not a fact (and the content checks below stay linear-time):
 # the same bound the LLM's facts meet (validate.MAX_CONTENT_CHARS).
 MAX_CONTENT_CHARS = 300
+_VALUE_CACHE_SIZE = 4096
 SPECIAL_PLACEHOLDERS = frozenset({"subject"})
 
 # Curly quotes become straight ones before matching; a 1:1 character mapping, so offsets stay valid.
@@ -199,6 +200,10 @@ class PatternLibrary:
     broken_content: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     broken_ending: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     team_context: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    # Slot value -> whether it dangles, and -> its pronouns swapped: both pure, and slot values recur ("love",
+    # "like", "to read"), so each is worked out once instead of by one or two regex scans per match.
+    dangling_cache: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
+    swapped_cache: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> PatternLibrary:
@@ -348,8 +353,16 @@ class PatternLibrary:
 
     def _dangling(self, values: Iterable[str]) -> bool:
         """Whether a slot value (before the pronoun swap) only points back at the conversation."""
-        end, inside = self.dangling_ref, self.dangling_inside
-        return any((end is not None and end.match(v)) or (inside is not None and inside.search(v)) for v in values)
+        cache = self.dangling_cache
+        for v in values:
+            found = cache.get(v)
+            if found is None:
+                end, inside = self.dangling_ref, self.dangling_inside
+                found = bool((end is not None and end.match(v)) or (inside is not None and inside.search(v)))
+                _remember(cache, v, found)
+            if found:
+                return True
+        return False
 
     def _team_context(self, text: str, start: int, end: int) -> bool:
         """Whether the sentence ``text[start:end]`` speaks of work (``team_context``); unsure (out of time): no, so
@@ -390,7 +403,11 @@ class PatternLibrary:
     def _swap_pronouns(self, value: str) -> str:
         if self.pronoun_regex is None:
             return value
-        return self.pronoun_regex.sub(lambda p: _swap_pronoun(p.group(), self.pronouns), value)
+        swapped = self.swapped_cache.get(value)
+        if swapped is None:
+            swapped = self.pronoun_regex.sub(lambda p: _swap_pronoun(p.group(), self.pronouns), value)
+            _remember(self.swapped_cache, value, swapped)
+        return swapped
 
     def _fact(
         self, rule: Rule, m: regex.Match[str], original: str, start: int, end: int, values: Mapping[str, str],
@@ -457,6 +474,13 @@ _DEFAULT_SETTINGS = Settings(home=Path("."))
 
 
 # --------------------------------------------------------------------------------------------- helpers
+
+
+def _remember(cache: dict[str, Any], key: str, value: Any) -> None:
+    """Store in a value cache, emptied when full: a long-running process meets unboundedly many values."""
+    if len(cache) >= _VALUE_CACHE_SIZE:
+        cache.clear()
+    cache[key] = value
 
 
 def _swap_pronoun(word: str, pronouns: Mapping[str, str]) -> str:
