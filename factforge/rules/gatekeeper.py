@@ -261,7 +261,9 @@ class Gatekeeper:
             for index in sorted(candidates):
                 rule = self.injection_rules[index]
                 try:
-                    if own_time(lambda timeout: rule.regex.search(reading, timeout=timeout), guard_budget(len(reading))) is not None:
+                    found = own_time(lambda timeout: rule.regex.search(reading, timeout=timeout),
+                                     guard_budget(len(reading)))
+                    if found is not None:
                         return rule.id
                 except TimeoutError:
                     logger.warning("injection rule %s ran out of time on %d chars; treated as a match",
