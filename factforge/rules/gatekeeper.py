@@ -25,7 +25,7 @@ import regex
 
 from .normalise import Normaliser
 from .rulefile import (Problems, check_examples, compile_regex, default_patterns_dir, guard_budget, keyword_automaton,
-                       own_time)
+                       own_time, remember)
 from .schema import (REASONS, SOCIAL_KINDS, WORD_KINDS, GateFileSpec, GateShapesSpec, InjectionFileSpec, read,
                      unique)
 from ..types import GateDecision
@@ -49,7 +49,6 @@ _CJK_RANGES: tuple[tuple[int, int], ...] = (
     (0x20000, 0x2FA1F),
 )
 _CJK_LOWEST = min(lo for lo, _ in _CJK_RANGES)  # everything below it (all of ASCII) is answered at once
-_SOCIAL_CACHE_SIZE = 4096
 # Content sentences up to this many words are cached too: short ones recur, long ones would only churn the cache.
 _SHORT_SENTENCE = 8
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
@@ -385,10 +384,7 @@ class Gatekeeper:
         return result
 
     def _remember(self, key: tuple[str, ...], result: set[str] | None) -> None:
-        cache = self.social_cache
-        if len(cache) >= _SOCIAL_CACHE_SIZE:
-            cache.clear()
-        cache[key] = None if result is None else frozenset(result)
+        remember(self.social_cache, key, None if result is None else frozenset(result))
 
     def _tile(self, words: list[str], i: int, kinds: set[str], dead: set[int],
               foreign: list[bool] | None = None, allowed: set[int] | frozenset[int] = frozenset(),

@@ -27,7 +27,7 @@ from typing import Any, cast
 import regex
 
 from .rulefile import (Problems, compile_regex, default_patterns_dir, grammar_words, keyword_automaton, own_time,
-                       read_yaml, safe_finditer, yaml_files)
+                       read_yaml, remember, safe_finditer, yaml_files)
 from .schema import FactExampleSpec, FactRuleSpec, FactsFileSpec, check, unique
 from ..settings import Settings
 from .temporal import Anchor, find_anchor, resolve
@@ -43,7 +43,6 @@ CONFIDENCE_CAP = 0.99
 # A rule's fact longer than this is a run-on, not a fact (and the content checks below stay linear-time):
 # the same bound the LLM's facts meet (validate.MAX_CONTENT_CHARS).
 MAX_CONTENT_CHARS = 300
-_VALUE_CACHE_SIZE = 4096
 SPECIAL_PLACEHOLDERS = frozenset({"subject"})
 
 # Curly quotes become straight ones before matching; a 1:1 character mapping, so offsets stay valid.
@@ -359,7 +358,7 @@ class PatternLibrary:
             if found is None:
                 end, inside = self.dangling_ref, self.dangling_inside
                 found = bool((end is not None and end.match(v)) or (inside is not None and inside.search(v)))
-                _remember(cache, v, found)
+                remember(cache, v, found)
             if found:
                 return True
         return False
@@ -406,7 +405,7 @@ class PatternLibrary:
         swapped = self.swapped_cache.get(value)
         if swapped is None:
             swapped = self.pronoun_regex.sub(lambda p: _swap_pronoun(p.group(), self.pronouns), value)
-            _remember(self.swapped_cache, value, swapped)
+            remember(self.swapped_cache, value, swapped)
         return swapped
 
     def _fact(
@@ -474,13 +473,6 @@ _DEFAULT_SETTINGS = Settings(home=Path("."))
 
 
 # --------------------------------------------------------------------------------------------- helpers
-
-
-def _remember(cache: dict[str, Any], key: str, value: Any) -> None:
-    """Store in a value cache, emptied when full: a long-running process meets unboundedly many values."""
-    if len(cache) >= _VALUE_CACHE_SIZE:
-        cache.clear()
-    cache[key] = value
 
 
 def _swap_pronoun(word: str, pronouns: Mapping[str, str]) -> str:

@@ -32,6 +32,19 @@ def guard_budget(n_chars: int) -> float:
 
 
 _T = TypeVar("_T")
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+# Entries of one per-value cache of the rule path (the gate's social readings, the pattern library's slot values).
+CACHE_SIZE = 4096
+
+
+def remember(cache: dict[_K, _V], key: _K, value: _V, size: int = CACHE_SIZE) -> None:
+    """Store in a per-value cache of the rule path, emptied when full: a long-running process meets unboundedly
+    many values, and the values that recur ("love", "I'm in") are back in it at once."""
+    if len(cache) >= size:
+        cache.clear()
+    cache[key] = value
+
 OWN_TIME_ATTEMPTS = 4  # each retry's allowance already covers the contention seen; a bound, not a budget
 OWN_TIME_CONTENTION = 32.0  # the largest multiple of the budget one retry may be allowed in process time
 
