@@ -629,7 +629,8 @@ def _rows(conn: Any, fact_ids: Sequence[UUID], episode_ids: Sequence[UUID], agen
     out: dict[UUID, dict[str, Any]] = {}
     if fact_ids:
         readable = source_readable(agent_id, team_id)
-        own = "TRUE" if readable == "TRUE" else "f.agent_id IS NOT DISTINCT FROM %(v_agent)s"
+        analyst = agent_id is None and team_id is None
+        own = "TRUE" if analyst else "f.agent_id IS NOT DISTINCT FROM %(v_agent)s"
         cur = conn.execute(
             f"""
             SELECT f.id, f.content, f.category, f.confidence, f.extraction_method AS method, f.visibility,
