@@ -13,9 +13,11 @@ held out for them; the number, name and polarity checks are general.
 ``--cases heldout`` runs bench/validate_heldout.py instead: turns and facts written before the validator was
 changed for issue 14 and never tuned on. ``--cases fresh`` runs bench/validate_fresh.py: a third set, persona-chat
 and LoCoMo-style turns with facts phrased as a small model paraphrases them, written and frozen before the second
-round of validator changes. Each set reports the cost per fact (validation only, warm).
+round of validator changes. ``--cases blind`` runs bench/validate_blind.py: a fourth set, casual, persona and
+technical team chat, written blind (without reading the validator's code or word lists) and frozen before the
+validator changes of stop 29. Each set reports the cost per fact (validation only, warm).
 
-Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh] [--verbose] [--json]
+Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind] [--verbose] [--json]
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--cases", choices=("old", "heldout", "fresh"), default="old")
+    ap.add_argument("--cases", choices=("old", "heldout", "fresh", "blind"), default="old")
     args = ap.parse_args()
     cases = CASES
     if args.cases == "heldout":
@@ -135,6 +137,10 @@ def main() -> None:
         sys.path.insert(0, str(Path(__file__).parent))
         from validate_fresh import FRESH
         cases = FRESH
+    elif args.cases == "blind":
+        sys.path.insert(0, str(Path(__file__).parent))
+        from validate_blind import BLIND
+        cases = BLIND
     settings = Settings(home=Path("."))
     counts = {"true": [0, 0], "invented": [0, 0]}
     reasons: dict[str, Counter[str]] = {"true": Counter(), "invented": Counter()}
