@@ -18,7 +18,9 @@ Sources of the turns: all written for this file, none quoted. Three kinds, mixed
 - persona-style self-descriptions ("I'm a ... and I love ...");
 - technical team chat (tools, switches between tools, decisions, policies, owners, deadlines).
 
-Case errors fixed after the first measurement: none.
+Case errors fixed after the first measurement:
+- "User has been sleeping less than five hours a night" (true) became "... at most five hours a night": the turn says
+  "I haven't slept more than five hours a night", which allows exactly five.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ BLIND: list[Case] = [
       ("User's father had knee surgery", "other")]),
     ("Honestly I've been so stressed with finals, I haven't slept more than five hours a night.",
      [("User is stressed about finals", "other"), ("User is a student", "identity"),
-      ("User has been sleeping less than five hours a night", "other"), ("User is not sleeping much", "other")],
+      ("User has been sleeping at most five hours a night", "other"), ("User is not sleeping much", "other")],
      [("User sleeps eight hours a night", "other"), ("User is stressed about work", "other"),
       ("User failed their finals", "other")]),
     ("We're moving to Austin in August - my wife got a teaching job at UT.",
