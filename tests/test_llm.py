@@ -412,20 +412,27 @@ def test_normalise_label(label: str, expected: str | None) -> None:
         ("用户喜欢", "preference", None),                        # 4 CJK characters are enough
         ("喜欢茶", "preference", "too_short"),                   # 3 are not
         ("Internationalization", "other", "too_short"),         # long, but one word
-        ("User deploys the billing service with Nomad", "temporal", "category_mismatch"),
+        ("User deploys the billing service with Nomad", "temporal", "other"),  # no cue: kept, relabelled
         ("User deploys the billing service with Nomad every Friday", "temporal", None),
         ("User deployed the billing service on 2025-03-14", "temporal", None),
-        ("User deploys the billing service with Nomad", "preference", "category_mismatch"),
+        ("User deploys the billing service with Nomad", "preference", "other"),
         ("User prefers deploying the billing service with Nomad", "preference", None),
-        ("User deploys the billing service with Nomad", "instruction", "category_mismatch"),
+        ("User deploys the billing service with Nomad", "instruction", "other"),
         ("Always deploy the billing service with Nomad", "instruction", None),
         ("User deploys the billing service with Nomad", "technology", None),  # no cue list: anything goes
     ],
 )
-def test_too_short_and_category_mismatch(content: str, category: str, reason: str | None) -> None:
+def test_too_short_and_category_cues(content: str, category: str, reason: str | None) -> None:
+    """Too short is rejected; a grounded fact without its category's cue is kept as "other", saying why."""
     source = "用户喜欢喝茶。I deploy the billing service with Nomad every Friday, since 2025-03-14. Always Nomad. " + content
     facts, _, _, rejections = _validate([dict(_fact(content), category=category)], source=source)
-    assert (dict(rejections), len(facts)) == (({reason: 1}, 0) if reason else ({}, 1))
+    if reason == "other":
+        assert (dict(rejections), [f.category for f in facts]) == ({}, ["other"])
+        assert facts[0].explanation.note == f"validated against source; category {category} -> other (no cue of {category})"
+        assert facts[0].valid_from is None  # a relabelled "temporal" fact does not start when it was said
+    else:
+        assert (dict(rejections), len(facts)) == (({reason: 1}, 0) if reason else ({}, 1))
+        assert not facts or facts[0].category == category
 
 
 @pytest.mark.parametrize(
@@ -452,10 +459,11 @@ def test_new_checks_run_on_a_real_reply(fake: FakeOllama, settings: Settings) ->
         {"content": "User codes in Vim at night", "category": "temporal", "confidence": 0.9, "entities": []},
     ], "entities": [{"name": "Vim", "type": "technology"}], "relationships": []})
     result = _extract(settings, text="I've been coding in Vim, mostly at night.")
-    # "User uses Vim" is short but true (issue 14: short well-formed facts pass).
+    # "User uses Vim" is short but true (issue 14: short well-formed facts pass). The night coding labelled a
+    # preference has no cue of one and would be kept as "other"; the same words as "temporal" win over it.
     assert [(f.content, f.category) for f in result.facts] == [
         ("User codes in Vim", "technology"), ("User uses Vim", "technology"), ("User codes in Vim at night", "temporal")]
-    assert dict(result.rejections) == {"category_mismatch": 1}
+    assert dict(result.rejections) == {"duplicate": 1}
 
 
 def test_cjk_fact_is_grounded_by_bigrams() -> None:

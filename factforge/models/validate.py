@@ -14,7 +14,8 @@ source clause that supports the fact must agree with it on negation ("User owns 
 car"), on whether it ended ("User has a dog" is not "I used to have a dog"; "User played hockey" is), on whom it
 is about ("User is vegan" is not "my sister is vegan"; "User left their wife" is not "my wife left me"), and must
 not only wish for it ("I've always wanted a dog"); a liking must not turn into a dislike or back. Each rejection
-names what was unsupported (``explain`` of :func:`validate_items`). The floor (words, a content word and a
+names what was unsupported (``explain`` of :func:`validate_items`). A grounded fact whose category has no cue in
+its words ("User mostly reads fiction" as a preference) is kept as "other", its explanation saying so. The floor (words, a content word and a
 clause, not characters), the word lists and the cue words each category needs live in ``data/fact_checks.yaml``;
 what ended, wishes, possessives and derivational suffixes in ``data/fact_senses.yaml``.
 
@@ -76,7 +77,7 @@ REJECTION_REASONS: tuple[str, ...] = (
     "negation",             # the source negates what the fact states, or the other way round
     "other_subject",        # the source says it of someone else ("my sister is vegan" -> "User is vegan")
     "trivial",              # about the conversation, not the world ("User asked about the weather")
-    "category_mismatch",    # one word, or lacks its category's cue (a "temporal" fact with no time in it)
+    "category_mismatch",    # one word (a fact that lacks its category's cue is kept as "other", not rejected)
     "low_confidence",       # below settings.medium_confidence
     "duplicate",            # same content / name / edge twice in one reply
     "stoplisted",           # an entity that is only social talk ("thanks", "good morning")
@@ -767,8 +768,7 @@ def _too_short(content: str, terms: list[str], checks: _FactChecks, subjects: se
 
 
 def _category_fits(content: str, category: str, checks: _FactChecks) -> bool:
-    if not _CJK_CHAR.search(content) and len(_WORD.findall(content)) < checks.min_words:
-        return False
+    """Whether the fact carries a cue of its category (data/fact_checks.yaml ``categories``)."""
     cues = checks.cues.get(category)
     if cues is None:
         return True
@@ -978,16 +978,19 @@ def _valid_facts(raw: Mapping[str, Any], source: _Source, keeper: Gatekeeper, se
                  explain: list[tuple[str, str, str]] | None) -> list[Fact]:
     """The reply's facts that pass :func:`_validate_fact`, each content once."""
     facts: list[Fact] = []
-    seen_content: set[str] = set()
+    position: dict[str, int] = {}  # normalised content -> its index in facts
     for item in _items(raw, "facts", rejections):
         fact = _validate_fact(item, source, keeper, settings, subjects, timestamp, rejections, explain)
         if fact is None:
             continue
         key = normalize_content(fact.content)
-        if key in seen_content:
+        if key in position:
             rejections["duplicate"] += 1
+            # The same words twice: the one with a category of its own wins over "other".
+            if facts[position[key]].category == "other" and fact.category != "other":
+                facts[position[key]] = fact
             continue
-        seen_content.add(key)
+        position[key] = len(facts)
         facts.append(fact)
     return facts
 
@@ -1105,8 +1108,8 @@ def _fact_rejection(
         return contradiction[0], contradiction[1], spans, grounded
     if _trivial_rx().search(content):
         return "trivial", "about the conversation", spans, grounded
-    if not _category_fits(content, category, checks):
-        return "category_mismatch", f"no cue of {category}", spans, grounded
+    if not _CJK_CHAR.search(content) and len(_WORD.findall(content)) < checks.min_words:
+        return "category_mismatch", "one word", spans, grounded
     if confidence < settings.medium_confidence:
         return "low_confidence", f"{confidence} < {settings.medium_confidence}", spans, grounded
     return None, "", spans, grounded
@@ -1138,6 +1141,13 @@ def _validate_fact(
         category = "other"
     reason, detail, spans, grounded = _fact_rejection(content, category, confidence, names, source, keeper,
                                                       settings, subjects)
+    note = "validated against source"
+    if reason is None and not _category_fits(content, category, _fact_checks()):
+        # The words are the source's; only the label is wrong ("User mostly reads fiction" as a preference). The
+        # fact is kept as "other": a label the words do not bear must not drive what a category does (a
+        # "temporal" fact's start, an "instruction" in the prompt snippet), and throwing the fact away loses it.
+        note += f"; category {category} -> other (no cue of {category})"
+        category = "other"
     if reason is not None:
         rejections[reason] += 1
         logger.debug("LLM fact rejected, %s (%s): %r", reason, detail, content)
@@ -1160,7 +1170,7 @@ def _validate_fact(
             original_confidence=original,
             final_confidence=confidence,
             span=source.best_span(grounded + [n.casefold() for n in entity_names]),
-            note="validated against source",
+            note=note,
         ),
         entities=tuple(entity_names),
         subject=_subject(content, settings),
