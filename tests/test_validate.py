@@ -203,6 +203,19 @@ MEANING = [
     # a visit is no home
     ("Just back from two weeks in Lisbon!", "User lives in Lisbon", False, "ungrounded"),
     ("We moved to Lisbon in the spring.", "User lives in Lisbon", True, ""),
+    # stop 29: a noun-phrase opening with a verb of its own is a clause, not a fragment; a participle that names is
+    # none (turns written for these tests, not taken from bench/validate_blind.py)
+    ("The build server compiles every branch nightly.", "The build server compiles every branch", True, ""),
+    ("Our standup moved to 10am after the reorg.", "The standup moved to 10am", True, ""),
+    ("We got a puppy, a beagle named Rolo.", "a beagle named Rolo", False, "too_short"),
+    ("We got a puppy, a beagle named Rolo.", "the new puppy", False, "too_short"),
+    # the other one named by a broader word is still the speaker's relative; their deed is not the speaker's
+    ("My son broke his arm at soccer practice.", "User has a child", True, ""),
+    ("My husband is a firefighter in Tulsa.", "User is married", True, ""),
+    ("My son broke his arm at soccer practice.", "User broke their arm", False, "other_subject"),
+    # praise grounds a liking: "good", "worth it"
+    ("The climb was brutal but the view was worth it.", "User enjoyed the view", True, ""),
+    ("I tutor kids on Saturdays, it feels good to help.", "User enjoys tutoring kids", True, ""),
 ]
 
 

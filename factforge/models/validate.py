@@ -556,7 +556,9 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
     problem: tuple[str, str] | None = None
     for clause in best:
         other = clause.other if about_speaker else None
-        if other is not None and not fact_words.has_term(other, checks.related):
+        # A fact may name the other one by a broader word: "User has a child" from "my daughter lost a tooth".
+        if other is not None and not fact_words.has_term(other, checks.related) and not any(
+                _Source(other, frozenset()).has_term(t, checks.related) for t in terms):
             problem = problem or ("other_subject", f"said of {other!r}: {clause.text!r}")
             continue
         if about_speaker and (swapped := _swapped(content, terms, clause, checks)) is not None:
@@ -764,7 +766,28 @@ def _too_short(content: str, terms: list[str], checks: _FactChecks, subjects: se
         return True
     if words[0] not in checks.fragment_openers:
         return False
-    return not any(w in subjects or w in checks.clause_words for w in words)
+    return not any(w in subjects or w in checks.clause_words for w in words) and not _finite_verb(words, checks)
+
+
+# Words after which an -s word is a noun's plural, not a verb ("the dogs of ...", "the dogs and cats").
+_NOUN_GOES_ON = frozenset({"of", "and", "or", "'s"})
+
+
+def _finite_verb(words: list[str], checks: _FactChecks) -> bool:
+    """Whether a fact that opens like a noun phrase goes on with a verb of its own: a past form ("The Cubs lost")
+    or an -s form followed by more words ("The linter enforces 4 spaces", "Every PR needs two approvals"), after
+    at least one word of the noun phrase. A participle that only names ("a dog named Biscuit", a light word of
+    data/fact_checks.yaml) is no verb."""
+    for i in range(2, len(words)):
+        word = words[i]
+        if word in checks.exempt:
+            continue
+        if _inflected(word, "VBD") or (word.endswith("ed") and len(word) > 4):
+            return True
+        if i + 1 < len(words) and words[i + 1] not in _NOUN_GOES_ON and (
+                _inflected(word, "VBZ") or (word.endswith("s") and not word.endswith("ss") and len(word) > 3)):
+            return True
+    return False
 
 
 def _category_fits(content: str, category: str, checks: _FactChecks) -> bool:
