@@ -213,6 +213,10 @@ MEANING = [
     ("My son broke his arm at soccer practice.", "User has a child", True, ""),
     ("My husband is a firefighter in Tulsa.", "User is married", True, ""),
     ("My son broke his arm at soccer practice.", "User broke their arm", False, "other_subject"),
+    # general verbs carry no claim of their own beside their object; the object still must be the turn's
+    ("Two weeks in Crete last summer, best trip ever.", "User spent two weeks in Crete", True, ""),
+    ("Back from the book fair in Leipzig, my feet hurt.", "User attended the book fair in Leipzig", True, ""),
+    ("I took a cooking class in Rome.", "User took a painting class", False, "ungrounded"),
     # praise grounds a liking: "good", "worth it"
     ("The climb was brutal but the view was worth it.", "User enjoyed the view", True, ""),
     ("I tutor kids on Saturdays, it feels good to help.", "User enjoys tutoring kids", True, ""),
