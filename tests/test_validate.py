@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from factforge.errors import PatternError
 from factforge.models import validate
 from factforge.models.validate import REJECTION_REASONS, validate_items
 from factforge.rules import schema
@@ -217,6 +218,14 @@ MEANING = [
     ("Two weeks in Crete last summer, best trip ever.", "User spent two weeks in Crete", True, ""),
     ("Back from the book fair in Leipzig, my feet hurt.", "User attended the book fair in Leipzig", True, ""),
     ("I took a cooking class in Rome.", "User took a painting class", False, "ungrounded"),
+    # a change goes one way: every word of the reversed one is in the turn, only the order tells
+    ("We migrated the wiki from Confluence to Notion in May.", "Team migrated the wiki from Notion to Confluence",
+     False, "ungrounded"),
+    ("We migrated the wiki from Confluence to Notion in May.", "Team migrated from Confluence to Notion", True, ""),
+    ("Ops replaced Nagios with Prometheus last year.", "Team replaced Prometheus with Nagios", False, "ungrounded"),
+    ("Ops replaced Nagios with Prometheus last year.", "Team uses Prometheus instead of Nagios", True, ""),
+    ("Ops replaced Nagios with Prometheus last year.", "Team uses Nagios instead of Prometheus", False, "ungrounded"),
+    ("I switched to oat milk from cow's milk.", "User switched from oat milk to cow's milk", False, "ungrounded"),
     # praise grounds a liking: "good", "worth it"
     ("The climb was brutal but the view was worth it.", "User enjoyed the view", True, ""),
     ("I tutor kids on Saturdays, it feels good to help.", "User enjoys tutoring kids", True, ""),
@@ -229,6 +238,13 @@ def test_a_fact_must_mean_what_its_source_says(turn: str, content: str, kept: bo
     assert passed == kept, explain
     if not kept:
         assert explain[0][1] == reason, explain
+
+
+def test_a_transition_without_its_groups_is_a_data_error() -> None:
+    with pytest.raises(PatternError, match="needs the groups 'old' and 'new'"):
+        validate._transitions([r"\bfrom\s+(?P<old>\w+)\s+to\s+\w+"])
+    with pytest.raises(PatternError, match="does not compile"):
+        validate._transitions([r"from (?P<old>\w+ to (?P<new>\w+)"])
 
 
 def test_senses_and_places_are_checked_data() -> None:

@@ -40,7 +40,7 @@ import regex
 
 from ..rules.gatekeeper import SOCIAL_KINDS, Gatekeeper
 from ..rules.load import default_rules
-from ..rules.rulefile import Problems, safe_search
+from ..rules.rulefile import Problems, compile_regex, safe_finditer, safe_search
 from ..rules.schema import CuesSpec, FactChecksSpec, NegationSpec, Spec, Text, read_data
 from ..rules.temporal import find_expressions, resolve
 from ..errors import PatternError
@@ -236,6 +236,7 @@ class _SensesSpec(Spec):
     joining: list[Text] = []
     joining_after: int = 4
     negated_prefix: list[Text] = []
+    transitions: list[Text] = []
 
 
 class _PlacesSpec(Spec):
@@ -260,6 +261,7 @@ class _Senses:
     possessives: frozenset[str]
     purpose: frozenset[str]
     negated_prefix: tuple[str, ...]
+    transitions: tuple[Any, ...] = ()  # compiled regexes with groups "old" and "new"
 
 
 @lru_cache(maxsize=1)
@@ -285,7 +287,19 @@ def _senses() -> _Senses:
                                  regex.IGNORECASE),
                    frozenset(w.casefold() for w in spec.ended if regex.fullmatch(r"\p{Latin}+", w)),
                    frozenset(w.casefold() for w in spec.possessives), frozenset(w.casefold() for w in spec.purpose),
-                   tuple(p.casefold() for p in spec.negated_prefix))
+                   tuple(p.casefold() for p in spec.negated_prefix), _transitions(spec.transitions))
+
+
+def _transitions(patterns: list[str]) -> tuple[Any, ...]:
+    problems = Problems()
+    compiled = [compile_regex(p, f"fact_senses.yaml transitions #{i + 1}", problems, regex.IGNORECASE)
+                for i, p in enumerate(patterns)]
+    for i, rx in enumerate(compiled):
+        if rx is not None and not {"old", "new"} <= set(rx.groupindex):
+            problems.add(f"fact_senses.yaml transitions #{i + 1}", "needs the groups 'old' and 'new'")
+    if problems.items:
+        problems.raise_all("invalid data file fact_senses.yaml")
+    return tuple(rx for rx in compiled if rx is not None)
 
 
 @lru_cache(maxsize=1)
@@ -577,6 +591,31 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
             continue
         return None
     return problem
+
+
+def _changes(text: str) -> list[tuple[str, str]]:
+    """(old, new) of every change of data/fact_senses.yaml ``transitions`` in ``text``."""
+    return [(m.group("old"), m.group("new")) for rx in _senses().transitions
+            for m in safe_finditer(rx, text, "fact_senses.transitions")]
+
+
+def _reversed(content: str, source: _Source) -> str | None:
+    """The change the fact states when the source states it the other way round ("from Loki to Elasticsearch"
+    for "from Elasticsearch to Loki"), else None."""
+    said = _changes(content)
+    if not said:
+        return None
+
+    def names(part: str, other: str) -> bool:  # a word of ``part`` (3+ letters or with a digit) is in ``other``
+        where = _Source(other, source.stopwords)
+        return any(where.has_term(w) for w in (x.casefold() for x in _WORD.findall(part))
+                   if w not in source.stopwords and (len(w) >= 3 or any(c.isdigit() for c in w)))
+
+    for old, new in said:
+        for s_old, s_new in _changes(source.text):
+            if names(old, s_new) and names(new, s_old) and not names(old, s_old) and not names(new, s_new):
+                return f"the change from {old!r} to {new!r} goes the other way in the source"
+    return None
 
 
 def _negated_scope(content: str, clauses: list[_Source], checks: _FactChecks) -> bool:
@@ -1126,6 +1165,9 @@ def _fact_rejection(
     less = _liked_less(content, grounded, source, checks)
     if less is not None:
         return "ungrounded", f"unsupported: a liking of {less!r}, which the source likes less", spans, grounded
+    turned = _reversed(content, source)
+    if turned is not None:
+        return "ungrounded", f"unsupported: {turned}", spans, grounded
     contradiction = _negation_or_other(content, grounded, source, checks, subjects)
     if contradiction is not None:
         return contradiction[0], contradiction[1], spans, grounded
