@@ -218,6 +218,12 @@ MEANING = [
     ("Two weeks in Crete last summer, best trip ever.", "User spent two weeks in Crete", True, ""),
     ("Back from the book fair in Leipzig, my feet hurt.", "User attended the book fair in Leipzig", True, ""),
     ("I took a cooking class in Rome.", "User took a painting class", False, "ungrounded"),
+    # everyday synonyms and the short words of technical chat (data/fact_checks.yaml related)
+    ("My little brother is scared of thunderstorms, he hides under the bed.", "User's brother is afraid of thunderstorms",
+     True, ""),
+    ("We deploy the repo to prod twice a week.", "Team deploys the repository to production twice a week", True, ""),
+    ("We deploy the repo to prod twice a week.", "Team deploys the repository to staging twice a week", False,
+     "ungrounded"),
     # a change goes one way: every word of the reversed one is in the turn, only the order tells
     ("We migrated the wiki from Confluence to Notion in May.", "Team migrated the wiki from Notion to Confluence",
      False, "ungrounded"),
