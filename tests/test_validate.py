@@ -224,6 +224,9 @@ MEANING = [
     ("We deploy the repo to prod twice a week.", "Team deploys the repository to production twice a week", True, ""),
     ("We deploy the repo to prod twice a week.", "Team deploys the repository to staging twice a week", False,
      "ungrounded"),
+    # a shared beginning grounds a long word ("migration" by "migrating"), not a word for a person
+    ("Grandpa turns 80 next week, big party at the lake.", "User's grandmother turns 80", False, "ungrounded"),
+    ("Grandpa turns 80 next week, big party at the lake.", "User's grandfather turns 80", True, ""),
     # a change goes one way: every word of the reversed one is in the turn, only the order tells
     ("We migrated the wiki from Confluence to Notion in May.", "Team migrated the wiki from Notion to Confluence",
      False, "ungrounded"),

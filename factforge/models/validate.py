@@ -957,9 +957,13 @@ class _Source:
             return True  # "daily" by "every day"
         if self.in_place(keys):
             return True  # "Portugal" by "Lisbon"
-        # Long words also by a shared 5-letter beginning: "migration" by "migrating".
+        # Long words also by a shared 5-letter beginning: "migration" by "migrating"; not the words for people,
+        # whose beginnings say little ("grandmother" and "grandpa" are two people).
         prefix = term[:5] if len(term) >= 6 else None
-        return prefix is not None and any(w.startswith(prefix) for w in self.words)
+        if prefix is None:
+            return False
+        people = _fact_checks().others
+        return term not in people and any(w.startswith(prefix) and w not in people for w in self.words)
 
     def in_place(self, keys: frozenset[str]) -> bool:
         """Whether the source names a place inside the broader place one of ``keys`` names (data/places.yaml)."""
