@@ -15,9 +15,11 @@ changed for issue 14 and never tuned on. ``--cases fresh`` runs bench/validate_f
 and LoCoMo-style turns with facts phrased as a small model paraphrases them, written and frozen before the second
 round of validator changes. ``--cases blind`` runs bench/validate_blind.py: a fourth set, casual, persona and
 technical team chat, written blind (without reading the validator's code or word lists) and frozen before the
-validator changes of stop 29. Each set reports the cost per fact (validation only, warm).
+validator changes of stop 29. ``--cases blind2`` runs bench/validate_blind2.py: a fifth set of the same three
+kinds, written blind and frozen after the validator changes of stop 29, to measure them. Each set reports the
+cost per fact (validation only, warm).
 
-Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind] [--verbose] [--json]
+Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2] [--verbose] [--json]
 """
 
 from __future__ import annotations
@@ -126,7 +128,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--cases", choices=("old", "heldout", "fresh", "blind"), default="old")
+    ap.add_argument("--cases", choices=("old", "heldout", "fresh", "blind", "blind2"), default="old")
     args = ap.parse_args()
     cases = CASES
     if args.cases == "heldout":
@@ -141,6 +143,10 @@ def main() -> None:
         sys.path.insert(0, str(Path(__file__).parent))
         from validate_blind import BLIND
         cases = BLIND
+    elif args.cases == "blind2":
+        sys.path.insert(0, str(Path(__file__).parent))
+        from validate_blind2 import BLIND2
+        cases = BLIND2
     settings = Settings(home=Path("."))
     counts = {"true": [0, 0], "invented": [0, 0]}
     reasons: dict[str, Counter[str]] = {"true": Counter(), "invented": Counter()}
