@@ -479,6 +479,11 @@ class Gatekeeper:
                     return True
                 if prev not in self.words["aux_words"].starts and prev not in self.words["wh_words"].starts:
                     return True
+                # A question word inside the clause opens a subordinate clause, not an inverted question:
+                # "Remember when we volunteered together?" tells what the speaker did.
+                if prev in self.words["wh_words"].starts and i > 1 and words[i - 2] != "," \
+                        and words[i - 2] not in self.words["aux_words"].starts:
+                    return True
         return False
 
     def _size(self, sentences: Iterable[_Sentence]) -> tuple[int, int]:
