@@ -479,6 +479,11 @@ class Gatekeeper:
                     return True
                 if prev not in self.words["aux_words"].starts and prev not in self.words["wh_words"].starts:
                     return True
+                # A question word inside the clause opens a subordinate clause, not an inverted question:
+                # "Remember when we volunteered together?" tells what the speaker did.
+                if prev in self.words["wh_words"].starts and i > 1 and words[i - 2] != "," \
+                        and words[i - 2] not in self.words["aux_words"].starts:
+                    return True
         return False
 
     def _size(self, sentences: Iterable[_Sentence]) -> tuple[int, int]:
@@ -703,12 +708,23 @@ def _open_index(shapes: Mapping[str, tuple[Shape, ...]]) -> tuple[
         tuple[tuple[int, tuple[PhraseSet, ...]], ...], dict[str, tuple[tuple[int, tuple[PhraseSet, ...]], ...]]]:
     """The open shapes (with a ``rest`` slot) with their required classes, and those indexed by a word of
     their most selective required class: a message holding none of its words cannot match the shape."""
-    open_keys = tuple((id(shape), _key_words(shape)) for shape in
-                      {id(s): s for shape_list in shapes.values() for s in shape_list if s.stop}.values())
+    unique_shapes = {id(s): s for shape_list in shapes.values() for s in shape_list}.values()
+    # How many classes a word opens a phrase of: a word many classes share ("is", "can", "really") is a common
+    # one, found in most sentences, so a class of such words selects little.
+    classes = {id(words): words for shape in unique_shapes for words, _, _ in shape.slots if words is not None}
+    shared: dict[str, int] = {}
+    for words in classes.values():
+        for word in words.starts:
+            shared[word] = shared.get(word, 0) + 1
+
+    def breadth(key: PhraseSet) -> int:
+        return sum(shared[word] for word in key.starts)
+
+    open_keys = tuple((id(shape), _key_words(shape)) for shape in unique_shapes if shape.stop)
     index: dict[str, list[tuple[int, tuple[PhraseSet, ...]]]] = {}
     for entry in open_keys:
         if entry[1]:
-            for word in min(entry[1], key=lambda key: len(key.starts)).starts:
+            for word in min(entry[1], key=breadth).starts:
                 index.setdefault(word, []).append(entry)
     return open_keys, {w: tuple(v) for w, v in index.items()}
 
