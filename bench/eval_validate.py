@@ -25,6 +25,7 @@ Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -124,29 +125,22 @@ CASES: list[tuple[str, list[tuple[str, str]], list[tuple[str, str]]]] = [
 ]
 
 
+# The other case sets: --cases name -> (module of bench/, its variable).
+SETS = {"heldout": ("validate_heldout", "HELDOUT"), "fresh": ("validate_fresh", "FRESH"),
+        "blind": ("validate_blind", "BLIND"), "blind2": ("validate_blind2", "BLIND2")}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--cases", choices=("old", "heldout", "fresh", "blind", "blind2"), default="old")
+    ap.add_argument("--cases", choices=("old", *SETS), default="old")
     args = ap.parse_args()
     cases = CASES
-    if args.cases == "heldout":
+    if args.cases in SETS:
+        module, name = SETS[args.cases]
         sys.path.insert(0, str(Path(__file__).parent))
-        from validate_heldout import HELDOUT
-        cases = HELDOUT
-    elif args.cases == "fresh":
-        sys.path.insert(0, str(Path(__file__).parent))
-        from validate_fresh import FRESH
-        cases = FRESH
-    elif args.cases == "blind":
-        sys.path.insert(0, str(Path(__file__).parent))
-        from validate_blind import BLIND
-        cases = BLIND
-    elif args.cases == "blind2":
-        sys.path.insert(0, str(Path(__file__).parent))
-        from validate_blind2 import BLIND2
-        cases = BLIND2
+        cases = getattr(importlib.import_module(module), name)
     settings = Settings(home=Path("."))
     counts = {"true": [0, 0], "invented": [0, 0]}
     reasons: dict[str, Counter[str]] = {"true": Counter(), "invented": Counter()}
