@@ -15,9 +15,10 @@ car"), on whether it ended ("User has a dog" is not "I used to have a dog"; "Use
 is about ("User is vegan" is not "my sister is vegan"; "User left their wife" is not "my wife left me"), and must
 not only wish for it ("I've always wanted a dog"); a liking must not turn into a dislike or back. Each rejection
 names what was unsupported (``explain`` of :func:`validate_items`). A grounded fact whose category has no cue in
-its words ("User mostly reads fiction" as a preference) is kept as "other", its explanation saying so. The floor (words, a content word and a
-clause, not characters), the word lists and the cue words each category needs live in ``data/fact_checks.yaml``;
-what ended, wishes, possessives and derivational suffixes in ``data/fact_senses.yaml``.
+its words ("User mostly reads fiction" as a preference) is kept as "other", its explanation saying so. The floor
+(words, a content word and a clause, not characters), the word lists and the cue words each category needs live in
+``data/fact_checks.yaml``; what ended, wishes, possessives, derivational suffixes and changes from one thing to
+another in ``data/fact_senses.yaml``.
 
 A sentence embedding (MiniLM) was measured as a second judge of paraphrases and left out: it rates a swapped
 object as close as a faithful paraphrase ("bank" / "bakery" 0.36, "baker" / "bakery" 0.73, "Japanese" /
@@ -291,6 +292,7 @@ def _senses() -> _Senses:
 
 
 def _transitions(patterns: list[str]) -> tuple[Any, ...]:
+    """data/fact_senses.yaml ``transitions``, compiled and checked like rule regexes; each needs "old" and "new"."""
     problems = Problems()
     compiled = [compile_regex(p, f"fact_senses.yaml transitions #{i + 1}", problems, regex.IGNORECASE)
                 for i, p in enumerate(patterns)]
