@@ -596,7 +596,8 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
 
 
 def _changes(text: str) -> list[tuple[str, str]]:
-    """(old, new) of every change of data/fact_senses.yaml ``transitions`` in ``text``."""
+    """(old, new) of every change of data/fact_senses.yaml ``transitions`` in ``text`` (of a source:
+    :meth:`_Source.changes`, found once per reply)."""
     return [(m.group("old"), m.group("new")) for rx in _senses().transitions
             for m in safe_finditer(rx, text, "fact_senses.transitions")]
 
@@ -614,7 +615,7 @@ def _reversed(content: str, source: _Source) -> str | None:
                    if w not in source.stopwords and (len(w) >= 3 or any(c.isdigit() for c in w)))
 
     for old, new in said:
-        for s_old, s_new in _changes(source.text):
+        for s_old, s_new in source.changes():
             if names(old, s_new) and names(new, s_old) and not names(old, s_old) and not names(new, s_new):
                 return f"the change from {old!r} to {new!r} goes the other way in the source"
     return None
@@ -668,15 +669,24 @@ def _tense(text: str, senses: _Senses) -> tuple[bool, bool]:
     words = [w.casefold() for w in _WORD.findall(text)]
     present = past = False
     for i, w in enumerate(words):
-        if w in senses.present or (i == 1 and w.endswith("s") and not w.endswith("ss") and len(w) > 3
-                                   and w not in _PAST_AUX and not _inflected(w, "VBD")):  # "User smokes"
-            present = True
-        if w in _PAST_AUX or (w.endswith("ed") and len(w) > 4) or _inflected(w, "VBD"):
+        if w in senses.present or (i == 1 and _s_form(w) and w not in _PAST_AUX and not _inflected(w, "VBD")):
+            present = True  # "User smokes"
+        if w in _PAST_AUX or _past_form(w):
             past = True
     return present, past
 
 
 _PAST_AUX = frozenset({"was", "were", "had", "did", "wasn't", "weren't", "hadn't", "didn't"})
+
+
+def _s_form(word: str) -> bool:
+    """Whether ``word`` reads as a verb in -s ("smokes", "needs"; not "class" nor "is")."""
+    return word.endswith("s") and not word.endswith("ss") and len(word) > 3
+
+
+def _past_form(word: str) -> bool:
+    """Whether ``word`` reads as a past form: -ed ("moved"; not "red") or an irregular one ("taught")."""
+    return (word.endswith("ed") and len(word) > 4) or _inflected(word, "VBD")
 
 
 def _inflected(word: str, tag: str) -> bool:
@@ -823,10 +833,9 @@ def _finite_verb(words: list[str], checks: _FactChecks) -> bool:
         word = words[i]
         if word in checks.exempt:
             continue
-        if _inflected(word, "VBD") or (word.endswith("ed") and len(word) > 4):
+        if _past_form(word):
             return True
-        if i + 1 < len(words) and words[i + 1] not in _NOUN_GOES_ON and (
-                _inflected(word, "VBZ") or (word.endswith("s") and not word.endswith("ss") and len(word) > 3)):
+        if i + 1 < len(words) and words[i + 1] not in _NOUN_GOES_ON and (_inflected(word, "VBZ") or _s_form(word)):
             return True
     return False
 
@@ -888,6 +897,7 @@ class _Source:
         self.stopwords = stopwords
         self._numbers: set[str] | None = None
         self._clauses: list[_Source] | None = None
+        self._changes: list[tuple[str, str]] | None = None
         self.other: str | None = None  # as a clause: the someone else it is about, if it opens with one
         self.ended = False  # as a clause: the next clause ends it without an object ("..., but then I quit")
 
@@ -924,6 +934,12 @@ class _Source:
                         self._clauses[-1].ended = True  # "I taught for years, but then I quit to travel"
                     self._clauses.append(clause)
         return self._clauses
+
+    def changes(self) -> list[tuple[str, str]]:
+        """(old, new) of every change from one thing to another the source states (:func:`_changes`)."""
+        if self._changes is None:
+            self._changes = _changes(self.text)
+        return self._changes
 
     def numbers(self, checks: _FactChecks) -> set[str]:
         if self._numbers is None:
