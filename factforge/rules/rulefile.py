@@ -45,6 +45,7 @@ def remember(cache: dict[_K, _V], key: _K, value: _V, size: int = CACHE_SIZE) ->
         cache.clear()
     cache[key] = value
 
+
 OWN_TIME_ATTEMPTS = 4  # each retry's allowance already covers the contention seen; a bound, not a budget
 OWN_TIME_CONTENTION = 32.0  # the largest multiple of the budget one retry may be allowed in process time
 
