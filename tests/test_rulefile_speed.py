@@ -48,6 +48,41 @@ def test_the_bundled_rules_pass_the_full_check_and_the_shipped_verdicts_are_curr
     assert digests == sorted(shipped), "bundled rules changed: run `python -m factforge.rules.rulefile` and commit the file"
 
 
+def test_the_shipped_digest_of_verified_fact_rules_is_current() -> None:
+    from factforge.rules.patterns import VERIFIED_RULES, library_digest
+
+    shipped = VERIFIED_RULES.read_text(encoding="ascii").split()
+    assert shipped == [library_digest(rulefile.default_patterns_dir())], \
+        "bundled rules changed: run `python -m factforge.rules.rulefile` and commit the file"
+
+
+def test_verified_files_compile_on_first_use_and_edited_ones_are_checked_at_load(tmp_path: Path) -> None:
+    same = PatternLibrary.from_dir(_copy(tmp_path / "same"))  # the bundled files' bytes: verified
+    assert not any(rule._compiled for rule in same.rules)
+    text = "I prefer dark mode over light mode"
+    facts = same.match(text)
+    assert [f.content for f in facts] == ["User prefers dark mode over light mode"]
+    # only the rules the keyword prefilter ran on the text were compiled
+    ran = [same.rules[i].id for i in same._candidates(text)]
+    assert facts[0].rule_id in ran and len(ran) < len(same.rules) / 10
+    assert [rule.id for rule in same.rules if rule._compiled] == ran
+    # One example edited: the digest changes, so every rule is compiled and every example run at load.
+    edited = _copy(tmp_path / "edited")
+    text = (edited / "preference.yaml").read_text(encoding="utf-8")
+    wrong = text.replace("fact: User prefers", "fact: User likes", 1)
+    assert wrong != text
+    (edited / "preference.yaml").write_text(wrong, encoding="utf-8")
+    with pytest.raises(PatternError, match="expected 'User likes"):
+        PatternLibrary.from_dir(edited)
+    # Trusting nothing (patterns check, the tests' full check), even the verified bytes are checked at load.
+    rulefile.full_speed_checks()
+    try:
+        checked = PatternLibrary.from_dir(_copy(tmp_path / "checked"))
+    finally:
+        rulefile.full_speed_checks(False)
+    assert all(rule._compiled for rule in checked.rules)
+
+
 @pytest.mark.parametrize(("name", "pattern"), [
     ("nested_plus", r"(?P<word>(a+)+)$"),
     ("spaced_words", r"(?P<word>(?:\w+\s?)+)$"),

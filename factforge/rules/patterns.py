@@ -15,6 +15,7 @@ timeout). A match is then dropped when its sentence is a question or when a file
 from __future__ import annotations
 
 import bisect
+import hashlib
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,7 +28,7 @@ from typing import Any, cast
 import regex
 
 from .rulefile import (Problems, compile_regex, default_patterns_dir, grammar_words, keyword_automaton, own_time,
-                       read_yaml, remember, safe_finditer, yaml_files)
+                       read_yaml, remember, safe_finditer, trusts_shipped, yaml_files)
 from .schema import FactExampleSpec, FactRuleSpec, FactsFileSpec, check, unique
 from ..settings import Settings
 from .temporal import Anchor, find_anchor, resolve
@@ -130,7 +131,10 @@ class Rule:
     counter_examples: tuple[str, ...]
     subject: str
     relation: str
-    regex: regex.Pattern[str] = field(repr=False, compare=False)
+    # The regex with its defines expanded, and its flags: compiled on first use (``regex``) when the library was
+    # loaded from files verified before (see ``VERIFIED_RULES``), at load otherwise.
+    pattern: str = field(repr=False, compare=False)
+    flags: int = field(default=0, repr=False, compare=False)
     boost_words: tuple[str, ...] = ()
     boost: float = 0.0
     time_group: str | None = None
@@ -142,6 +146,15 @@ class Rule:
     future: bool = False
     source: str = ""
     pieces: tuple[_Piece, ...] = field(default=(), repr=False, compare=False)
+    _compiled: list[regex.Pattern[str]] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def regex(self) -> regex.Pattern[str]:
+        """The compiled regex (compiled once, on first use)."""
+        if not self._compiled:
+            # Two threads may both compile it; either result serves.
+            self._compiled.append(regex.compile(self.pattern, self.flags))
+        return self._compiled[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -757,8 +770,9 @@ def _check_groups(spec: FactRuleSpec, groups: set[str], defines: Mapping[str, st
 
 
 def _load_rule(spec: FactRuleSpec, file: FactsFileSpec, defines: Mapping[str, str], where: str,
-               problems: Problems) -> Rule | None:
-    """A rule of a checked file, with what its shape cannot say checked: the regex, and the names it uses."""
+               problems: Problems, verified: bool = False) -> Rule | None:
+    """A rule of a checked file, with what its shape cannot say checked: the regex, and the names it uses.
+    ``verified``: the files were verified before (see ``VERIFIED_RULES``), so the regex is compiled on first use."""
     at = f"{where}: rule {spec.id}"
     before = len(problems.items)
     language = spec.language or file.language
@@ -769,17 +783,18 @@ def _load_rule(spec: FactRuleSpec, file: FactsFileSpec, defines: Mapping[str, st
     if blockers_src is not None:
         blockers = compile_regex(blockers_src, f"{at}: blockers", problems, regex.IGNORECASE)
     # Verbose mode so long rules fold over lines in YAML; a literal space must be written as \s.
-    rx = compile_regex(_expand(spec.regex, defines, at, problems), at, problems, regex.IGNORECASE | regex.VERBOSE,
-                       hostile=tuple(k + " " for k in spec.keywords))
+    pattern, flags = _expand(spec.regex, defines, at, problems), regex.IGNORECASE | regex.VERBOSE
+    rx = None if verified else compile_regex(pattern, at, problems, flags, hostile=tuple(k + " " for k in spec.keywords))
     if rx is not None:
         _check_groups(spec, set(rx.groupindex), defines, at, problems)
-    if len(problems.items) > before or rx is None:
+    if len(problems.items) > before or (rx is None and not verified):
         return None
     return Rule(
         id=spec.id, category=spec.category, language=cast(str, language), confidence=spec.confidence,
         template=spec.template, entity_groups=tuple(spec.entity_groups), keywords=tuple(spec.keywords),
         examples=tuple(_example(e) for e in spec.examples), counter_examples=tuple(spec.counter_examples),
-        subject=spec.subject, relation=spec.relation, regex=rx, boost_words=tuple(w.lower() for w in spec.boost_words),
+        subject=spec.subject, relation=spec.relation, pattern=pattern, flags=flags, _compiled=[rx] if rx else [],
+        boost_words=tuple(w.lower() for w in spec.boost_words),
         boost=spec.boost if spec.boost is not None else 0.05 if spec.boost_words else 0.0,
         time_group=spec.time_group, time_mode=spec.time_mode, blockers=blockers,
         allow_questions=spec.allow_questions, list_group=spec.list_group,
@@ -827,10 +842,11 @@ def _build(patterns_dir: Path) -> PatternLibrary:
     rules: list[Rule] = []
     # Defines and subject words are shared by all files, so a fragment like {{obj}} is written once.
     files = _read_files(patterns_dir, problems)
+    verified = trusts_shipped() and library_digest(patterns_dir) in _verified()
     _merge_headers(files, defines, subjects, pronouns, problems)
     for where, file in files:
         for spec in unique(file.rules, where, seen, problems):
-            rule = _load_rule(spec, file, defines, where, problems)
+            rule = _load_rule(spec, file, defines, where, problems, verified)
             if rule is not None:
                 rules.append(rule)
     # Rules that loaded cleanly still run their examples, so one error lists every problem of every file.
@@ -857,11 +873,47 @@ def _build(patterns_dir: Path) -> PatternLibrary:
                              clause_break=extra[CLAUSE_DEFINE], dangling_ref=extra[DANGLING_DEFINE],
                              dangling_inside=extra[DANGLING_INSIDE_DEFINE], broken_content=extra[BROKEN_DEFINE],
                              broken_ending=extra[BROKEN_END_DEFINE], team_context=extra[TEAM_DEFINE])
-    for failure in library.check():
-        problems.items.append(failure)
+    if not verified:
+        for failure in library.check():
+            problems.items.append(failure)
     problems.raise_if_any()
-    logger.debug("pattern library loaded from %s: %d rules", patterns_dir, len(rules))
+    logger.debug("pattern library loaded from %s: %d rules%s", patterns_dir, len(rules),
+                 " (verified files: regexes compiled on first use)" if verified else "")
     return library
+
+
+# Loading checks every rule: its regex compiles, is linear and names the template's groups, and its examples and
+# counter-examples give what they say. That costs 3-4 s of a command's start (compiling ~140 long regexes), so
+# files already verified are trusted: VERIFIED_RULES holds the digest (library_digest) of the bundled rule files,
+# for which tests/test_rulefile_speed.py proves every check, and a library loaded from files with that digest
+# compiles each regex on first use instead. Any edit changes the digest, so edited files are checked in full at
+# load until the file is regenerated with `python -m factforge.rules.rulefile`; `factforge patterns check` and
+# the tests trust nothing (rulefile.full_speed_checks).
+VERIFIED_RULES: Path = Path(__file__).resolve().parents[1] / "data" / "verified_rules.txt"
+# The package's data files the library's checks read, besides the rule files themselves.
+_LIBRARY_DATA = ("grammar_words.yaml", "time_words.yaml")
+
+
+def library_digest(patterns_dir: Path) -> str:
+    """sha256 over the names and bytes of a patterns folder's YAML files and the data files they rely on."""
+    digest = hashlib.sha256()
+    paths = [*yaml_files(patterns_dir), *(VERIFIED_RULES.parent / name for name in _LIBRARY_DATA)]
+    for path in paths:
+        digest.update(path.name.encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"\1unreadable")
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _verified() -> frozenset[str]:
+    try:
+        return frozenset(VERIFIED_RULES.read_text(encoding="ascii").split())
+    except OSError:
+        return frozenset()
 
 
 @lru_cache(maxsize=8)

@@ -264,6 +264,12 @@ def full_speed_checks(full: bool = True) -> None:
     _SEEN.clear()
 
 
+def trusts_shipped() -> bool:
+    """Whether shipped verdicts stand (LINEAR_REGEXES, the pattern library's VERIFIED_RULES): not after
+    :func:`full_speed_checks`."""
+    return _trust_shipped
+
+
 def _scan_all(rx: regex.Pattern[str], text: str, timeout: float) -> None:
     """Run ``rx`` over the whole of ``text``, keeping no match."""
     for _ in rx.finditer(text, timeout=timeout):
@@ -344,6 +350,10 @@ def check_bundled() -> list[str]:
 if __name__ == "__main__":  # regenerate LINEAR_REGEXES after editing a bundled rule: python -m factforge.rules.rulefile
     from factforge.rules import rulefile  # the loaders use the package's module, not this __main__ copy
 
-    digests = rulefile.check_bundled()
+    from factforge.rules.patterns import VERIFIED_RULES, library_digest
+
+    digests = rulefile.check_bundled()  # every check, trusting nothing: raises PatternError on any problem
     LINEAR_REGEXES.write_text("".join(d + "\n" for d in digests), encoding="ascii")
     print(f"{len(digests)} regex digests written to {LINEAR_REGEXES}")
+    VERIFIED_RULES.write_text(library_digest(default_patterns_dir()) + "\n", encoding="ascii")
+    print(f"the digest of the verified fact rules written to {VERIFIED_RULES}")
