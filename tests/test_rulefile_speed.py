@@ -66,6 +66,9 @@ def test_verified_files_compile_on_first_use_and_edited_ones_are_checked_at_load
     ran = [same.rules[i].id for i in same._candidates(text)]
     assert facts[0].rule_id in ran and len(ran) < len(same.rules) / 10
     assert [rule.id for rule in same.rules if rule._compiled] == ran
+    # a server compiles the rest at start (in the background): each once
+    assert same.compile_all() == len(same.rules) - len(ran)
+    assert all(rule._compiled for rule in same.rules) and same.compile_all() == 0
     # One example edited: the digest changes, so every rule is compiled and every example run at load.
     edited = _copy(tmp_path / "edited")
     text = (edited / "preference.yaml").read_text(encoding="utf-8")

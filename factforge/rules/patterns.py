@@ -252,6 +252,11 @@ class PatternLibrary:
         """Like :meth:`match` but running every regex, bypassing the prefilter (to test the prefilter)."""
         return self._match(text, range(len(self.rules)), timestamp, settings)
 
+    def compile_all(self) -> int:
+        """Compile every rule's regex now rather than on first use (a long-running server does this in the
+        background at start, so no request pays for it); how many were not compiled yet."""
+        return sum(not rule._compiled and rule.regex is not None for rule in self.rules)
+
     def check(self) -> list[str]:
         """Run every example and counter-example; human-readable failures (empty when all pass)."""
         return [f"{rule.source}: rule {rule.id}: {p}" for rule in self.rules for p in _check_rule(self, rule)]
