@@ -261,6 +261,9 @@ def test_span_points_into_original_text() -> None:
         ("I love to spend time with my family.", ["User loves to spend time with their family"]),
         ("My brother is older than me.", ["User's brother is older than them", "User has a brother"]),
         ("We love our CI.", ["Team loves their CI"]),
+        # a capitalised pronoun inside a value is part of a title, not the speaker
+        ("My favorite game is The Last of Us.", ["User's favorite game is The Last of Us"]),
+        ("I love the song Stand By Me with my dad.", ["User loves the song Stand By Me with their dad"]),
         ("I like to play chess, read, and take bubble baths.",
          ["User likes to play chess", "User likes to read", "User likes to take bubble baths"]),
         ("I like to play the violin, the guitar, and eat chocolate bars.",

@@ -422,7 +422,7 @@ class PatternLibrary:
             return value
         swapped = self.swapped_cache.get(value)
         if swapped is None:
-            swapped = self.pronoun_regex.sub(lambda p: _swap_pronoun(p.group(), self.pronouns), value)
+            swapped = self.pronoun_regex.sub(lambda p: _swap_pronoun(p.group(), self.pronouns, p.start() == 0), value)
             remember(self.swapped_cache, value, swapped)
         return swapped
 
@@ -493,9 +493,13 @@ _DEFAULT_SETTINGS = Settings(home=Path("."))
 # --------------------------------------------------------------------------------------------- helpers
 
 
-def _swap_pronoun(word: str, pronouns: Mapping[str, str]) -> str:
-    """Third-person form of a first-person word, keeping a leading capital; all-caps words ("US") stay."""
+def _swap_pronoun(word: str, pronouns: Mapping[str, str], first: bool = True) -> str:
+    """Third-person form of a first-person word, keeping a leading capital; all-caps words ("US") stay, and so do
+    capitalised ones inside a value (``first``: the word opens it): they belong to a title or a name ("The Last of
+    Us", "Stand By Me"), not to the speaker."""
     if len(word) > 1 and word.isupper():
+        return word
+    if not first and word[:1].isupper() and word[:1] != "I":
         return word
     new = pronouns.get(word.lower(), word)
     # "I", "I'm" are always capitalised, so their capital says nothing about a sentence start.
