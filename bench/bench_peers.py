@@ -135,7 +135,7 @@ def lance_tokens(text: str) -> list[str]:
 class Factforge:
     name = "factforge"
 
-    def __init__(self, home: Path, streams: int = 1) -> None:
+    def __init__(self, home: Path, streams: int = 1, graph_efc: int | None = None) -> None:
         from factforge.storage.embedded import ensure_server
 
         self.home, self.streams = home, streams
@@ -150,6 +150,14 @@ class Factforge:
         cfg.set_main_option("script_location", str(ROOT / "migrations"))
         cfg.attributes.update(url=self.url, embed_dim=bs.DIM, embed_model=LOCAL_EMBED_MODEL)
         command.upgrade(cfg, "head")
+        if graph_efc is not None:  # the shared graph with another ef_construction than the schema's, before the load
+            import psycopg
+
+            with psycopg.connect(self.conninfo, autocommit=True) as conn:
+                conn.execute("DROP INDEX facts_embedding_shared_hnsw")
+                conn.execute(f"CREATE INDEX facts_embedding_shared_hnsw ON facts USING hnsw "
+                             f"((embedding::halfvec({bs.DIM})) halfvec_cosine_ops) "
+                             f"WITH (m = 16, ef_construction = {int(graph_efc)}) WHERE visibility <> 'private'")
         self.store: Any = None
 
     def load(self, facts: list[dict[str, Any]], vectors: Any, batch: int) -> float:
@@ -317,6 +325,8 @@ def main() -> int:
     ap.add_argument("--vectors-cache", metavar="NPZ", help="as bench_search.py")
     ap.add_argument("--load-streams", type=int, default=1,
                     help="factforge: parallel COPY connections of the load (as bench_search.py)")
+    ap.add_argument("--graph-efc", type=int, default=None,
+                    help="factforge: build the shared facts graph with this ef_construction (default the schema's)")
     ap.add_argument("--systems", default="factforge,lancedb", help="which to run (default both)")
     ap.add_argument("--lance-nprobes", type=int, default=None, help="IVF partitions probed (default LanceDB's)")
     ap.add_argument("--lance-ef", type=int, default=None, help="HNSW ef in a partition (default LanceDB's)")
@@ -349,7 +359,7 @@ def main() -> int:
     try:
         wanted = args.systems.lower().split(",")
         if "factforge" in wanted:
-            systems.append(Factforge(tmp / "ff", args.load_streams))
+            systems.append(Factforge(tmp / "ff", args.load_streams, args.graph_efc))
         if "lancedb" in wanted:
             systems.append(Lance(tmp, args.lance_nprobes, args.lance_ef, args.lance_refine))
             res["lancedb_knobs"] = systems[-1].knobs
