@@ -4,7 +4,8 @@ Every ``patterns/*.yaml`` file with ``kind: facts`` at top level holds rules (ot
 belong to other modules and are ignored here). A rule is a regex with named groups, a template over those
 groups, a category, a confidence and its own examples and counter-examples; see ``patterns/README`` in the
 comments of ``preference.yaml`` for the full format. Loading validates every file and runs every example;
-all problems are raised together as one :class:`~factforge.errors.PatternError`.
+all problems are raised together as one :class:`~factforge.errors.PatternError`. Files verified before (the
+bundled ones, by digest: ``VERIFIED_RULES``) are trusted instead, and each regex is compiled on first use.
 
 Matching is two-stage for speed: one Aho-Corasick pass over the lower-cased text finds the rules whose
 literal ``keywords`` occur, and only those rules' regexes run (through ``rulefile.safe_finditer``, with a
