@@ -29,7 +29,7 @@ from typing import Any, cast
 import regex
 
 from .rulefile import (Problems, compile_regex, default_patterns_dir, grammar_words, keyword_automaton, own_time,
-                       read_yaml, remember, safe_finditer, trusts_shipped, yaml_files)
+                       read_yaml, remember, safe_finditer, shipped_digests, trusts_shipped, yaml_files)
 from .schema import FactExampleSpec, FactRuleSpec, FactsFileSpec, check, unique
 from ..settings import Settings
 from .temporal import Anchor, find_anchor, resolve
@@ -852,7 +852,7 @@ def _build(patterns_dir: Path) -> PatternLibrary:
     rules: list[Rule] = []
     # Defines and subject words are shared by all files, so a fragment like {{obj}} is written once.
     files = _read_files(patterns_dir, problems)
-    verified = trusts_shipped() and library_digest(patterns_dir) in _verified()
+    verified = trusts_shipped() and library_digest(patterns_dir) in shipped_digests(VERIFIED_RULES)
     _merge_headers(files, defines, subjects, pronouns, problems)
     for where, file in files:
         for spec in unique(file.rules, where, seen, problems):
@@ -916,14 +916,6 @@ def library_digest(patterns_dir: Path) -> str:
             digest.update(b"\1unreadable")
         digest.update(b"\0")
     return digest.hexdigest()
-
-
-@lru_cache(maxsize=1)
-def _verified() -> frozenset[str]:
-    try:
-        return frozenset(VERIFIED_RULES.read_text(encoding="ascii").split())
-    except OSError:
-        return frozenset()
 
 
 @lru_cache(maxsize=8)

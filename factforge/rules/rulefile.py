@@ -248,10 +248,11 @@ def _digest(rx: regex.Pattern[str], extra: tuple[str, ...]) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-@lru_cache(maxsize=1)
-def _shipped() -> frozenset[str]:
+@lru_cache(maxsize=4)
+def shipped_digests(path: Path) -> frozenset[str]:
+    """The digests a file shipped with the package lists, one per line (none if it is missing)."""
     try:
-        return frozenset(LINEAR_REGEXES.read_text(encoding="ascii").split())
+        return frozenset(path.read_text(encoding="ascii").split())
     except OSError:
         return frozenset()
 
@@ -281,7 +282,7 @@ def check_speed(rx: regex.Pattern[str], where: str, problems: Problems, extra: t
     ``extra``, such as the rule's keywords, repeated) within :data:`ADVERSARIAL_BUDGET` seconds."""
     digest = _digest(rx, extra)
     _SEEN.add(digest)
-    if digest in _PASSED or (_trust_shipped and digest in _shipped()):
+    if digest in _PASSED or (_trust_shipped and digest in shipped_digests(LINEAR_REGEXES)):
         return
     for unit in ADVERSARIAL_RUNS + extra:
         text = (unit * (ADVERSARIAL_CHARS // len(unit) + 1))[:ADVERSARIAL_CHARS] + "!"
