@@ -6,4 +6,9 @@ bash scripts/setup.sh
 export LC_ALL=C.UTF-8 LANG=C.UTF-8
 # pytest exits 5 when no test ran: that is a failure here, never a silent pass.
 # Tests run in parallel, one process per core (at most 4); each process starts its own PostgreSQL.
-exec .venv/bin/python -m pytest -p no:cacheprovider -n auto --maxprocesses 4 "$@"
+# Temporary folders of this run's own: any pytest run started meanwhile on the machine resets /tmp/pytest-of-$USER to
+# mode 0700, and the embedded servers that tests start there (run as another system user) then cannot reach their
+# data folders ("pg_ctl: could not access directory ...: Permission denied").
+base="$(mktemp -d "${TMPDIR:-/tmp}/factforge-tests.XXXXXX")"
+trap 'rm -rf "$base"' EXIT
+.venv/bin/python -m pytest -p no:cacheprovider -n auto --maxprocesses 4 --basetemp "$base/run" "$@"
