@@ -436,6 +436,12 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         ("Never give up!", []),
         ("Always happy to help!", []),
         ("We need to talk about the weekend plans lol", []),
+        # a capitalised name is team context only when the gazetteer knows it as a technology (policy.yaml team_name)
+        ("We moved to Seattle last year.", []),
+        ("We enjoy 'Hollow Knight'.", []),
+        ("We also like to go to Disney World.", []),
+        ("We love Redis for caching.", ["Team loves Redis for caching"]),
+        ("我们都喜欢用Go写后端。", ["Team likes using Go for 写后端"]),
         ("Never had a chance to visit it.", []),
         ("Never push directly to main.", ["Team policy: never push directly to main"]),
         # spans: thousands separators, "a while", a trailing parenthesis, "btw"

@@ -19,7 +19,7 @@ import bisect
 import hashlib
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -30,6 +30,7 @@ import regex
 
 from .rulefile import (Problems, compile_regex, default_patterns_dir, grammar_words, keyword_automaton, own_time,
                        read_yaml, remember, safe_finditer, shipped_digests, trusts_shipped, yaml_files)
+from .ner import FILE_NAME as ENTITIES_FILE, EntityRecognizer
 from .schema import FactExampleSpec, FactRuleSpec, FactsFileSpec, check, unique
 from ..settings import Settings
 from .temporal import Anchor, find_anchor, resolve
@@ -93,6 +94,8 @@ END_DEFINES = frozenset({DANGLING_DEFINE, BROKEN_END_DEFINE})
 # "We" is the team only in a work context: in these categories a fact whose subject is "we"/"our" needs the
 # ``team_context`` define to match in its sentence ("We love climbing" is a family, not the team).
 TEAM_DEFINE = "team_context"
+# A capitalised name in the sentence is team context too when the entity gazetteer knows it as a technology.
+TEAM_NAME_DEFINE = "team_name"
 TEAM_CONTEXT_CATEGORIES = frozenset({"preference", "identity", "temporal"})
 
 
@@ -213,6 +216,9 @@ class PatternLibrary:
     broken_content: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     broken_ending: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     team_context: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    team_name: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    # A name's canonical spelling when the entity gazetteer (entities.yaml in the same folder) knows it, else None.
+    technology: Callable[[str], str | None] | None = field(default=None, repr=False, compare=False)
     # Slot value -> whether it dangles, and -> its pronouns swapped: both pure, and slot values recur ("love",
     # "like", "to read"), so each is worked out once instead of by one or two regex scans per match.
     dangling_cache: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -383,12 +389,18 @@ class PatternLibrary:
         return False
 
     def _team_context(self, text: str, start: int, end: int) -> bool:
-        """Whether the sentence ``text[start:end]`` speaks of work (``team_context``); unsure (out of time): no, so
-        no team policy is made of it (the turn still goes to the LLM)."""
+        """Whether the sentence ``text[start:end]`` speaks of work: a work word (``team_context``) or a name the
+        gazetteer knows as a technology (``team_name``); unsure (out of time): no, so no team fact is made of it
+        (the turn still goes to the LLM)."""
         assert self.team_context is not None
-        context = self.team_context
+        context, names, technology = self.team_context, self.team_name, self.technology
         try:
-            return own_time(lambda timeout: context.search(text, start, end, timeout=timeout)) is not None
+            if own_time(lambda timeout: context.search(text, start, end, timeout=timeout)) is not None:
+                return True
+            if names is None or technology is None:
+                return False
+            found = own_time(lambda timeout: list(names.finditer(text, start, end, timeout=timeout)))
+            return any(technology(m.group()) is not None for m in found)
         except TimeoutError:
             logger.warning("team-context rule timed out on %d chars; no team fact", end - start)
             return False
@@ -877,12 +889,16 @@ def _build(patterns_dir: Path) -> PatternLibrary:
                                  regex.IGNORECASE | regex.VERBOSE | (regex.REVERSE if name in END_DEFINES else 0))
              if name in defines else None
              for name in (CLAUSE_DEFINE, DANGLING_DEFINE, DANGLING_INSIDE_DEFINE, BROKEN_DEFINE, BROKEN_END_DEFINE,
-                          TEAM_DEFINE)}
+                          TEAM_DEFINE, TEAM_NAME_DEFINE)}
+    # Team context by name needs the folder's entity gazetteer (a folder of fact rules alone has none).
+    technology = EntityRecognizer.from_dir(patterns_dir).canonical \
+        if extra[TEAM_NAME_DEFINE] is not None and (patterns_dir / ENTITIES_FILE).exists() else None
     library = PatternLibrary(rules=tuple(rules), subjects=subjects, automaton=_build_automaton(rules),
                              pronouns=pronouns, pronoun_regex=pronoun_regex, list_next=list_next,
                              clause_break=extra[CLAUSE_DEFINE], dangling_ref=extra[DANGLING_DEFINE],
                              dangling_inside=extra[DANGLING_INSIDE_DEFINE], broken_content=extra[BROKEN_DEFINE],
-                             broken_ending=extra[BROKEN_END_DEFINE], team_context=extra[TEAM_DEFINE])
+                             broken_ending=extra[BROKEN_END_DEFINE], team_context=extra[TEAM_DEFINE],
+                             team_name=extra[TEAM_NAME_DEFINE], technology=technology)
     if not verified:
         for failure in library.check():
             problems.items.append(failure)
