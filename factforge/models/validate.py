@@ -1146,8 +1146,8 @@ def _valid_relationships(raw: Mapping[str, Any], by_name: Mapping[str, str],
 
 
 def _fact_rejection(
-    content: str, category: str, confidence: float, names: list[str], source: _Source, keeper: Gatekeeper,
-    settings: Settings, subjects: set[str],
+    content: str, confidence: float, names: list[str], source: _Source, keeper: Gatekeeper, settings: Settings,
+    subjects: set[str],
 ) -> tuple[str | None, str, list[Span | None], list[str]]:
     """Why a fact is rejected (None: it is kept) and what exactly (the unsupported words, the clause it
     contradicts), checked cheapest first, with the spans of its entity names and its words found in the source
@@ -1226,8 +1226,7 @@ def _validate_fact(
     category = str(item.get("category") or "").strip().lower()
     if category not in CATEGORIES:
         category = "other"
-    reason, detail, spans, grounded = _fact_rejection(content, category, confidence, names, source, keeper,
-                                                      settings, subjects)
+    reason, detail, spans, grounded = _fact_rejection(content, confidence, names, source, keeper, settings, subjects)
     note = "validated against source"
     if reason is None and not _category_fits(content, category, _fact_checks()):
         # The words are the source's; only the label is wrong ("User mostly reads fiction" as a preference). The
