@@ -704,6 +704,13 @@ def _occurs(phrases: PhraseSet, words: Sequence[str], present: set[str] | None =
     return False
 
 
+def _classes(shapes: Mapping[str, tuple[Shape, ...]]) -> list[PhraseSet]:
+    """The distinct word classes the shapes use: each shape is indexed under every word it may start with, and a
+    class recurs across shapes, so walking the index entries reads each class many times (2.5M steps)."""
+    return list({id(words): words for shape_list in shapes.values() for shape in shape_list
+                 for words, _, _ in shape.slots if words is not None}.values())
+
+
 def _open_index(shapes: Mapping[str, tuple[Shape, ...]]) -> tuple[
         tuple[tuple[int, tuple[PhraseSet, ...]], ...], dict[str, tuple[tuple[int, tuple[PhraseSet, ...]], ...]]]:
     """The open shapes (with a ``rest`` slot) with their required classes, and those indexed by a word of
@@ -711,9 +718,8 @@ def _open_index(shapes: Mapping[str, tuple[Shape, ...]]) -> tuple[
     unique_shapes = {id(s): s for shape_list in shapes.values() for s in shape_list}.values()
     # How many classes a word opens a phrase of: a word many classes share ("is", "can", "really") is a common
     # one, found in most sentences, so a class of such words selects little.
-    classes = {id(words): words for shape in unique_shapes for words, _, _ in shape.slots if words is not None}
     shared: dict[str, int] = {}
-    for words in classes.values():
+    for words in _classes(shapes):
         for word in words.starts:
             shared[word] = shared.get(word, 0) + 1
 
@@ -791,10 +797,6 @@ def _build(patterns_dir: Path) -> Gatekeeper:
     shapes = _build_shapes(tokenizer, gate.shapes, str(patterns_dir / "gate.yaml"), problems, stop)
     automaton = keyword_automaton(rule.keywords for rule in rules)
     open_keys, open_index = _open_index(shapes)
-    # Each shape is indexed under every word it may start with, and classes recur across shapes: their words are
-    # read once per class (2.5M steps and ~0.3 s of every start when read per index entry).
-    classes = {id(words): words for shape_list in shapes.values() for shape in shape_list
-               for words, _, _ in shape.slots if words is not None}
     keeper = Gatekeeper(
         tokenizer=tokenizer,
         enders=enders,
@@ -803,7 +805,7 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         social=PhraseSet.build(social),
         shapes=shapes,
         vocabulary=frozenset({",", *(w for p in social for w in p),
-                              *(w for words in classes.values() for p in words.phrases for w in p)}),
+                              *(w for words in _classes(shapes) for p in words.phrases for w in p)}),
         words={k: PhraseSet.build(v) for k, v in words.items()},
         open_keys=open_keys,
         open_index=open_index,
