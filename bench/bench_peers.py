@@ -153,11 +153,11 @@ class Factforge:
         if graph_efc is not None:  # the shared graph with another ef_construction than the schema's, before the load
             import psycopg
 
+            from factforge.storage.search import vector_index_ddl
+
             with psycopg.connect(self.conninfo, autocommit=True) as conn:
                 conn.execute("DROP INDEX facts_embedding_shared_hnsw")
-                conn.execute(f"CREATE INDEX facts_embedding_shared_hnsw ON facts USING hnsw "
-                             f"((embedding::halfvec({bs.DIM})) halfvec_cosine_ops) "
-                             f"WITH (m = 16, ef_construction = {int(graph_efc)}) WHERE visibility <> 'private'")
+                conn.execute(vector_index_ddl("facts", bs.DIM, ef_construction=graph_efc)[0])
         self.store: Any = None
 
     def load(self, facts: list[dict[str, Any]], vectors: Any, batch: int) -> float:

@@ -223,12 +223,13 @@ COVERED_MAX_DIM = 512
 GRAPH_EF_CONSTRUCTION = 128
 
 
-def vector_index_ddl(table: str, dim: int) -> list[str]:
+def vector_index_ddl(table: str, dim: int, ef_construction: int = GRAPH_EF_CONSTRUCTION) -> list[str]:
     """The statements that make ``table``'s vector indexes as migrations 0013-0015 left them, for ``dim``
     numbers: the HNSW graph over half-precision copies of the shared rows' vectors (what :func:`vector_sql`
-    walks), and the agent's private rows with what the private branch reads (:func:`private_index_ddl`)."""
+    walks), and the agent's private rows with what the private branch reads (:func:`private_index_ddl`).
+    ``ef_construction``: the graph's build-time candidate list (benchmarks try others)."""
     return [f"CREATE INDEX {table}_embedding_shared_hnsw ON {table} USING hnsw ((embedding::halfvec({int(dim)})) "
-            f"halfvec_cosine_ops) WITH (m = 16, ef_construction = {GRAPH_EF_CONSTRUCTION}) "
+            f"halfvec_cosine_ops) WITH (m = 16, ef_construction = {int(ef_construction)}) "
             "WHERE visibility <> 'private'",
             private_index_ddl(table, dim)]
 
