@@ -16,10 +16,11 @@ and LoCoMo-style turns with facts phrased as a small model paraphrases them, wri
 round of validator changes. ``--cases blind`` runs bench/validate_blind.py: a fourth set, casual, persona and
 technical team chat, written blind (without reading the validator's code or word lists) and frozen before the
 validator changes of stop 29. ``--cases blind2`` runs bench/validate_blind2.py: a fifth set of the same three
-kinds, written blind and frozen after the validator changes of stop 29, to measure them. Each set reports the
-cost per fact (validation only, warm).
+kinds, written blind and frozen after the validator changes of stop 29, to measure them. ``--cases blind3`` runs
+bench/validate_blind3.py: a sixth set of the same three kinds, written blind and frozen before it was ever run.
+Each set reports the cost per fact (validation only, warm).
 
-Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2] [--verbose] [--json]
+Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3] [--verbose] [--json]
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ CASES: list[tuple[str, list[tuple[str, str]], list[tuple[str, str]]]] = [
 
 # The other case sets: --cases name -> (module of bench/, its variable).
 SETS = {"heldout": ("validate_heldout", "HELDOUT"), "fresh": ("validate_fresh", "FRESH"),
-        "blind": ("validate_blind", "BLIND"), "blind2": ("validate_blind2", "BLIND2")}
+        "blind": ("validate_blind", "BLIND"), "blind2": ("validate_blind2", "BLIND2"),
+        "blind3": ("validate_blind3", "BLIND3")}
 
 
 def main() -> None:
