@@ -442,6 +442,11 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         ("We also like to go to Disney World.", []),
         ("We love Redis for caching.", ["Team loves Redis for caching"]),
         ("我们都喜欢用Go写后端。", ["Team likes using Go for 写后端"]),
+        # a decision of "we" is the team's only in a work context too (Chinese work words have no word boundary)
+        ("We decided to do doggy playdates with the neighbors.", []),
+        ("We agreed to freeze the API.", ["Team agreed to freeze the API"]),
+        ("我们决定推迟发布。", ["Team decided to 推迟发布"]),
+        ("我们决定去海边度假。", []),
         ("Never had a chance to visit it.", []),
         ("Never push directly to main.", ["Team policy: never push directly to main"]),
         # spans: thousands separators, "a while", a trailing parenthesis, "btw"

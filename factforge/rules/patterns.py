@@ -96,7 +96,7 @@ END_DEFINES = frozenset({DANGLING_DEFINE, BROKEN_END_DEFINE})
 TEAM_DEFINE = "team_context"
 # A capitalised name in the sentence is team context too when the entity gazetteer knows it as a technology.
 TEAM_NAME_DEFINE = "team_name"
-TEAM_CONTEXT_CATEGORIES = frozenset({"preference", "identity", "temporal"})
+TEAM_CONTEXT_CATEGORIES = frozenset({"preference", "identity", "temporal", "decision"})
 
 
 @dataclass(frozen=True, slots=True)
