@@ -23,7 +23,7 @@ from ..errors import DatabaseError, NotFoundError, ValidationError
 from ..types import Entity, Fact, Relationship, Supersession, content_hash, normalize_content
 from .entities import canonical, link_entities, normalize_entity, save_relationships, upsert_entities
 from .records import FACT_COLS, Provenance, Scope, StoredFact, check_fact, stored
-from .scope import CONFLICT_TARGET, fact_filters, same_scope, source_readable, visible
+from .scope import CONFLICT_TARGET, fact_filters, own_session, same_scope, source_readable, visible
 
 if TYPE_CHECKING:
     from .store import Store
@@ -282,6 +282,11 @@ def _supersede(store: Store, conn: Any, new: Mapping[str, Any], at: datetime,
     return done
 
 
+# A listing names the session a fact was first said in only to its own agent (scope.own_session).
+_SESSION_COLS = "source_session, source_activity_session"
+assert _SESSION_COLS in FACT_COLS
+
+
 def facts(store: Store, *,
     agent_id: str | None = None,
     team_id: str | None = None,
@@ -300,16 +305,12 @@ def facts(store: Store, *,
     where, params = fact_filters(agent_id, team_id, include_history=include_history, as_of=as_of,
                                  categories=categories, session_id=session_id, entity=entity, scope_index=True)
     params["limit"] = max(1, int(limit))
+    sessions = ", ".join(f"{own_session(agent_id, team_id, c)} AS {c}" for c in _SESSION_COLS.split(", "))
     rows = store._all(
-        f"SELECT {FACT_COLS} FROM facts f WHERE {where} "
+        f"SELECT {FACT_COLS.replace(_SESSION_COLS, sessions)} FROM facts f WHERE {where} "
         "ORDER BY f.last_seen_at DESC, f.created_at DESC LIMIT %(limit)s",
         params,
     )
-    if agent_id is not None or team_id is not None:
-        # The session a fact was first said in is that speaker's conversation: another agent's stays unnamed.
-        for r in rows:
-            if r["agent_id"] != agent_id:
-                r["source_session"] = r["source_activity_session"] = None
     return [stored(r) for r in rows]
 
 

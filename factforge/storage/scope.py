@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-__all__ = ["rule_sql", "visible", "source_readable", "fact_filters", "episode_filters", "same_scope",
+__all__ = ["rule_sql", "visible", "source_readable", "own_session", "fact_filters", "episode_filters", "same_scope",
            "same_scope_as", "CONFLICT_TARGET", "scope_keys"]
 
 
@@ -53,6 +53,15 @@ def source_readable(agent_id: str | None, team_id: str | None) -> str:
     if agent_id is None and team_id is None:
         return "TRUE"
     return rule_sql("coalesce(t.visibility, 'private')", "t.team_id", "coalesce(t.agent_id, s.agent_id)")
+
+
+def own_session(agent_id: str | None, team_id: str | None, column: str, alias: str = "f") -> str:
+    """SQL: the session column ``column`` of fact ``alias`` as the caller may read it. The session a fact was
+    first said in is that speaker's conversation: another agent's stays unnamed (NULL) even where the fact is
+    shared; the analyst (both None) reads all. Against ``%(v_agent)s``."""
+    if agent_id is None and team_id is None:
+        return f"{alias}.{column}"
+    return f"CASE WHEN {alias}.agent_id IS NOT DISTINCT FROM %(v_agent)s THEN {alias}.{column} END"
 
 
 _ENTITY = "EXISTS (SELECT 1 FROM unnest({a}.entities) e WHERE lower(e) = lower(%(entity)s))"

@@ -25,7 +25,7 @@ from uuid import UUID
 
 from ..errors import DatabaseError, EmbedderError, ValidationError
 from .bm25 import BM25_B, BM25_K1, SCOPED_TSV, bm25_query, bm25_ranks, bm25_ranks_sized  # noqa: F401 (re-exported)
-from .scope import episode_filters, fact_filters, scope_keys, source_readable  # noqa: F401 (scope_keys re-exported)
+from .scope import episode_filters, fact_filters, own_session, scope_keys, source_readable  # noqa: F401 (scope_keys re-exported)
 
 logger = logging.getLogger("factforge.search")
 
@@ -630,16 +630,13 @@ def _rows(conn: Any, fact_ids: Sequence[UUID], episode_ids: Sequence[UUID], agen
     out: dict[UUID, dict[str, Any]] = {}
     if fact_ids:
         readable = source_readable(agent_id, team_id)
-        analyst = agent_id is None and team_id is None
-        own = "TRUE" if analyst else "f.agent_id IS NOT DISTINCT FROM %(v_agent)s"
         cur = conn.execute(
             f"""
             SELECT f.id, f.content, f.category, f.confidence, f.extraction_method AS method, f.visibility,
                    f.agent_id, f.team_id, f.entities, f.superseded_at, f.last_seen_at, f.first_seen_at,
                    f.valid_from, f.valid_to, src.message_ts AS source_ts,
-                   coalesce(src.session_id, src.activity_session,
-                            CASE WHEN {own} THEN coalesce(f.source_session, f.source_activity_session) END)
-                       AS session_id, src.user_name AS speaker, f.explanation->'span'->>'text' AS evidence
+                   coalesce(src.session_id, src.activity_session, {own_session(agent_id, team_id, "source_session")},
+                            {own_session(agent_id, team_id, "source_activity_session")}) AS session_id, src.user_name AS speaker, f.explanation->'span'->>'text' AS evidence
             FROM facts f LEFT JOIN LATERAL (
                 SELECT s.message_ts, s.session_id, s.activity_session, t.user_name FROM fact_sources s
                 LEFT JOIN turns t ON t.key = s.source_key WHERE s.fact_id = f.id AND {readable}
