@@ -410,7 +410,7 @@ def _default_llm(settings: Settings, rules: RuleSet) -> Any:
         return None
     from .models.llm import OllamaLLM
 
-    return OllamaLLM(settings, gatekeeper=rules.gate)
+    return OllamaLLM(settings, rules=rules)
 
 
 def _default_embedder(settings: Settings) -> Any:

@@ -86,6 +86,24 @@ def test_verified_files_compile_on_first_use_and_edited_ones_are_checked_at_load
     assert all(rule._compiled for rule in checked.rules)
 
 
+def test_a_verified_rule_set_loads_each_part_when_first_used_and_an_edited_one_at_once(tmp_path: Path) -> None:
+    """What a command that only reads the database builds (default_rules, a Memory) loads no fact rule; an edited
+    folder is still loaded and checked in full before anything uses it, so a bad file fails at once."""
+    from factforge.rules.load import RuleSet
+
+    same = RuleSet.from_dir(_copy(tmp_path / "same"), lazy=True)
+    parts = ("gate", "library", "ner", "secrets", "segmenter", "turns", "supersession")
+    assert not set(parts) & set(vars(same))
+    assert same.gate.judge("thanks!").reason == "thanks"
+    assert [p for p in parts if p in vars(same)] == ["gate"]
+    assert set(parts) <= set(vars(RuleSet.from_dir(_copy(tmp_path / "eager"))))  # not lazy: all at once
+    edited = _copy(tmp_path / "edited")
+    text = (edited / "preference.yaml").read_text(encoding="utf-8")
+    (edited / "preference.yaml").write_text(text.replace("fact: User prefers", "fact: User likes", 1), encoding="utf-8")
+    with pytest.raises(PatternError, match="expected 'User likes"):
+        RuleSet.from_dir(edited, lazy=True)
+
+
 @pytest.mark.parametrize(("name", "pattern"), [
     ("nested_plus", r"(?P<word>(a+)+)$"),
     ("spaced_words", r"(?P<word>(?:\w+\s?)+)$"),

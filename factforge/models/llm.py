@@ -29,7 +29,7 @@ import regex
 
 from ..errors import LLMCall, LLMError, LLMParseError, LLMUnavailableError
 from ..rules.gatekeeper import Gatekeeper
-from ..rules.load import default_rules
+from ..rules.load import RuleSet, default_rules
 from ..settings import Settings
 from ..types import CATEGORIES, Entity, Extraction, Fact, Relationship, normalize_content
 from .validate import validate_items
@@ -342,11 +342,17 @@ class OllamaLLM:
     """
 
     def __init__(self, settings: Settings, client: ollama.Client | None = None, *,
-                 gatekeeper: Gatekeeper | None = None) -> None:
-        """``gatekeeper``: the rule set's (replies are validated with it); default: the settings' patterns."""
+                 gatekeeper: Gatekeeper | None = None, rules: RuleSet | None = None) -> None:
+        """``gatekeeper``: the one replies are validated with; default: that of ``rules`` (a rule set), else of the
+        settings' patterns, loaded when the first reply is validated."""
         self.settings = settings
         self.client = client or ollama.Client(host=settings.ollama_host, timeout=settings.llm_timeout)
-        self._gatekeeper = gatekeeper or default_rules(settings.patterns_dir).gate
+        self._gate = gatekeeper
+        self._rules = rules
+
+    @property
+    def _gatekeeper(self) -> Gatekeeper:
+        return self._gate or (self._rules or default_rules(self.settings.patterns_dir)).gate
 
     def extract(self, request: LLMRequest) -> LLMResult:
         """Ask the model for the facts, entities and relationships in ``request`` and validate them."""
@@ -364,11 +370,16 @@ class AsyncOllamaLLM:
     """The asyncio twin of :class:`OllamaLLM` (same prompt, parsing, retries and validation)."""
 
     def __init__(self, settings: Settings, client: ollama.AsyncClient | None = None, *,
-                 gatekeeper: Gatekeeper | None = None) -> None:
+                 gatekeeper: Gatekeeper | None = None, rules: RuleSet | None = None) -> None:
         """See :class:`OllamaLLM`."""
         self.settings = settings
         self.client = client or ollama.AsyncClient(host=settings.ollama_host, timeout=settings.llm_timeout)
-        self._gatekeeper = gatekeeper or default_rules(settings.patterns_dir).gate
+        self._gate = gatekeeper
+        self._rules = rules
+
+    @property
+    def _gatekeeper(self) -> Gatekeeper:
+        return self._gate or (self._rules or default_rules(self.settings.patterns_dir)).gate
 
     async def extract(self, request: LLMRequest) -> LLMResult:
         """See :meth:`OllamaLLM.extract`."""

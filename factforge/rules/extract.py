@@ -23,7 +23,12 @@ from ..settings import Settings, get_settings
 from ..types import Entity, Extraction, Fact, GateDecision, Relationship, Span
 
 if TYPE_CHECKING:
+    from .gatekeeper import Gatekeeper
     from .load import RuleSet
+    from .ner import EntityRecognizer
+    from .patterns import PatternLibrary
+    from .secrets import SecretScanner
+    from .segment import Segmenter
 
 __all__ = ["Extractor", "TurnRules", "extract"]
 
@@ -226,13 +231,32 @@ class Extractor:
         from .load import default_rules
 
         self.settings = settings or get_settings()
-        rules = rules or default_rules(patterns_dir or self.settings.patterns_dir)
-        self.gate = rules.gate
-        self.library = rules.library
-        self.ner = rules.ner
-        self.secrets = rules.secrets
-        self.segmenter = rules.segmenter
-        self.turns = rules.turns
+        self.rules = rules or default_rules(patterns_dir or self.settings.patterns_dir)
+
+    # The parts of the rule set, each loaded when first used (see RuleSet).
+    @property
+    def gate(self) -> Gatekeeper:
+        return self.rules.gate
+
+    @property
+    def library(self) -> PatternLibrary:
+        return self.rules.library
+
+    @property
+    def ner(self) -> EntityRecognizer:
+        return self.rules.ner
+
+    @property
+    def secrets(self) -> SecretScanner:
+        return self.rules.secrets
+
+    @property
+    def segmenter(self) -> Segmenter:
+        return self.rules.segmenter
+
+    @property
+    def turns(self) -> TurnRules:
+        return self.rules.turns
 
     # -- public --------------------------------------------------------------------------------------
 

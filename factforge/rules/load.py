@@ -7,59 +7,87 @@ the pipeline can end up with other rules than the rest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from .extract import TurnRules
 from .gatekeeper import Gatekeeper
 from .lifecycle import SupersessionRules
 from .ner import EntityRecognizer
-from .patterns import PatternLibrary
-from .rulefile import default_patterns_dir
+from .patterns import VERIFIED_RULES, PatternLibrary, library_digest
+from .rulefile import default_patterns_dir, shipped_digests, trusts_shipped
 from .secrets import SecretScanner
 from .segment import Segmenter
 
 __all__ = ["RuleSet", "default_rules"]
 
 
-@dataclass(frozen=True, slots=True)
 class RuleSet:
-    """The rules of one patterns folder (``patterns/*.yaml``)."""
+    """The rules of one patterns folder (``patterns/*.yaml``): the gatekeeper, the fact rules (``library``),
+    entity recognition, the secret scanner, the segmenter, the turn rules and supersession.
 
-    directory: Path
-    gate: Gatekeeper
-    library: PatternLibrary
-    ner: EntityRecognizer
-    secrets: SecretScanner
-    segmenter: Segmenter
-    turns: TurnRules
-    supersession: SupersessionRules
+    :meth:`from_dir` loads and checks every file at once, so a bad file raises
+    :class:`~factforge.errors.PatternError` (naming each problem) before anything uses the rules. A folder whose
+    files are the verified shipped ones (their digest is in ``data/verified_rules.txt``: nothing in them can fail
+    to load) may be loaded ``lazy``: each part when first used, so a command that only reads the database
+    (``factforge stats``, ``facts``, ``search``) does not spend a second loading fact rules it never runs."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    @cached_property
+    def gate(self) -> Gatekeeper:
+        return Gatekeeper.from_dir(self.directory)
+
+    @cached_property
+    def library(self) -> PatternLibrary:
+        return PatternLibrary.from_dir(self.directory)
+
+    @cached_property
+    def ner(self) -> EntityRecognizer:
+        return EntityRecognizer.from_dir(self.directory)
+
+    @cached_property
+    def secrets(self) -> SecretScanner:
+        return SecretScanner.from_dir(self.directory)
+
+    @cached_property
+    def segmenter(self) -> Segmenter:
+        return Segmenter.from_dir(self.directory)
+
+    @cached_property
+    def turns(self) -> TurnRules:
+        return TurnRules.from_dir(self.directory)
+
+    @cached_property
+    def supersession(self) -> SupersessionRules:
+        return SupersessionRules.from_dir(self.directory)
+
+    def load(self) -> RuleSet:
+        """Load every part now (each loader keeps its own cache)."""
+        for part in ("gate", "library", "ner", "secrets", "segmenter", "turns", "supersession"):
+            getattr(self, part)
+        return self
 
     @classmethod
-    def from_dir(cls, directory: Path | None = None) -> RuleSet:
-        """Load every rule file of ``directory`` (default: the shipped rules); a bad file raises
-        :class:`~factforge.errors.PatternError` naming each problem. Each loader keeps its own cache."""
-        directory = Path(directory or default_patterns_dir())
-        return cls(
-            directory=directory,
-            gate=Gatekeeper.from_dir(directory),
-            library=PatternLibrary.from_dir(directory),
-            ner=EntityRecognizer.from_dir(directory),
-            secrets=SecretScanner.from_dir(directory),
-            segmenter=Segmenter.from_dir(directory),
-            turns=TurnRules.from_dir(directory),
-            supersession=SupersessionRules.from_dir(directory),
-        )
+    def from_dir(cls, directory: Path | None = None, *, lazy: bool = False) -> RuleSet:
+        """The rule set of ``directory`` (default: the shipped rules), every file loaded and checked now; with
+        ``lazy``, each part when first used if the folder holds the verified shipped files (else now, as
+        without)."""
+        rules = cls(Path(directory or default_patterns_dir()))
+        if not (lazy and trusts_shipped() and library_digest(rules.directory) in shipped_digests(VERIFIED_RULES)):
+            rules.load()
+        return rules
 
 
 def default_rules(directory: Path | None = None) -> RuleSet:
     """The rule set of ``directory`` (default: the shipped rules), loaded once per process: what a convenience
     that was not given a rule set uses (``Extractor()``, ``parse_inline``, ``segments``, an LLM client, the
-    store's decisions), so every caller of one folder works with the same rules."""
+    store's decisions), so every caller of one folder works with the same rules. Lazy where the folder holds the
+    verified shipped files (see :class:`RuleSet`)."""
     return _default_rules(str(Path(directory or default_patterns_dir()).resolve()))
 
 
 @lru_cache(maxsize=8)
 def _default_rules(directory: str) -> RuleSet:
-    return RuleSet.from_dir(Path(directory))
+    return RuleSet.from_dir(Path(directory), lazy=True)
