@@ -464,6 +464,10 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         ("We decided to go with 1.", []),
         # a fact cut before what it needs; a subordinate clause is no fact of its own
         ("I'm working on - super excited!", []),
+        # a thing shown in the conversation, a perfect "had" without its object: no fact; a colon inside a name
+        ("I picked this color because it's bright and bold.", []),
+        ("It's a story I've had for ages but just got the guts to write it.", []),
+        ("I usually play CS:GO with friends.", ["User usually plays CS:GO with friends"]),
         # ... but the whole sentence is one: what the user prepares now "for when" a life event comes
         ("I'm creating a library for when I have kids.", ["User is creating a library for when they have kids"]),
         ("I have zero family that I'm close to.", ["User has zero family that they're close to"]),
