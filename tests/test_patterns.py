@@ -456,6 +456,8 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         ("I use Vim btw.", ["User uses Vim"]),
         # a blocker word in another clause does not suppress this clause's fact
         ("Sure, you could try that; I just moved to Boston.", ["User just moved to Boston"]),
+        ("I'm a mom and I love baking.", ["User is a mom", "User loves baking"]),
+        ("My mom and I love baking.", ["User and their mom love baking"]),
         ("If I move to Boston, I will tell you.", []),
         # broken templates and unresolved references give no fact
         ("I dont know.", []),

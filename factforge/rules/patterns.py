@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
+from itertools import takewhile
 from pathlib import Path
 from typing import Any, cast
 
@@ -424,7 +425,9 @@ class PatternLibrary:
         last = start
         try:
             breaks = self.clause_break
-            for b in own_time(lambda timeout: list(breaks.finditer(text, start, pos, timeout=timeout))):
+            # Not bounded at ``pos``: a break may look ahead at the subject that starts there ("and I ...").
+            for b in own_time(lambda timeout: list(takewhile(lambda b: b.start() < pos,
+                                                             breaks.finditer(text, start, timeout=timeout)))):
                 last = b.end()
         except TimeoutError:
             return start  # unsure where the clause starts: the whole sentence can block, as before
