@@ -334,6 +334,14 @@ class _Exchange:
         return LLMResult(facts, entities, relationships, usage, dict(rejections), self.attempts, tuple(self.calls))
 
 
+def _gate_of(gate: Gatekeeper | None, rules: RuleSet | None, settings: Settings) -> Gatekeeper:
+    """The gatekeeper a client validates replies with: the one it was given, else that of its rule set, else of the
+    settings' patterns."""
+    if gate is not None:
+        return gate
+    return (rules if rules is not None else default_rules(settings.patterns_dir)).gate
+
+
 class OllamaLLM:
     """Fact extraction with a local model through the official ``ollama`` client.
 
@@ -344,7 +352,7 @@ class OllamaLLM:
     def __init__(self, settings: Settings, client: ollama.Client | None = None, *,
                  gatekeeper: Gatekeeper | None = None, rules: RuleSet | None = None) -> None:
         """``gatekeeper``: the one replies are validated with; default: that of ``rules`` (a rule set), else of the
-        settings' patterns, loaded when the first reply is validated."""
+        settings' patterns, loaded at the first :meth:`extract`."""
         self.settings = settings
         self.client = client or ollama.Client(host=settings.ollama_host, timeout=settings.llm_timeout)
         self._gate = gatekeeper
@@ -352,7 +360,7 @@ class OllamaLLM:
 
     @property
     def _gatekeeper(self) -> Gatekeeper:
-        return self._gate or (self._rules or default_rules(self.settings.patterns_dir)).gate
+        return _gate_of(self._gate, self._rules, self.settings)
 
     def extract(self, request: LLMRequest) -> LLMResult:
         """Ask the model for the facts, entities and relationships in ``request`` and validate them."""
@@ -379,7 +387,7 @@ class AsyncOllamaLLM:
 
     @property
     def _gatekeeper(self) -> Gatekeeper:
-        return self._gate or (self._rules or default_rules(self.settings.patterns_dir)).gate
+        return _gate_of(self._gate, self._rules, self.settings)
 
     async def extract(self, request: LLMRequest) -> LLMResult:
         """See :meth:`OllamaLLM.extract`."""

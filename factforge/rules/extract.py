@@ -222,7 +222,8 @@ def _check_speakers(rules: TurnRules, spec: SpeakersSpec, where: str, problems: 
 
 
 class Extractor:
-    """Gate + patterns + entity recognition over one message or one turn. Thread-safe, no I/O."""
+    """Gate + patterns + entity recognition over one message or one turn. Thread-safe; no I/O once each part of
+    its rule set is loaded (a lazy rule set reads a part's files at its first use)."""
 
     def __init__(self, settings: Settings | None = None, patterns_dir: Path | None = None, *,
                  rules: RuleSet | None = None) -> None:

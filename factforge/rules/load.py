@@ -7,8 +7,11 @@ the pipeline can end up with other rules than the rest.
 
 from __future__ import annotations
 
-from functools import cached_property, lru_cache
+import threading
+from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 from .extract import TurnRules
 from .gatekeeper import Gatekeeper
@@ -20,6 +23,8 @@ from .secrets import SecretScanner
 from .segment import Segmenter
 
 __all__ = ["RuleSet", "default_rules"]
+
+_T = TypeVar("_T")
 
 
 class RuleSet:
@@ -34,34 +39,51 @@ class RuleSet:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._parts: dict[str, Any] = {}
+        self._lock = threading.Lock()
 
-    @cached_property
+    def _part(self, name: str, load: Callable[[Path], _T]) -> _T:
+        """Part ``name``, loaded once whichever thread asks first (a server's start-up thread or a request)."""
+        part = self._parts.get(name)
+        if part is None:
+            with self._lock:
+                part = self._parts.get(name)
+                if part is None:
+                    part = self._parts[name] = load(self.directory)
+        return cast(_T, part)
+
+    @property
+    def loaded(self) -> tuple[str, ...]:
+        """The parts loaded so far, in the order they were."""
+        return tuple(self._parts)
+
+    @property
     def gate(self) -> Gatekeeper:
-        return Gatekeeper.from_dir(self.directory)
+        return self._part("gate", Gatekeeper.from_dir)
 
-    @cached_property
+    @property
     def library(self) -> PatternLibrary:
-        return PatternLibrary.from_dir(self.directory)
+        return self._part("library", PatternLibrary.from_dir)
 
-    @cached_property
+    @property
     def ner(self) -> EntityRecognizer:
-        return EntityRecognizer.from_dir(self.directory)
+        return self._part("ner", EntityRecognizer.from_dir)
 
-    @cached_property
+    @property
     def secrets(self) -> SecretScanner:
-        return SecretScanner.from_dir(self.directory)
+        return self._part("secrets", SecretScanner.from_dir)
 
-    @cached_property
+    @property
     def segmenter(self) -> Segmenter:
-        return Segmenter.from_dir(self.directory)
+        return self._part("segmenter", Segmenter.from_dir)
 
-    @cached_property
+    @property
     def turns(self) -> TurnRules:
-        return TurnRules.from_dir(self.directory)
+        return self._part("turns", TurnRules.from_dir)
 
-    @cached_property
+    @property
     def supersession(self) -> SupersessionRules:
-        return SupersessionRules.from_dir(self.directory)
+        return self._part("supersession", SupersessionRules.from_dir)
 
     def load(self) -> RuleSet:
         """Load every part now (each loader keeps its own cache)."""

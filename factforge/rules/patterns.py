@@ -320,7 +320,7 @@ class PatternLibrary:
                 m.string, m.end(), end):
             return []
         if rule.blockers is not None and rule.blockers.search(
-            m.string, self._clause_start(m.string, start, m.start()), max(start, m.start())
+            m.string, self._clause_start(m.string, start, m.start(), end), max(start, m.start())
         ):
             return []
         # A rule without its own time slot is dated by a time expression anywhere in its sentence. In an
@@ -418,16 +418,18 @@ class PatternLibrary:
         except TimeoutError:
             return False  # unsure: the whole sentence counts as a question, as before
 
-    def _clause_start(self, text: str, start: int, pos: int) -> int:
-        """Where the clause holding ``pos`` starts (a blocker before it belongs to another clause)."""
+    def _clause_start(self, text: str, start: int, pos: int, end: int) -> int:
+        """Where the clause holding ``pos`` starts (a blocker before it belongs to another clause), in the sentence
+        ``text[start:end]``."""
         if self.clause_break is None or pos <= start:
             return start
         last = start
         try:
             breaks = self.clause_break
-            # Not bounded at ``pos``: a break may look ahead at the subject that starts there ("and I ...").
+            # Read to the sentence's end, not to ``pos``: a break may look ahead at the subject that starts there
+            # ("and I ...").
             for b in own_time(lambda timeout: list(takewhile(lambda b: b.start() < pos,
-                                                             breaks.finditer(text, start, timeout=timeout)))):
+                                                             breaks.finditer(text, start, end, timeout=timeout)))):
                 last = b.end()
         except TimeoutError:
             return start  # unsure where the clause starts: the whole sentence can block, as before
