@@ -474,6 +474,17 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         ("I've been working on for a while.", []),
         ("It's helped me improve my strength.", []),
         ("I love escaping to that world.", []),
+        # a title, place or person pointed at ("that book" of an earlier turn, "this little restaurant") the reader
+        # never sees: no fact; a made thing, a time ("this month"), an emphatic "all these", a complement "that" stay
+        ("I've never read that book.", []),
+        ("I love going to this little Italian restaurant in town.", []),
+        ("I met this amazing woman while volunteering.", []),
+        ("I made this bowl in my class.", ["User made this bowl in their class"]),
+        ("I'm going to a transgender conference this month.", ["User is going to a transgender conference this month"]),
+        ("I started to learn all these marketing tools.", ["User started to learn all these marketing tools"]),
+        ("I like to do things that scare me.", ["User likes to do things that scare them"]),
+        ("I'm starting to realize that the show is really important.",
+         ["User is starting to realize that the show is really important"]),
         # a person or half a name is no technology
         ("I use Sarah for my hair appointments.", []),
         ("We use React Native for the app.", ["Team uses React Native for the app"]),
