@@ -485,6 +485,15 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         ("I like to do things that scare me.", ["User likes to do things that scare them"]),
         ("I'm starting to realize that the show is really important.",
          ["User is starting to realize that the show is really important"]),
+        # a second verb left in the first person by the subject swap: no fact; "to" + two verbs is fine
+        ("I play guitar and sing.", []),
+        ("I stay positive and find a way.", []),
+        ("I like to cook and bake.", ["User likes to cook and bake"]),
+        ("I love seeing the kids grow and learn.", ["User loves seeing the kids grow and learn"]),
+        # "'cause" and "cuz" open a new clause like "because": the object ends before them
+        ("I love camping trips with my fam, 'cause nature brings such peace.", ["User loves camping trips with their fam"]),
+        ("I quit my job cuz my boss was awful.", ["User quit their job"]),
+        ("I raised money for a good cause.", ["User raised money for a good cause"]),
         # a person or half a name is no technology
         ("I use Sarah for my hair appointments.", []),
         ("We use React Native for the app.", ["Team uses React Native for the app"]),
