@@ -494,6 +494,15 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         ("I love camping trips with my fam, 'cause nature brings such peace.", ["User loves camping trips with their fam"]),
         ("I quit my job cuz my boss was awful.", ["User quit their job"]),
         ("I raised money for a good cause.", ["User raised money for a good cause"]),
+        # a likeness to what the other said: similar to what? "the same place" still names one
+        ("I loved doing something similar with my siblings when I was young.", ["User has siblings"]),
+        ("I used to be the same way.", []),
+        ("I've lived in the same place for most of my life.", ["User has lived in the same place for most of their life"]),
+        # a fact cut at the comma between two adjectives, a summit with no name
+        ("I love small, family-owned businesses.", []),
+        ("We're having a small, intimate ceremony with our closest family.", []),
+        ("I took a short trip to Rome to clear my mind a little.", ["User took a short trip to Rome to clear their mind a little"]),
+        ("Reaching the top was amazing!", []),
         # a person or half a name is no technology
         ("I use Sarah for my hair appointments.", []),
         ("We use React Native for the app.", ["Team uses React Native for the app"]),
