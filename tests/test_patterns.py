@@ -503,6 +503,10 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         ("We're having a small, intimate ceremony with our closest family.", []),
         ("I took a short trip to Rome to clear my mind a little.", ["User took a short trip to Rome to clear their mind a little"]),
         ("Reaching the top was amazing!", []),
+        # a place only the conversation shows; a placeholder for a name
+        ("I grew up here and I love the peace and quiet.", ["User loves the peace and quiet"]),
+        ("I just moved here from Germany.", ["User just moved here from Germany"]),
+        ("Hello! My name is User 1.", []),
         # a person or half a name is no technology
         ("I use Sarah for my hair appointments.", []),
         ("We use React Native for the app.", ["Team uses React Native for the app"]),
