@@ -507,6 +507,10 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         ("I grew up here and I love the peace and quiet.", ["User loves the peace and quiet"]),
         ("I just moved here from Germany.", ["User just moved here from Germany"]),
         ("Hello! My name is User 1.", []),
+        # only the parts of an unnamed film or country: of what? a named thing with an article stays
+        ("I love the characters and the story.", []),
+        ("I love the food. It's so good!", []),
+        ("I love the beach.", ["User loves the beach"]),
         # a person or half a name is no technology
         ("I use Sarah for my hair appointments.", []),
         ("We use React Native for the app.", ["Team uses React Native for the app"]),
