@@ -511,6 +511,9 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         ("I love the characters and the story.", []),
         ("I love the food. It's so good!", []),
         ("I love the beach.", ["User loves the beach"]),
+        ("I love the characters especially.", []),
+        # a second clause whose verb the object swallowed ("... and the cookie dough pieces are so good")
+        ("I love the taste of chocolate and the cookie dough pieces are so good.", []),
         # a person or half a name is no technology
         ("I use Sarah for my hair appointments.", []),
         ("We use React Native for the app.", ["Team uses React Native for the app"]),
