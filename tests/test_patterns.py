@@ -457,6 +457,9 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         # a blocker word in another clause does not suppress this clause's fact
         ("Sure, you could try that; I just moved to Boston.", ["User just moved to Boston"]),
         ("I'm a mom and I love baking.", ["User is a mom", "User loves baking"]),
+        # a thing pointed at with this/that stays when it is named or described after
+        ("We played this game Catan - it's a great strategy game.", ["User and others played this game Catan"]),
+        ("I've never read that book.", []),
         ("My mom and I love baking.", ["User and their mom love baking"]),
         ("If I move to Boston, I will tell you.", []),
         # broken templates and unresolved references give no fact
