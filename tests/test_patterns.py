@@ -460,6 +460,10 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         # a thing pointed at with this/that stays when it is named or described after
         ("We played this game Catan - it's a great strategy game.", ["User and others played this game Catan"]),
         ("I've never read that book.", []),
+        # a preposition before a time that takes none belongs to the clause before it
+        ("I adopted a dog from the shelter I volunteer at yesterday.",
+         ["User adopted a dog from the shelter they volunteer at"]),
+        ("I moved to Denver just last week.", ["User moved to Denver"]),
         ("My mom and I love baking.", ["User and their mom love baking"]),
         ("If I move to Boston, I will tell you.", []),
         # broken templates and unresolved references give no fact
@@ -482,6 +486,10 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         # a title, place or person pointed at ("that book" of an earlier turn, "this little restaurant") the reader
         # never sees: no fact; a made thing, a time ("this month"), an emphatic "all these", a complement "that" stay
         ("I've never read that book.", []),
+        # a preposition before a time that takes none belongs to the clause before it
+        ("I adopted a dog from the shelter I volunteer at yesterday.",
+         ["User adopted a dog from the shelter they volunteer at"]),
+        ("I moved to Denver just last week.", ["User moved to Denver"]),
         ("I love going to this little Italian restaurant in town.", []),
         ("I met this amazing woman while volunteering.", []),
         ("I made this bowl in my class.", ["User made this bowl in their class"]),

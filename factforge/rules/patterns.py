@@ -80,6 +80,10 @@ _NO_CARRY = regex.compile(rf"^(?:(?:{_GRAMMAR['no_carry']})\s|\p{{L}}{{2,}}ing(?
 _TO = regex.compile(r"^to\s", regex.IGNORECASE)
 # A preposition left dangling where a time expression was cut out of a slot ("moved to Berlin back in").
 _DANGLING = regex.compile(rf"(?:\s+(?:{_GRAMMAR['dangling']}))+\s*$", regex.IGNORECASE)
+# A time phrase that takes no preposition of its own (data/grammar_words.yaml bare_times, or one ending in "ago"):
+# only an approximator before it dangles; a preposition belongs to what precedes it.
+_BARE_TIME = regex.compile(rf"(?:{_GRAMMAR['bare_times']}|[^.!?\n]*\sago)(?![\p{{L}}])", regex.IGNORECASE)
+_APPROXIMATE = regex.compile(rf"(?:\s+(?:{_GRAMMAR['approximators']}))+\s*$", regex.IGNORECASE)
 # The name of the define that holds the regex for one more list item (see ``list_group`` in preference.yaml).
 LIST_DEFINE = "list_next"
 # Defines with a library-wide meaning (see preference.yaml): where a new clause starts, so a blocker word
@@ -536,7 +540,9 @@ def _cut_span(
         g_start, g_end = m.span(name)
         if g_end <= start or end <= g_start:
             continue
-        left = _DANGLING.sub("", m.string[g_start:max(g_start, start)])
+        left = m.string[g_start:max(g_start, start)]
+        # "in March": the "in" goes too; "the shelter I volunteer at yesterday" keeps its "at"
+        left = (_APPROXIMATE if _BARE_TIME.match(m.string, start, end) else _DANGLING).sub("", left)
         out[name] = left + " " + m.string[min(g_end, end):g_end]
         cut = True
     return out, cut

@@ -130,7 +130,7 @@ def grammar_words() -> dict[str, Any]:
 
     words = read_data(GrammarWordsSpec, "grammar_words.yaml")
     out: dict[str, Any] = {k: "|".join(w.replace(" ", r"\s+") for w in getattr(words, k))
-                           for k in ("articles", "no_carry", "dangling")}
+                           for k in ("articles", "no_carry", "dangling", "approximators", "bare_times")}
     out["irregular_third"] = dict(words.irregular_third)
     out["irregular_past"] = dict(words.irregular_past)
     return out

@@ -468,6 +468,8 @@ class GrammarWordsSpec(Spec):
     articles: list[str]
     no_carry: list[str]
     dangling: list[str]
+    approximators: list[str]
+    bare_times: list[str]
     irregular_third: dict[str, str]
     irregular_past: dict[str, str]
 
