@@ -17,8 +17,8 @@ from .extract import TurnRules
 from .gatekeeper import Gatekeeper
 from .lifecycle import SupersessionRules
 from .ner import EntityRecognizer
-from .patterns import VERIFIED_RULES, PatternLibrary, library_digest
-from .rulefile import default_patterns_dir, shipped_digests, trusts_shipped
+from .patterns import PatternLibrary, verified_folder
+from .rulefile import default_patterns_dir
 from .secrets import SecretScanner
 from .segment import Segmenter
 
@@ -97,7 +97,7 @@ class RuleSet:
         ``lazy``, each part when first used if the folder holds the verified shipped files (else now, as
         without)."""
         rules = cls(Path(directory or default_patterns_dir()))
-        if not (lazy and trusts_shipped() and library_digest(rules.directory) in shipped_digests(VERIFIED_RULES)):
+        if not (lazy and verified_folder(rules.directory)):
             rules.load()
         return rules
 

@@ -875,7 +875,7 @@ def _build(patterns_dir: Path) -> PatternLibrary:
     rules: list[Rule] = []
     # Defines and subject words are shared by all files, so a fragment like {{obj}} is written once.
     files = _read_files(patterns_dir, problems)
-    verified = trusts_shipped() and library_digest(patterns_dir) in shipped_digests(VERIFIED_RULES)
+    verified = verified_folder(patterns_dir)
     _merge_headers(files, defines, subjects, pronouns, problems)
     for where, file in files:
         for spec in unique(file.rules, where, seen, problems):
@@ -943,6 +943,12 @@ def library_digest(patterns_dir: Path) -> str:
             digest.update(b"\1unreadable")
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def verified_folder(patterns_dir: Path) -> bool:
+    """Whether ``patterns_dir`` holds the verified bundled rule files (:data:`VERIFIED_RULES`), whose checks need
+    not run again at load, and whether shipped verdicts are trusted at all (not after ``full_speed_checks``)."""
+    return trusts_shipped() and library_digest(patterns_dir) in shipped_digests(VERIFIED_RULES)
 
 
 @lru_cache(maxsize=8)
