@@ -128,9 +128,14 @@ def grammar_words() -> dict[str, Any]:
     ``irregular_past`` as dicts."""
     from .schema import GrammarWordsSpec, read_data
 
+    def alternation(phrases: list[str]) -> str:
+        return "|".join(w.replace(" ", r"\s+") for w in phrases)
+
     words = read_data(GrammarWordsSpec, "grammar_words.yaml")
-    out: dict[str, Any] = {k: "|".join(w.replace(" ", r"\s+") for w in getattr(words, k))
-                           for k in ("articles", "no_carry", "dangling", "approximators", "bare_times")}
+    out: dict[str, Any] = {k: alternation(getattr(words, k))
+                           for k in ("articles", "no_carry", "approximators", "bare_times")}
+    # What dangles before any other time expression: its prepositions and the approximators.
+    out["dangling"] = alternation([*words.prepositions, *words.approximators])
     out["irregular_third"] = dict(words.irregular_third)
     out["irregular_past"] = dict(words.irregular_past)
     return out

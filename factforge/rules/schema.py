@@ -467,7 +467,7 @@ class GrammarWordsSpec(Spec):
 
     articles: list[str]
     no_carry: list[str]
-    dangling: list[str]
+    prepositions: list[str]
     approximators: list[str]
     bare_times: list[str]
     irregular_third: dict[str, str]
