@@ -637,7 +637,8 @@ def _rows(conn: Any, fact_ids: Sequence[UUID], episode_ids: Sequence[UUID], agen
                    f.valid_from, f.valid_to, src.message_ts AS source_ts,
                    coalesce(src.session_id, src.activity_session,
                             {own_session(agent_id, team_id, "source_session")},
-                            {own_session(agent_id, team_id, "source_activity_session")}) AS session_id, src.user_name AS speaker, f.explanation->'span'->>'text' AS evidence
+                            {own_session(agent_id, team_id, "source_activity_session")}) AS session_id,
+                   src.user_name AS speaker, f.explanation->'span'->>'text' AS evidence
             FROM facts f LEFT JOIN LATERAL (
                 SELECT s.message_ts, s.session_id, s.activity_session, t.user_name FROM fact_sources s
                 LEFT JOIN turns t ON t.key = s.source_key WHERE s.fact_id = f.id AND {readable}
