@@ -25,7 +25,7 @@ import regex
 
 from .normalise import Normaliser
 from .rulefile import (Problems, check_examples, compile_regex, default_patterns_dir, guard_budget, keyword_automaton,
-                       own_time, remember)
+                       own_time, remember, verified_folder)
 from .schema import (REASONS, SOCIAL_KINDS, WORD_KINDS, GateFileSpec, GateShapesSpec, InjectionFileSpec, read,
                      unique)
 from ..types import GateDecision
@@ -34,6 +34,8 @@ __all__ = ["Gatekeeper", "InjectionRule", "PhraseSet", "REASONS", "SOCIAL_KINDS"
 
 logger = logging.getLogger("factforge.gatekeeper")
 
+# Injection rules are verbose, so long rules can be folded over lines in YAML (spaces are written as \s).
+INJECTION_FLAGS = regex.IGNORECASE | regex.VERBOSE
 # A shape slot is a class name, optionally followed by "?" (zero or one) or "*" (zero or more).
 _SLOT = regex.compile(r"([a-z_]+)([?*]?)")
 # The open slot: a shape slot may be ``rest``, one or more words of any kind within the clause except
@@ -188,10 +190,20 @@ class InjectionRule:
     id: str
     language: str
     keywords: tuple[str, ...]
-    regex: regex.Pattern[str]
+    pattern: str
     examples: tuple[str, ...] = ()
     counter_examples: tuple[str, ...] = ()
     description: str = ""
+    # Compiled at load when the folder's files are checked then; from verified files, on first use.
+    _compiled: list[regex.Pattern[str]] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def regex(self) -> regex.Pattern[str]:
+        """The compiled regex (IGNORECASE and VERBOSE), compiled once."""
+        if not self._compiled:
+            # Two threads may both compile it; either result serves.
+            self._compiled.append(regex.compile(self.pattern, INJECTION_FLAGS))
+        return self._compiled[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -753,22 +765,26 @@ def _check_gate_examples(keeper: Gatekeeper, gate: GateFileSpec, rules: Sequence
                 problems.add(where, f"injection example {text!r} of {rule.id} is not flagged")
 
 
-def _load_injection(path: Path, problems: Problems) -> tuple[list[InjectionRule], Normaliser]:
+def _load_injection(path: Path, problems: Problems, verified: bool) -> tuple[list[InjectionRule], Normaliser]:
+    """The injection rules of ``path``; from ``verified`` files (see :func:`~.rulefile.verified_folder`) without
+    compiling or checking them again (each regex compiles on first use), else each compiled, timed and run on its
+    examples now."""
     where = str(path)
     file = read(InjectionFileSpec, path, problems)
     if file is None:
         return [], Normaliser()
     rules: list[InjectionRule] = []
     for spec in unique(file.rules, where, set(), problems):
-        at = f"{where}: rule {spec.id}"
-        # Verbose mode so long rules can be folded over lines in YAML; spaces must be written as \s.
-        rx = compile_regex(spec.regex, at, problems, regex.IGNORECASE | regex.VERBOSE,
-                           hostile=tuple(k.lower() + " " for k in spec.keywords))
-        if rx is None:
-            continue
-        rule = InjectionRule(spec.id, spec.language, tuple(k.lower() for k in spec.keywords), rx,
+        rule = InjectionRule(spec.id, spec.language, tuple(k.lower() for k in spec.keywords), spec.regex,
                              tuple(spec.examples), tuple(spec.counter_examples), spec.description)
-        check_examples(rx, rule.keywords, rule.examples, rule.counter_examples, at, problems)
+        if not verified:
+            at = f"{where}: rule {spec.id}"
+            rx = compile_regex(spec.regex, at, problems, INJECTION_FLAGS,
+                               hostile=tuple(k.lower() + " " for k in spec.keywords))
+            if rx is None:
+                continue
+            rule._compiled.append(rx)
+            check_examples(rx, rule.keywords, rule.examples, rule.counter_examples, at, problems)
         rules.append(rule)
     return rules, Normaliser.from_spec(file.normalise)
 
@@ -776,7 +792,9 @@ def _load_injection(path: Path, problems: Problems) -> tuple[list[InjectionRule]
 def _build(patterns_dir: Path) -> Gatekeeper:
     problems = Problems()
     gate = _load_gate(patterns_dir / "gate.yaml", problems)
-    rules, normaliser = _load_injection(patterns_dir / "injection.yaml", problems)
+    # Verified files passed every check below when they were verified (rulefile.check_bundled loads them all).
+    verified = verified_folder(patterns_dir)
+    rules, normaliser = _load_injection(patterns_dir / "injection.yaml", problems, verified)
     if gate is None or problems.items:
         problems.raise_all()
     tokenizer, enders, question_marks = _build_tokenizer(gate.segment.model_dump())
@@ -820,7 +838,8 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         automaton=automaton,
         ascii_tokenizer=_build_ascii_tokenizer(gate.segment.model_dump()),
     )
-    _check_gate_examples(keeper, gate, rules, str(patterns_dir / "gate.yaml"), problems)
+    if not verified:
+        _check_gate_examples(keeper, gate, rules, str(patterns_dir / "gate.yaml"), problems)
     problems.raise_if_any()
     logger.debug("gatekeeper loaded from %s: %d phrases, %d injection rules", patterns_dir, len(social), len(rules))
     return keeper

@@ -17,8 +17,8 @@ from .extract import TurnRules
 from .gatekeeper import Gatekeeper
 from .lifecycle import SupersessionRules
 from .ner import EntityRecognizer
-from .patterns import PatternLibrary, verified_folder
-from .rulefile import default_patterns_dir
+from .patterns import PatternLibrary
+from .rulefile import default_patterns_dir, verified_folder
 from .secrets import SecretScanner
 from .segment import Segmenter
 

@@ -16,7 +16,6 @@ timeout). A match is then dropped when its sentence is a question or when a file
 from __future__ import annotations
 
 import bisect
-import hashlib
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,8 +28,8 @@ from typing import Any, cast
 
 import regex
 
-from .rulefile import (Problems, compile_regex, default_patterns_dir, grammar_words, keyword_automaton, own_time,
-                       read_yaml, remember, safe_finditer, shipped_digests, trusts_shipped, yaml_files)
+from .rulefile import (VERIFIED_RULES, Problems, compile_regex, default_patterns_dir, grammar_words, keyword_automaton,
+                       library_digest, own_time, read_yaml, remember, safe_finditer, verified_folder, yaml_files)
 from .ner import FILE_NAME as ENTITIES_FILE, EntityRecognizer
 from .schema import FactExampleSpec, FactRuleSpec, FactsFileSpec, check, unique
 from ..settings import Settings
@@ -917,38 +916,6 @@ def _build(patterns_dir: Path) -> PatternLibrary:
     logger.debug("pattern library loaded from %s: %d rules%s", patterns_dir, len(rules),
                  " (verified files: regexes compiled on first use)" if verified else "")
     return library
-
-
-# Loading checks every rule: its regex compiles, is linear and names the template's groups, and its examples and
-# counter-examples give what they say. That costs 3-4 s of a command's start (compiling ~140 long regexes), so
-# files already verified are trusted: VERIFIED_RULES holds the digest (library_digest) of the bundled rule files,
-# for which tests/test_rulefile_speed.py proves every check, and a library loaded from files with that digest
-# compiles each regex on first use instead. Any edit changes the digest, so edited files are checked in full at
-# load until the file is regenerated with `python -m factforge.rules.rulefile`; `factforge patterns check` and
-# the tests trust nothing (rulefile.full_speed_checks).
-VERIFIED_RULES: Path = Path(__file__).resolve().parents[1] / "data" / "verified_rules.txt"
-# The package's data files the library's checks read, besides the rule files themselves.
-_LIBRARY_DATA = ("grammar_words.yaml", "time_words.yaml")
-
-
-def library_digest(patterns_dir: Path) -> str:
-    """sha256 over the names and bytes of a patterns folder's YAML files and the data files they rely on."""
-    digest = hashlib.sha256()
-    paths = [*yaml_files(patterns_dir), *(VERIFIED_RULES.parent / name for name in _LIBRARY_DATA)]
-    for path in paths:
-        digest.update(path.name.encode() + b"\0")
-        try:
-            digest.update(path.read_bytes())
-        except OSError:
-            digest.update(b"\1unreadable")
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
-def verified_folder(patterns_dir: Path) -> bool:
-    """Whether ``patterns_dir`` holds the verified bundled rule files (:data:`VERIFIED_RULES`), whose checks need
-    not run again at load, and whether shipped verdicts are trusted at all (not after ``full_speed_checks``)."""
-    return trusts_shipped() and library_digest(patterns_dir) in shipped_digests(VERIFIED_RULES)
 
 
 @lru_cache(maxsize=8)

@@ -353,13 +353,44 @@ def check_bundled() -> list[str]:
             full_speed_checks(False)
 
 
+# Loading checks every rule: its regex compiles, is linear and names the template's groups, and its examples and
+# counter-examples give what they say (fact rules, injection rules, the gate's own examples). That costs seconds of
+# a command's start (compiling ~250 long regexes), so files already verified are trusted: VERIFIED_RULES holds the
+# digest (library_digest) of the bundled rule files, for which tests/test_rulefile_speed.py proves every check
+# (check_bundled loads them all, trusting nothing), and the pattern library and the gatekeeper loaded from files
+# with that digest compile each regex on first use instead. Any edit changes the digest, so edited files are checked in full at
+# load until the file is regenerated with `python -m factforge.rules.rulefile`; `factforge patterns check` and
+# the tests trust nothing (rulefile.full_speed_checks).
+VERIFIED_RULES: Path = Path(__file__).resolve().parents[1] / "data" / "verified_rules.txt"
+# The package's data files the library's checks read, besides the rule files themselves.
+_LIBRARY_DATA = ("grammar_words.yaml", "time_words.yaml")
+
+
+def library_digest(patterns_dir: Path) -> str:
+    """sha256 over the names and bytes of a patterns folder's YAML files and the data files they rely on."""
+    digest = hashlib.sha256()
+    paths = [*yaml_files(patterns_dir), *(VERIFIED_RULES.parent / name for name in _LIBRARY_DATA)]
+    for path in paths:
+        digest.update(path.name.encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"\1unreadable")
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def verified_folder(patterns_dir: Path) -> bool:
+    """Whether ``patterns_dir`` holds the verified bundled rule files (:data:`VERIFIED_RULES`), whose checks need
+    not run again at load, and whether shipped verdicts are trusted at all (not after ``full_speed_checks``)."""
+    return trusts_shipped() and library_digest(patterns_dir) in shipped_digests(VERIFIED_RULES)
+
+
 if __name__ == "__main__":  # regenerate LINEAR_REGEXES after editing a bundled rule: python -m factforge.rules.rulefile
     from factforge.rules import rulefile  # the loaders use the package's module, not this __main__ copy
-
-    from factforge.rules.patterns import VERIFIED_RULES, library_digest
 
     digests = rulefile.check_bundled()  # every check, trusting nothing: raises PatternError on any problem
     LINEAR_REGEXES.write_text("".join(d + "\n" for d in digests), encoding="ascii")
     print(f"{len(digests)} regex digests written to {LINEAR_REGEXES}")
-    VERIFIED_RULES.write_text(library_digest(default_patterns_dir()) + "\n", encoding="ascii")
-    print(f"the digest of the verified fact rules written to {VERIFIED_RULES}")
+    rulefile.VERIFIED_RULES.write_text(rulefile.library_digest(default_patterns_dir()) + "\n", encoding="ascii")
+    print(f"the digest of the verified rule files written to {rulefile.VERIFIED_RULES}")
