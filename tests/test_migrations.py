@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from factforge.storage import db
-from factforge.settings import Settings
+from factforge.settings import Settings, bundled_dir
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +136,21 @@ def test_0015_builds_the_shared_graphs_with_a_longer_candidate_list_and_goes_bac
         assert "WITH" not in ddl and ddl.replace(" WHERE", " WITH (m='16', ef_construction='128') WHERE") == head[name]
     db.upgrade(url, settings)
     assert _graphs(url) == head
+
+
+def test_the_head_read_from_the_files_is_alembics_and_anything_unusual_is_left_to_alembic(tmp_path: Path) -> None:
+    assert db._script_head() == db._alembic_head() == db.head_of_files(bundled_dir("migrations") / "versions")
+
+    def chain(*pairs: tuple[str, str | None]) -> Path:
+        folder = tmp_path / f"v{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        for rev, down in pairs:
+            (folder / f"{rev}_x.py").write_text(f'revision = "{rev}"\ndown_revision = {down and repr(down)}\n')
+        return folder
+
+    assert db.head_of_files(chain(("a", None), ("b", "a"), ("c", "b"))) == "c"
+    assert db.head_of_files(chain(("a", None), ("b", "a"), ("c", "a"))) is None  # two heads
+    assert db.head_of_files(chain(("b", "a"),)) is None  # follows a revision that is not there
+    odd = chain(("a", None))
+    (odd / "b_x.py").write_text('revision = "b"\ndown_revision = ("a",)\n')  # a merge point: alembic's call
+    assert db.head_of_files(odd) is None

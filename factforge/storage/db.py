@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -63,8 +64,35 @@ def describe_connect_error(exc: Exception, url: str) -> str:
     return f"cannot connect to PostgreSQL at {safe_url(url)}: {first}"
 
 
+# A migration file's own revision and the one it follows, as alembic's template writes them.
+_REVISION_LINE = re.compile(r"""^(revision|down_revision)\s*(?::[^=]*)?=\s*(?:None|["']([^"']+)["'])\s*$""", re.MULTILINE)
+
+
 @lru_cache(maxsize=1)
 def _script_head() -> str:
+    """The head revision of the bundled migrations, which every command that opens the database compares with the
+    database's: from the files (:func:`head_of_files`), which spares the command importing alembic (~0.3 s), else
+    from alembic."""
+    return head_of_files(bundled_dir("migrations") / "versions") or _alembic_head()
+
+
+def head_of_files(versions: Path) -> str | None:
+    """The one head of the migration files in ``versions`` read from their ``revision`` / ``down_revision``
+    lines; None (alembic must decide) unless every file has both lines and they form one chain's revisions."""
+    revisions: set[str] = set()
+    followed: set[str] = set()
+    for path in sorted(versions.glob("*.py")):
+        found = {m.group(1): m.group(2) for m in _REVISION_LINE.finditer(path.read_text(encoding="utf-8"))}
+        if not found.get("revision") or "down_revision" not in found:
+            return None
+        revisions.add(found["revision"])
+        if found["down_revision"]:
+            followed.add(found["down_revision"])
+    heads = revisions - followed
+    return heads.pop() if len(heads) == 1 and followed <= revisions else None
+
+
+def _alembic_head() -> str:
     from alembic.script import ScriptDirectory
 
     return str(ScriptDirectory.from_config(alembic_config()).get_current_head())
