@@ -64,3 +64,43 @@ def test_named_thing_opening_stays_a_fact(text: str, good: str) -> None:
 )
 def test_gate_chat_is_no_injection(text: str, rule_id: str | None) -> None:
     assert GATE.is_injection(text) == rule_id
+
+
+# Classes from a hand-judged sample of LoCoMo held-out and persona facts (seed 3201): a fact that needs the
+# conversation (a pronoun for someone it names elsewhere, "one", "it"), a word read as the verb that is none,
+# a time clause or a cost told as the user's deed.
+@pytest.mark.parametrize(
+    ("text", "bad"),
+    [
+        ("I'm always taking notes on her style for my own writing.", "User is always taking notes on her style for their own writing"),
+        ("I've been reading her stuff for a long time.", "User has been reading her stuff for a long time"),
+        ('I\'m working on one with my group called "Finding Home."', 'User is working on one with their group called "Finding Home"'),
+        ("Woohoo! Can't wait to experience it for myself!", "User can't wait to experience it for themselves"),
+        ("Yep, that movie is awesome. I first watched it around 3 years ago.", "User firsts watched it around 3 years ago"),
+        ("When I turned ten, dad signed me up for a local league.", "User turned ten"),
+        ("Thanks! Took some trial and error but I figured out a schedule.", "User took some trial and error"),
+    ],
+)
+def test_fact_that_needs_the_conversation_is_not_made(text: str, bad: str) -> None:
+    assert bad not in contents(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "good"),
+    [
+        ("I'll never forget the day my youngest took her first steps.", "User will never forget the day their youngest took her first steps"),
+        ("I love the scene where Regina George gets her hair cut.", "User loves the scene where Regina George gets her hair cut"),
+        ("I help my boss with everything from scheduling appointments to organizing his calendar.",
+         "User helps their boss with everything from scheduling appointments to organizing his calendar"),
+        ("I'm going to be helping my sister-in-law with her triplets.", "User plans to help their sister-in-law with her triplets"),
+        ("I have one son.", "User has one son"),
+        ("When I lost my job, I started a blog.", "User lost their job"),
+        ("Took up pottery last spring.", "User took up pottery"),
+        ("My family is always there for me.", "User's family is always there for them"),
+        ("I love the Outlander series by Diana Gabaldon, the His Dark Materials series by Philip Pullman, and the Harry Potter series.",
+         "User loves the His Dark Materials series by Philip Pullman"),
+        ("Me too! I love the feeling of being one with nature.", "User loves the feeling of being one with nature"),
+    ],
+)
+def test_fact_that_names_its_people_stays(text: str, good: str) -> None:
+    assert good in contents(text)
