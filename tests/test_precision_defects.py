@@ -104,3 +104,29 @@ def test_fact_that_needs_the_conversation_is_not_made(text: str, bad: str) -> No
 )
 def test_fact_that_names_its_people_stays(text: str, good: str) -> None:
     assert good in contents(text)
+
+
+# A comma list after "like to <verb> <object>": a further object takes no carried "to" ("User likes to fantasy
+# novels" was no English); a further verb does.
+@pytest.mark.parametrize(
+    ("text", "good", "bad"),
+    [
+        ("I like to read historical fiction, mystery novels, and fantasy novels.", "User likes fantasy novels",
+         "User likes to fantasy novels"),
+        ("I like to watch documentaries, action movies, and reality TV.", "User likes action movies", "User likes to action movies"),
+        ("I like to play Monopoly, Scrabble, and Clue.", "User likes Scrabble", "User likes to Scrabble"),
+        ("I like to go to museums, concerts, and the theater.", "User likes concerts", "User likes to concerts"),
+        ("I like to play chess, take bubble baths, and spend time with my dogs.", "User likes to take bubble baths",
+         "User likes take bubble baths"),
+        ("I like to meditate, practice Buddhism, and spend time in nature.", "User likes to practice Buddhism",
+         "User likes practice Buddhism"),
+        ("I like to go gambling, grill outdoors, and mow my lawn.", "User likes to grill outdoors", "User likes grill outdoors"),
+        # a new clause after the comma is no list item ("User likes to and they like to hang out ...")
+        ("I like to go to the gym, I like to play video games, and I like to hang out with my friends.",
+         "User likes to hang out with their friends", "User likes to and they like to hang out with their friends"),
+    ],
+)
+def test_list_item_takes_to_only_when_it_is_a_verb(text: str, good: str, bad: str) -> None:
+    out = contents(text)
+    assert good in out
+    assert bad not in out

@@ -78,6 +78,11 @@ _FIRST_WORD = regex.compile(r"^([\p{L}]+)(.*)$", regex.DOTALL)
 # A gerund item takes none either ("I like to go hiking, camping, and fishing": "User likes fishing").
 _NO_CARRY = regex.compile(rf"^(?:(?:{_GRAMMAR['no_carry']})\s|\p{{L}}{{2,}}ing(?:\s|$))", regex.IGNORECASE)
 _TO = regex.compile(r"^to\s", regex.IGNORECASE)
+# After a first item with an object of its own ("to read historical fiction"), an item that opens on no verb
+# (data/grammar_words.yaml item_verbs) or on a name is one more object of that verb and takes no "to".
+_OWN_OBJECT = regex.compile(r"^to\s+\S+\s+\S", regex.IGNORECASE)
+_ITEM_VERB = regex.compile(rf"^(?:{_GRAMMAR['item_verbs']})(?![\p{{L}}'-])", regex.IGNORECASE)
+_NAME_FIRST = regex.compile(r"^\p{Lu}")
 # A preposition left dangling where a time expression was cut out of a slot ("moved to Berlin back in").
 _DANGLING = regex.compile(rf"(?:\s+(?:{_GRAMMAR['dangling']}))+\s*$", regex.IGNORECASE)
 # A time phrase that takes no preposition of its own (data/grammar_words.yaml bare_times, or one ending in "ago"):
@@ -366,7 +371,8 @@ class PatternLibrary:
             for item_start, item_end, item in _list_items(self.list_next, m.string, m.end(group), end):
                 if self._dangling((item,)):
                     continue
-                if _TO.match(first) and not _NO_CARRY.match(item):
+                if _TO.match(first) and not _NO_CARRY.match(item) and not (
+                        _NAME_FIRST.match(item) or (_OWN_OBJECT.match(first) and not _ITEM_VERB.match(item))):
                     item = "to " + item
                 more = {**values, group: self._swap_pronouns(item)}
                 # A group inside the first item belongs to that item ("a dog named Rex, a cat named Leo").
