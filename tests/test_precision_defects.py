@@ -79,6 +79,14 @@ def test_gate_chat_is_no_injection(text: str, rule_id: str | None) -> None:
         ("Yep, that movie is awesome. I first watched it around 3 years ago.", "User firsts watched it around 3 years ago"),
         ("When I turned ten, dad signed me up for a local league.", "User turned ten"),
         ("Thanks! Took some trial and error but I figured out a schedule.", "User took some trial and error"),
+        # (from a second sample, seed 5519) "it"/"this" as the first verb's object, a verb or "ever" left without
+        # what it needs, the parts of a thing left unnamed
+        ("I am writing another movie script! I'm hoping to get it on the big screen.", "User hopes to get it on the big screen"),
+        ("I just finished the intro, and I decided to include this at the begining.", "User decided to include this at the begining"),
+        ("Adding NYC to my travel list! Can't wait to visit!", "User can't wait to visit"),
+        ("When I turned ten, dad signed me up, and I've been playing ever since.", "User has been playing ever"),
+        ("I have a stuffed animal that I've had since I was a little girl.", "User has a stuffed animal that they've had"),
+        ("Wow, that looks amazing, Nate! I love the color and texture.", "User loves the color and texture"),
     ],
 )
 def test_fact_that_needs_the_conversation_is_not_made(text: str, bad: str) -> None:
@@ -94,6 +102,11 @@ def test_fact_that_needs_the_conversation_is_not_made(text: str, bad: str) -> No
          "User helps their boss with everything from scheduling appointments to organizing his calendar"),
         ("I'm going to be helping my sister-in-law with her triplets.", "User plans to help their sister-in-law with her triplets"),
         ("I have one son.", "User has one son"),
+        ("I'm always looking for new recipes to try.", "User is always looking for new recipes to try"),
+        ("I love being able to create something new and see it come to life.",
+         "User loves being able to create something new and see it come to life"),
+        ("I'm prepping for my dance studio more than ever!", "User is prepping for their dance studio more than ever"),
+        ("I want to visit Japan.", "User wants to visit Japan"),
         ("When I lost my job, I started a blog.", "User lost their job"),
         ("Took up pottery last spring.", "User took up pottery"),
         ("My family is always there for me.", "User's family is always there for them"),
