@@ -87,6 +87,8 @@ def test_gate_chat_is_no_injection(text: str, rule_id: str | None) -> None:
         ("When I turned ten, dad signed me up, and I've been playing ever since.", "User has been playing ever"),
         ("I have a stuffed animal that I've had since I was a little girl.", "User has a stuffed animal that they've had"),
         ("Wow, that looks amazing, Nate! I love the color and texture.", "User loves the color and texture"),
+        ("I like that kind of music too. I grew up listening to it with my parents.",
+         "User grew up listening to it with their parents"),
     ],
 )
 def test_fact_that_needs_the_conversation_is_not_made(text: str, bad: str) -> None:
