@@ -101,6 +101,10 @@ BROKEN_DEFINE = "broken_content"
 BROKEN_END_DEFINE = "broken_ending"
 # These two only match at the end of a value: compiled reversed and tried once, from the end (``.match``).
 END_DEFINES = frozenset({DANGLING_DEFINE, BROKEN_END_DEFINE})
+# And these two only at its start: tried once (``.match``). A start-anchored branch inside a searched regex costs a
+# try at every position and keeps the regex module from scanning ahead for the other branches.
+DANGLING_START_DEFINE = "dangling_start"
+BROKEN_START_DEFINE = "broken_start"
 # "We" is the team only in a work context: in these categories a fact whose subject is "we"/"our" needs the
 # ``team_context`` define to match in its sentence ("We love climbing" is a family, not the team).
 TEAM_DEFINE = "team_context"
@@ -225,6 +229,8 @@ class PatternLibrary:
     dangling_inside: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     broken_content: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     broken_ending: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    dangling_start: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    broken_start: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     team_context: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     team_name: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     # A name's canonical spelling when the entity gazetteer (entities.yaml in the same folder) knows it, else None.
@@ -392,8 +398,9 @@ class PatternLibrary:
         for v in values:
             found = cache.get(v)
             if found is None:
-                end, inside = self.dangling_ref, self.dangling_inside
-                found = bool((end is not None and end.match(v)) or (inside is not None and inside.search(v)))
+                end, inside, begin = self.dangling_ref, self.dangling_inside, self.dangling_start
+                found = bool((end is not None and end.match(v)) or (begin is not None and begin.match(v))
+                             or (inside is not None and inside.search(v)))
                 remember(cache, v, found)
             if found:
                 return True
@@ -463,6 +470,7 @@ class PatternLibrary:
         content = _render(rule.pieces, values)
         if not content or len(content) > MAX_CONTENT_CHARS or (
                 self.broken_ending is not None and self.broken_ending.match(content)) or (
+                self.broken_start is not None and self.broken_start.match(content)) or (
                 self.broken_content is not None and self.broken_content.search(content)):
             return None
         boost = 0.0
@@ -905,8 +913,8 @@ def _build(patterns_dir: Path) -> PatternLibrary:
     extra = {name: compile_regex(_expand(defines[name], defines, name, problems), name, problems,
                                  regex.IGNORECASE | regex.VERBOSE | (regex.REVERSE if name in END_DEFINES else 0))
              if name in defines else None
-             for name in (CLAUSE_DEFINE, DANGLING_DEFINE, DANGLING_INSIDE_DEFINE, BROKEN_DEFINE, BROKEN_END_DEFINE,
-                          TEAM_DEFINE, TEAM_NAME_DEFINE)}
+             for name in (CLAUSE_DEFINE, DANGLING_DEFINE, DANGLING_INSIDE_DEFINE, DANGLING_START_DEFINE, BROKEN_DEFINE,
+                          BROKEN_END_DEFINE, BROKEN_START_DEFINE, TEAM_DEFINE, TEAM_NAME_DEFINE)}
     # Team context by name needs the folder's entity gazetteer (a folder of fact rules alone has none).
     technology = EntityRecognizer.from_dir(patterns_dir).canonical \
         if extra[TEAM_NAME_DEFINE] is not None and (patterns_dir / ENTITIES_FILE).exists() else None
@@ -914,7 +922,8 @@ def _build(patterns_dir: Path) -> PatternLibrary:
                              pronouns=pronouns, pronoun_regex=pronoun_regex, list_next=list_next,
                              clause_break=extra[CLAUSE_DEFINE], dangling_ref=extra[DANGLING_DEFINE],
                              dangling_inside=extra[DANGLING_INSIDE_DEFINE], broken_content=extra[BROKEN_DEFINE],
-                             broken_ending=extra[BROKEN_END_DEFINE], team_context=extra[TEAM_DEFINE],
+                             broken_ending=extra[BROKEN_END_DEFINE], dangling_start=extra[DANGLING_START_DEFINE],
+                             broken_start=extra[BROKEN_START_DEFINE], team_context=extra[TEAM_DEFINE],
                              team_name=extra[TEAM_NAME_DEFINE], technology=technology)
     if not verified:
         for failure in library.check():
