@@ -77,6 +77,11 @@ _FIRST_WORD = regex.compile(r"^([\p{L}]+)(.*)$", regex.DOTALL)
 # A gerund item takes none either ("I like to go hiking, camping, and fishing": "User likes fishing").
 _NO_CARRY = regex.compile(rf"^(?:(?:{_GRAMMAR['no_carry']})\s|\p{{L}}{{2,}}ing(?:\s|$))", regex.IGNORECASE)
 _TO = regex.compile(r"^to\s", regex.IGNORECASE)
+# After a first item with an object of its own ("to read historical fiction"), an item that opens on no verb
+# (data/grammar_words.yaml item_verbs) or on a name is one more object of that verb and takes no "to".
+_OWN_OBJECT = regex.compile(r"^to\s+\S+\s+\S", regex.IGNORECASE)
+_ITEM_VERB = regex.compile(rf"^(?:{_GRAMMAR['item_verbs']})(?![\p{{L}}'-])", regex.IGNORECASE)
+_NAME_FIRST = regex.compile(r"^\p{Lu}")
 # A preposition left dangling where a time expression was cut out of a slot ("moved to Berlin back in").
 _DANGLING = regex.compile(rf"(?:\s+(?:{_GRAMMAR['dangling']}))+\s*$", regex.IGNORECASE)
 # A time phrase that takes no preposition of its own (data/grammar_words.yaml bare_times, or one ending in "ago"):
@@ -95,6 +100,10 @@ BROKEN_DEFINE = "broken_content"
 BROKEN_END_DEFINE = "broken_ending"
 # These two only match at the end of a value: compiled reversed and tried once, from the end (``.match``).
 END_DEFINES = frozenset({DANGLING_DEFINE, BROKEN_END_DEFINE})
+# And these two only at its start: tried once (``.match``). A start-anchored branch inside a searched regex costs a
+# try at every position and keeps the regex module from scanning ahead for the other branches.
+DANGLING_START_DEFINE = "dangling_start"
+BROKEN_START_DEFINE = "broken_start"
 # "We" is the team only in a work context: in these categories a fact whose subject is "we"/"our" needs the
 # ``team_context`` define to match in its sentence ("We love climbing" is a family, not the team).
 TEAM_DEFINE = "team_context"
@@ -219,6 +228,8 @@ class PatternLibrary:
     dangling_inside: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     broken_content: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     broken_ending: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    dangling_start: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    broken_start: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     team_context: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     team_name: regex.Pattern[str] | None = field(default=None, repr=False, compare=False)
     # A name's canonical spelling when the entity gazetteer (entities.yaml in the same folder) knows it, else None.
@@ -365,7 +376,8 @@ class PatternLibrary:
             for item_start, item_end, item in _list_items(self.list_next, m.string, m.end(group), end):
                 if self._dangling((item,)):
                     continue
-                if _TO.match(first) and not _NO_CARRY.match(item):
+                if _TO.match(first) and not _NO_CARRY.match(item) and not (
+                        _NAME_FIRST.match(item) or (_OWN_OBJECT.match(first) and not _ITEM_VERB.match(item))):
                     item = "to " + item
                 more = {**values, group: self._swap_pronouns(item)}
                 # A group inside the first item belongs to that item ("a dog named Rex, a cat named Leo").
@@ -385,8 +397,9 @@ class PatternLibrary:
         for v in values:
             found = cache.get(v)
             if found is None:
-                end, inside = self.dangling_ref, self.dangling_inside
-                found = bool((end is not None and end.match(v)) or (inside is not None and inside.search(v)))
+                end, inside, begin = self.dangling_ref, self.dangling_inside, self.dangling_start
+                found = bool((end is not None and end.match(v)) or (begin is not None and begin.match(v))
+                             or (inside is not None and inside.search(v)))
                 remember(cache, v, found)
             if found:
                 return True
@@ -456,6 +469,7 @@ class PatternLibrary:
         content = _render(rule.pieces, values)
         if not content or len(content) > MAX_CONTENT_CHARS or (
                 self.broken_ending is not None and self.broken_ending.match(content)) or (
+                self.broken_start is not None and self.broken_start.match(content)) or (
                 self.broken_content is not None and self.broken_content.search(content)):
             return None
         boost = 0.0
@@ -898,8 +912,8 @@ def _build(patterns_dir: Path) -> PatternLibrary:
     extra = {name: compile_regex(_expand(defines[name], defines, name, problems), name, problems,
                                  regex.IGNORECASE | regex.VERBOSE | (regex.REVERSE if name in END_DEFINES else 0))
              if name in defines else None
-             for name in (CLAUSE_DEFINE, DANGLING_DEFINE, DANGLING_INSIDE_DEFINE, BROKEN_DEFINE, BROKEN_END_DEFINE,
-                          TEAM_DEFINE, TEAM_NAME_DEFINE)}
+             for name in (CLAUSE_DEFINE, DANGLING_DEFINE, DANGLING_INSIDE_DEFINE, DANGLING_START_DEFINE, BROKEN_DEFINE,
+                          BROKEN_END_DEFINE, BROKEN_START_DEFINE, TEAM_DEFINE, TEAM_NAME_DEFINE)}
     # Team context by name needs the folder's entity gazetteer (a folder of fact rules alone has none).
     technology = EntityRecognizer.from_dir(patterns_dir).canonical \
         if extra[TEAM_NAME_DEFINE] is not None and (patterns_dir / ENTITIES_FILE).exists() else None
@@ -907,7 +921,8 @@ def _build(patterns_dir: Path) -> PatternLibrary:
                              pronouns=pronouns, pronoun_regex=pronoun_regex, list_next=list_next,
                              clause_break=extra[CLAUSE_DEFINE], dangling_ref=extra[DANGLING_DEFINE],
                              dangling_inside=extra[DANGLING_INSIDE_DEFINE], broken_content=extra[BROKEN_DEFINE],
-                             broken_ending=extra[BROKEN_END_DEFINE], team_context=extra[TEAM_DEFINE],
+                             broken_ending=extra[BROKEN_END_DEFINE], dangling_start=extra[DANGLING_START_DEFINE],
+                             broken_start=extra[BROKEN_START_DEFINE], team_context=extra[TEAM_DEFINE],
                              team_name=extra[TEAM_NAME_DEFINE], technology=technology)
     if not verified:
         for failure in library.check():

@@ -133,7 +133,7 @@ def grammar_words() -> dict[str, Any]:
 
     words = read_data(GrammarWordsSpec, "grammar_words.yaml")
     out: dict[str, Any] = {k: alternation(getattr(words, k))
-                           for k in ("articles", "no_carry", "approximators", "bare_times")}
+                           for k in ("articles", "no_carry", "item_verbs", "approximators", "bare_times")}
     # What dangles before any other time expression: its prepositions and the approximators.
     out["dangling"] = alternation([*words.prepositions, *words.approximators])
     out["irregular_third"] = dict(words.irregular_third)

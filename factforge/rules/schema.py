@@ -467,6 +467,7 @@ class GrammarWordsSpec(Spec):
 
     articles: list[str]
     no_carry: list[str]
+    item_verbs: list[str]
     prepositions: list[str]
     approximators: list[str]
     bare_times: list[str]
