@@ -187,6 +187,18 @@ def test_replies_that_answer_nothing(question: str, answer: str) -> None:
     assert Extractor().extract_turn(answer, prior_assistant=question).facts == ()
 
 
+@pytest.mark.parametrize(("question", "answer"), [
+    ("What's your favorite thing about living there?", "The energy!"),
+    ("What is your favorite part about the job?", "Seeing the finished product."),
+    ("What's your favorite place to eat?", "Nando's."),
+    ("What's your favorite one?", "Blue."),
+])
+def test_a_favorite_of_something_unsaid_is_no_answer_fact(question: str, answer: str) -> None:
+    """"My favorite thing about is The energy" restated nothing a reader could use."""
+    got = Extractor().extract_turn(answer, prior_assistant=question)
+    assert not [f.content for f in got.facts if "elliptical answer" in (f.explanation.note or "")]
+
+
 def test_readme_confirmation_example() -> None:
     got = Extractor().extract_turn("yes", prior_assistant="You're on Postgres 16, right?")
     assert [(f.content, f.speaker) for f in got.facts] == [("User is on Postgres 16", "assistant")]
