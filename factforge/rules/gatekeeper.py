@@ -280,28 +280,29 @@ class Gatekeeper:
         sentences = self._sentences(text)
         if not sentences:
             return GateDecision(False, "empty", "no words")
-        n_tokens = sum(len(s.words) for s in sentences)
+        social = sum(len(s.words) for s in sentences) <= self.max_social_tokens
         kinds: set[str] = set()
-        content: list[_Sentence] = []
-        for sentence in sentences:
-            sentence_kinds = self._social_kinds(_social_words(self, sentence)) \
-                if n_tokens <= self.max_social_tokens else None
+        first = None  # the first content sentence
+        for i, sentence in enumerate(sentences):
+            sentence_kinds = self._social_kinds(_social_words(self, sentence)) if social else None
             if sentence_kinds is None:
-                content.append(sentence)
-            else:
-                kinds.update(sentence_kinds)
-        if not content:
+                first = i
+                break
+            kinds.update(sentence_kinds)
+        if first is None:
             reason = next((k for k in self.reason_priority if k in kinds), "filler")
             return GateDecision(False, reason, "whole message is " + ", ".join(sorted(kinds)))
-        # A message is a question only when every content sentence is one: the first statement settles it.
-        first_question: str | None = None
-        for sentence in content:
-            detail = self._question(sentence)
-            if detail is None:
-                break
-            first_question = first_question or detail
-        else:
-            return GateDecision(False, "question", first_question)
+        # A message is a question only when every content sentence is one: the first statement settles it. The
+        # sentences after the first content one are asked the cheap question first: a question, social or not,
+        # settles nothing, so only a statement needs the social check (a social one is no content sentence).
+        first_question = self._question(sentences[first])
+        if first_question is not None:
+            for sentence in sentences[first + 1:]:
+                if self._question(sentence) is None and not (
+                        social and self._social_kinds(_social_words(self, sentence)) is not None):
+                    break
+            else:
+                return GateDecision(False, "question", first_question)
         cjk, letters = self._size(sentences)
         if cjk < self.min_cjk_chars and letters < self.min_letters:
             return GateDecision(False, "too_short", f"{cjk} CJK characters, {letters} letters")
