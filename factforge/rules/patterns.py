@@ -29,6 +29,7 @@ from typing import Any, cast
 
 import regex
 
+from .literals import clause_checks, meets, required
 from .rulefile import (Problems, compile_regex, default_patterns_dir, grammar_words, keyword_automaton, own_time,
                        read_yaml, remember, safe_finditer, shipped_digests, trusts_shipped, yaml_files)
 from .ner import FILE_NAME as ENTITIES_FILE, EntityRecognizer
@@ -156,6 +157,7 @@ class Rule:
     source: str = ""
     pieces: tuple[_Piece, ...] = field(default=(), repr=False, compare=False)
     _compiled: list[regex.Pattern[str]] = field(default_factory=list, repr=False, compare=False)
+    _requires: list[tuple[Any, ...]] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def regex(self) -> regex.Pattern[str]:
@@ -164,6 +166,21 @@ class Rule:
             # Two threads may both compile it; either result serves.
             self._compiled.append(regex.compile(self.pattern, self.flags))
         return self._compiled[0]
+
+    @property
+    def requires(self) -> tuple[Any, ...]:
+        """The words the regex cannot match without (:func:`literals.required`), as checks of a lower-cased ASCII
+        text (:func:`literals.clause_checks`); worked out once, on first use."""
+        if not self._requires:
+            keywords = [k.lower() for k in self.keywords]
+            # A clause every keyword holds a word of is met wherever the rule runs at all.
+            self._requires.append(clause_checks(
+                c for c in required(self.pattern) if not all(any(w in k for w in c) for k in keywords)))
+        return self._requires[0]
+
+    def may_match(self, low: str) -> bool:
+        """Whether the lower-cased ASCII text ``low`` holds a word of each clause of :attr:`requires`."""
+        return meets(self.requires, low)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,9 +285,9 @@ class PatternLibrary:
         return self._match(text, range(len(self.rules)), timestamp, settings)
 
     def compile_all(self) -> int:
-        """Compile every rule's regex now rather than on first use (a long-running server does this in the
-        background at start, so no request pays for it); how many were not compiled yet."""
-        return sum(not rule._compiled and rule.regex is not None for rule in self.rules)
+        """Compile every rule's regex (and read its required words) now rather than on first use (a long-running
+        server does this in the background at start, so no request pays for it); how many were not compiled yet."""
+        return sum(not rule._compiled and rule.regex is not None and rule.requires is not None for rule in self.rules)
 
     def check(self) -> list[str]:
         """Run every example and counter-example; human-readable failures (empty when all pass)."""
@@ -283,9 +300,20 @@ class PatternLibrary:
 
     def _norm_candidates(self, norm: str) -> list[int]:
         found: set[int] = set()
-        for _end, indices in self.automaton.iter(norm.lower()):
+        low = norm.lower()
+        for _end, indices in self.automaton.iter(low):
             found.update(indices)
-        return sorted(found)
+        if not norm.isascii():
+            return sorted(found)
+        # In ASCII text, also the words each regex cannot match without (lower-casing agrees with the regex
+        # engine's case-insensitive matching there): a rule whose keyword occurs but not one of them is not run.
+        rules, out = self.rules, []
+        for i in sorted(found):
+            checks = rules[i]._requires
+            checks = checks[0] if checks else rules[i].requires
+            if not checks or meets(checks, low):
+                out.append(i)
+        return out
 
     def _match(
         self, text: str, indices: Iterable[int], timestamp: datetime | None, settings: Settings | None,
@@ -742,6 +770,10 @@ def _check_rule(library: PatternLibrary, rule: Rule) -> list[str]:
     for ex in rule.examples:
         if not any(k in ex.text.translate(_QUOTES).lower() for k in rule.keywords):
             out.append(f"example {ex.text!r} contains none of the keywords, so the rule never runs on it")
+            continue
+        norm = ex.text.translate(_QUOTES)
+        if norm.isascii() and not rule.may_match(norm.lower()):  # a misreading of the regex by literals.required
+            out.append(f"example {ex.text!r} lacks a word the prefilter reads as required by the regex")
             continue
         facts = library.match_rule(rule.id, ex.text, timestamp=EXAMPLE_REFERENCE)
         got = next((f for f in facts if f.content == ex.fact), None)
