@@ -15,17 +15,16 @@ is conservative: a construct it does not know requires nothing.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Iterable
 from typing import Any
 
 import ahocorasick
 
-try:  # Python 3.11+: the parser lives in re._parser (sre_parse is a deprecated alias of it)
-    from re import _constants as _c, _parser as _sre_parse  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover
-    import sre_constants as _c  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
+# The stdlib's own parser (``sre_parse``, a deprecated alias of it since Python 3.11), and its node names.
+_sre_parse: Any = importlib.import_module("re._parser")
+_c: Any = importlib.import_module("re._constants")
 
 __all__ = ["clause_checks", "meets", "required"]
 
@@ -94,7 +93,7 @@ def _cross(left: _Exact, right: _Exact) -> _Exact:
     return {a + b for a in left for b in right}
 
 
-def _sequence(items: list[tuple[object, object]]) -> tuple[_Exact, _Clauses]:
+def _sequence(items: list[tuple[Any, Any]]) -> tuple[_Exact, _Clauses]:
     """(the exact strings a concatenation matches, or None; its clauses). A run of exact pieces is one clause."""
     clauses: _Clauses = []
     run: set[str] = {""}
@@ -120,21 +119,22 @@ def _sequence(items: list[tuple[object, object]]) -> tuple[_Exact, _Clauses]:
     return whole, clauses
 
 
-def _node(op: object, av: object) -> tuple[_Exact, _Clauses]:
+def _node(op: Any, av: Any) -> tuple[_Exact, _Clauses]:
     """(the exact strings one node matches, or None; the clauses it requires)."""
     if op is _c.LITERAL:
-        return {chr(av).lower()}, []  # type: ignore[arg-type]
+        return {chr(av).lower()}, []
     if op is _c.IN:
         chars = set()
-        for item_op, item in av:  # type: ignore[attr-defined]
+        for item_op, item in av:
             if item_op is not _c.LITERAL:
                 return None, []  # a range, a category, a negation: no short list of characters
             chars.add(chr(item).lower())
         return (chars if len(chars) <= _MAX_SET else None), []
     if op is _c.BRANCH:
-        branches = [_sequence(list(b)) for b in av[1]]  # type: ignore[index]
-        if all(exact is not None for exact, _ in branches):
-            union = set().union(*(exact for exact, _ in branches))  # type: ignore[misc]
+        branches = [_sequence(list(b)) for b in av[1]]
+        exacts = [exact for exact, _ in branches if exact is not None]
+        if len(exacts) == len(branches):
+            union = set().union(*exacts)
             if len(union) <= _MAX_SET:
                 return union, []
         # Each branch needs one of its own clauses: the alternation needs one string of their union.
@@ -146,11 +146,11 @@ def _node(op: object, av: object) -> tuple[_Exact, _Clauses]:
             either |= best
         return None, [either]
     if op is _c.SUBPATTERN:
-        return _sequence(list(av[3]))  # type: ignore[index]
+        return _sequence(list(av[3]))
     if op is _c.ATOMIC_GROUP:
-        return _sequence(list(av))  # type: ignore[call-overload]
+        return _sequence(list(av))
     if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
-        low, high, body = av  # type: ignore[misc]
+        low, high, body = av
         exact, inner = _sequence(list(body))
         if low == 0:
             if high == 1 and exact is not None:
@@ -160,16 +160,21 @@ def _node(op: object, av: object) -> tuple[_Exact, _Clauses]:
             return exact, inner
         return None, inner + ([exact] if exact is not None else [])
     if op is _c.ASSERT:  # a lookahead or lookbehind that must match: its text is in the string too
-        exact, inner = _sequence(list(av[1]))  # type: ignore[index]
+        exact, inner = _sequence(list(av[1]))
         return None, inner + ([exact] if exact is not None else [])
     return None, []  # ASSERT_NOT, AT, ANY, NOT_LITERAL, CATEGORY, GROUPREF, GROUPREF_EXISTS: nothing required
 
 
 def _best(clauses: _Clauses) -> set[str] | None:
     """The clause that says most: no empty string, fewest strings, then the longest shortest string."""
-    usable = [c for c in clauses if c and "" not in c]
+    usable: list[set[str]] = [c for c in clauses if c and "" not in c]
     if not usable:
         return None
-    # A clause that required() would keep first (no string too short, none outside ASCII).
-    return set(min(usable, key=lambda c: (not all(len(s) >= _MIN_CHARS and s.isascii() for s in c), len(c),
-                                          -min(len(s) for s in c))))
+
+    def rank(clause: set[str]) -> tuple[bool, int, int]:
+        # A clause that required() keeps first (no string too short, none outside ASCII).
+        kept = all(len(s) >= _MIN_CHARS and s.isascii() for s in clause)
+        return not kept, len(clause), -min(len(s) for s in clause)
+
+    best: set[str] = min(usable, key=rank)
+    return set(best)

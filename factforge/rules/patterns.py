@@ -309,8 +309,8 @@ class PatternLibrary:
         # engine's case-insensitive matching there): a rule whose keyword occurs but not one of them is not run.
         rules, out = self.rules, []
         for i in sorted(found):
-            checks = rules[i]._requires
-            checks = checks[0] if checks else rules[i].requires
+            known = rules[i]._requires
+            checks = known[0] if known else rules[i].requires
             if not checks or meets(checks, low):
                 out.append(i)
         return out
