@@ -8,8 +8,9 @@ all problems are raised together as one :class:`~factforge.errors.PatternError`.
 bundled ones, by digest: ``VERIFIED_RULES``) are trusted instead, and each regex is compiled on first use.
 
 Matching is two-stage for speed: one Aho-Corasick pass over the lower-cased text finds the rules whose
-literal ``keywords`` occur, and only those rules' regexes run (through ``rulefile.safe_finditer``, with a
-timeout). A match is then dropped when its sentence is a question or when a file's ``blockers`` regex
+literal ``keywords`` occur; of those, in ASCII text, only the rules whose regex finds the words it cannot match
+without (:func:`literals.required`, read from the regex itself) run their regex (through
+``rulefile.safe_finditer``, with a timeout). A match is then dropped when its sentence is a question or when a file's ``blockers`` regex
 ("if", "whether", "should we" ...) occurs in the sentence before it - hypotheticals are not facts.
 """
 
