@@ -225,3 +225,20 @@ def test_weekends_and_seasons(expression: str, day: int, start: str, end: str) -
     valid_from, valid_to = resolve(expression, datetime(2024, 6, day, 12, tzinfo=timezone.utc))
     assert valid_from is not None and valid_to is not None
     assert (valid_from.date().isoformat(), valid_to.date().isoformat()) == (start, end)
+
+
+@pytest.mark.parametrize("word", ["yesterday", "tomorrow"])
+def test_neighbouring_days_are_the_days_parsedatetime_names(word: str) -> None:
+    """_period answers "yesterday"/"tomorrow" itself (parsedatetime takes ~1 ms a call); the same day, at any
+    hour, across month, year and leap-day boundaries."""
+    from factforge.rules.temporal import _NEXT_DAYS, _calendar
+
+    reference = datetime(2023, 12, 30, 0, 0, 0)
+    while reference < datetime(2024, 3, 3):
+        parsed, context = _calendar().parseDT(word, sourceTime=reference)
+        assert context.hasDate
+        expected = parsed.date()
+        assert reference.date() + timedelta(days=_NEXT_DAYS[word]) == expected
+        got = resolve(word, reference.replace(tzinfo=timezone.utc))[0]
+        assert got is not None and got.date() == expected
+        reference += timedelta(hours=5, minutes=17, seconds=3)

@@ -53,6 +53,8 @@ _CJK_RANGES: tuple[tuple[int, int], ...] = (
 _CJK_LOWEST = min(lo for lo, _ in _CJK_RANGES)  # everything below it (all of ASCII) is answered at once
 # Content sentences up to this many words are cached too: short ones recur, long ones would only churn the cache.
 _SHORT_SENTENCE = 8
+# Messages up to this many characters have their decision cached (:attr:`Gatekeeper.decision_cache`).
+_CACHED_CHARS = 500
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 _CLAUSE_MARKS = ",，、:：;"
 
@@ -184,6 +186,60 @@ class Shape:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassMasks:
+    """Which shape classes a sentence holds a phrase of, one bit per class: one pass over the sentence answers
+    for every class at once (a shape needs a phrase of each of its required classes before it is tried)."""
+
+    singles: Mapping[str, int]  # a one-word phrase -> the classes holding it
+    phrases: Mapping[tuple[str, ...], int]  # a longer phrase -> the classes holding it
+    lengths: Mapping[str, tuple[int, ...]]  # a word -> the lengths of the longer phrases it opens
+    required: Mapping[int, int]  # id of a shape -> its required classes
+
+    @classmethod
+    def build(cls, shapes: Mapping[str, tuple[Shape, ...]]) -> ClassMasks:
+        bits = {id(words): 1 << i for i, words in enumerate(_classes(shapes))}
+        singles: dict[str, int] = {}
+        phrases: dict[tuple[str, ...], int] = {}
+        for words in _classes(shapes):
+            for phrase in words.phrases:
+                if len(phrase) == 1:
+                    singles[phrase[0]] = singles.get(phrase[0], 0) | bits[id(words)]
+                else:
+                    phrases[phrase] = phrases.get(phrase, 0) | bits[id(words)]
+        lengths: dict[str, set[int]] = {}
+        for phrase in phrases:
+            lengths.setdefault(phrase[0], set()).add(len(phrase))
+        required: dict[int, int] = {}
+        for shape_list in shapes.values():
+            for shape in shape_list:
+                mask = 0
+                for words in shape.required:
+                    mask |= bits[id(words)]
+                required[id(shape)] = mask
+        return cls(singles, phrases, {w: tuple(sorted(ls)) for w, ls in lengths.items()}, required)
+
+    def of(self, words: Sequence[str], present: Iterable[str]) -> int:
+        """The classes a phrase of which occurs in ``words`` (``present``: their set)."""
+        mask = 0
+        singles = self.singles
+        for word in present:
+            found = singles.get(word)
+            if found:
+                mask |= found
+        lengths, phrases = self.lengths, self.phrases
+        n = len(words)
+        for i, word in enumerate(words):
+            opens = lengths.get(word)
+            if opens:
+                for length in opens:
+                    if i + length <= n:
+                        found = phrases.get(tuple(words[i:i + length]))
+                        if found:
+                            mask |= found
+        return mask
+
+
+@dataclass(frozen=True, slots=True)
 class InjectionRule:
     """One prompt-injection rule: it fires when a keyword occurs (lowercased) and the regex matches."""
 
@@ -231,9 +287,9 @@ class Gatekeeper:
     # Per shape with an open slot (by ``id``), its required classes: a sentence with words outside
     # ``vocabulary`` may still be social when, for some such shape, a phrase of each of them occurs in it.
     open_keys: tuple[tuple[int, tuple[PhraseSet, ...]], ...]
-    # The same shapes by a first word of their most selective required class (the one with fewest first
-    # words): only shapes indexed under a word of the sentence are checked further.
-    open_index: Mapping[str, tuple[tuple[int, tuple[PhraseSet, ...]], ...]]
+    # The same shapes (id, required classes as in ``masks``) by a first word of their most selective required
+    # class (the one with fewest first words): only shapes indexed under a word of the sentence are checked further.
+    open_index: Mapping[str, tuple[tuple[int, int], ...]]
     # ``shapes`` split by start word into the closed ones and the ones with an open slot.
     closed_shapes: Mapping[str, tuple[Shape, ...]]
     open_shapes: Mapping[str, tuple[Shape, ...]]
@@ -251,6 +307,12 @@ class Gatekeeper:
                                                                          repr=False)
     # ``tokenizer`` for ASCII text, on the stdlib engine: the same tokens, found in a third of the time.
     ascii_tokenizer: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+    # The shape classes as bits (derived from ``shapes``).
+    masks: ClassMasks = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    # Message -> decision, for messages up to _CACHED_CHARS: a chat repeats itself ("Thanks!", "Uh-huh.", "What do
+    # you do for fun?": a fifth of the benchmark's mix). Never an injection verdict: one reached by running out
+    # of time is no property of the text.
+    decision_cache: dict[str, GateDecision] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> Gatekeeper:
@@ -284,6 +346,14 @@ class Gatekeeper:
 
     def judge(self, text: str) -> GateDecision:
         """Whether ``text`` can carry a fact; when not, ``reason`` is one of :data:`REASONS`."""
+        decision = self.decision_cache.get(text)
+        if decision is None:
+            decision = self._judge(text)
+            if decision.reason != "injection" and len(text) <= _CACHED_CHARS:
+                remember(self.decision_cache, text, decision)
+        return decision
+
+    def _judge(self, text: str) -> GateDecision:
         if not text or text.isspace():
             return GateDecision(False, "empty", "no text")
         rule_id = self.is_injection(text)
@@ -292,28 +362,29 @@ class Gatekeeper:
         sentences = self._sentences(text)
         if not sentences:
             return GateDecision(False, "empty", "no words")
-        n_tokens = sum(len(s.words) for s in sentences)
+        social = sum(len(s.words) for s in sentences) <= self.max_social_tokens
         kinds: set[str] = set()
-        content: list[_Sentence] = []
-        for sentence in sentences:
-            sentence_kinds = self._social_kinds(_social_words(self, sentence)) \
-                if n_tokens <= self.max_social_tokens else None
+        first = None  # the first content sentence
+        for i, sentence in enumerate(sentences):
+            sentence_kinds = self._social_kinds(_social_words(self, sentence)) if social else None
             if sentence_kinds is None:
-                content.append(sentence)
-            else:
-                kinds.update(sentence_kinds)
-        if not content:
+                first = i
+                break
+            kinds.update(sentence_kinds)
+        if first is None:
             reason = next((k for k in self.reason_priority if k in kinds), "filler")
             return GateDecision(False, reason, "whole message is " + ", ".join(sorted(kinds)))
-        # A message is a question only when every content sentence is one: the first statement settles it.
-        first_question: str | None = None
-        for sentence in content:
-            detail = self._question(sentence)
-            if detail is None:
-                break
-            first_question = first_question or detail
-        else:
-            return GateDecision(False, "question", first_question)
+        # A message is a question only when every content sentence is one: the first statement settles it. The
+        # sentences after the first content one are asked the cheap question first: a question, social or not,
+        # settles nothing, so only a statement needs the social check (a social one is no content sentence).
+        first_question = self._question(sentences[first])
+        if first_question is not None:
+            for sentence in sentences[first + 1:]:
+                if self._question(sentence) is None and not (
+                        social and self._social_kinds(_social_words(self, sentence)) is not None):
+                    break
+            else:
+                return GateDecision(False, "question", first_question)
         cjk, letters = self._size(sentences)
         if cjk < self.min_cjk_chars and letters < self.min_letters:
             return GateDecision(False, "too_short", f"{cjk} CJK characters, {letters} letters")
@@ -371,12 +442,13 @@ class Gatekeeper:
             found = cache[key]
             return None if found is None else set(found)
         foreign: list[bool] | None = None
-        # Whether a phrase of a class occurs in the sentence, by id of the class: a shape is tried only where each
-        # of its required classes does.
+        # The classes a phrase of which occurs in the sentence: a shape is tried only where each of its required
+        # classes does.
         present = set(words)
-        occurs: dict[int, bool] = {}
+        mask = self.masks.of(words, present)
         # The open shapes worth a try: a phrase of each of their required classes occurs in the sentence.
-        allowed = _open_candidates(self.open_index, words, present, occurs) if self.open_keys else set()
+        allowed = {shape_id for word in present for shape_id, required in self.open_index.get(word, ())
+                   if required & mask == required} if self.open_keys else set()
         if not all_known:
             if not allowed:
                 if len(words) <= _SHORT_SENTENCE:
@@ -391,7 +463,7 @@ class Gatekeeper:
                 ahead = False if w == "," else ahead or w not in vocabulary
                 foreign[i] = ahead
         kinds: set[str] = set()
-        result = kinds if self._tile(words, 0, kinds, set(), foreign, allowed, (present, occurs)) else None
+        result = kinds if self._tile(words, 0, kinds, set(), foreign, allowed, mask) else None
         self._remember(key, result)
         return result
 
@@ -400,7 +472,7 @@ class Gatekeeper:
 
     def _tile(self, words: list[str], i: int, kinds: set[str], dead: set[int],
               foreign: list[bool] | None = None, allowed: set[int] | frozenset[int] = frozenset(),
-              seen: tuple[set[str], dict[int, bool]] | None = None) -> bool:
+              mask: int | None = None) -> bool:
         n = len(words)
         while i < n and words[i] == ",":
             i += 1
@@ -409,7 +481,7 @@ class Gatekeeper:
         if i in dead:
             return False
         length, kind = self.social.match_at(words, i)
-        if kind is not None and self._tile(words, i + length, kinds, dead, foreign, allowed, seen):
+        if kind is not None and self._tile(words, i + length, kinds, dead, foreign, allowed, mask):
             kinds.add(kind)
             return True
         only_open = foreign is not None and foreign[i]
@@ -420,17 +492,18 @@ class Gatekeeper:
                 # A shape that opens with the open slot (a general subject) starts a clause, never inside one.
                 opened += self.open_shapes.get("", ())
             shapes += tuple(shape for shape in opened if id(shape) in allowed)
-        if seen is None:
-            seen = (set(words), {})
-        present, occurs = seen
+        if mask is None:
+            mask = self.masks.of(words, set(words))
+        required_of = self.masks.required
         for shape in shapes:
-            if not _all_occur(shape.required, words, present, occurs):
+            required = required_of[id(shape)]
+            if required & mask != required:
                 continue
             for end in sorted(shape.ends(words, i), reverse=True):
                 # A shape closes a clause: two shapes back to back ("he said" + "it was just") are not one.
                 if end < n and words[end] != "," and not self.social.match_at(words, end)[0]:
                     continue
-                if self._tile(words, end, kinds, dead, foreign, allowed, seen):
+                if self._tile(words, end, kinds, dead, foreign, allowed, mask):
                     kinds.add(shape.kind)
                     return True
         dead.add(i)
@@ -591,40 +664,6 @@ def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
     return out
 
 
-def _open_candidates(index: Mapping[str, tuple[tuple[int, tuple[PhraseSet, ...]], ...]],
-                     words: list[str], present: set[str] | None = None,
-                     occurs: dict[int, bool] | None = None) -> set[int]:
-    """The shapes with an open slot that could cover part of ``words``: a phrase of each of their required
-    classes occurs (by ``id``). ``present``: the set of ``words``; ``occurs``: what is known of which classes
-    occur (by id of the class; filled in)."""
-    out: set[int] = set()
-    seen: set[int] = set()
-    present = set(words) if present is None else present
-    occurs = {} if occurs is None else occurs
-    for word in present:
-        entries = index.get(word)
-        if entries is None:
-            continue
-        for shape_id, keys in entries:
-            if shape_id in seen:
-                continue
-            seen.add(shape_id)
-            if _all_occur(keys, words, present, occurs):
-                out.add(shape_id)
-    return out
-
-
-def _all_occur(keys: Sequence[PhraseSet], words: Sequence[str], present: set[str], occurs: dict[int, bool]) -> bool:
-    """Whether a phrase of each class in ``keys`` occurs in ``words`` (``occurs``: the answers so far, by id)."""
-    for key in keys:
-        found = occurs.get(id(key))
-        if found is None:
-            found = occurs[id(key)] = _occurs(key, words, present)
-        if not found:
-            return False
-    return True
-
-
 def _tokenise_phrase(tokenizer: regex.Pattern[str], phrase: str) -> tuple[str, ...]:
     return tuple(tokenizer.findall(phrase.lower().translate(_APOSTROPHES)))
 
@@ -696,26 +735,6 @@ def _key_words(shape: Shape) -> tuple[PhraseSet, ...]:
     return shape.required
 
 
-def _occurs(phrases: PhraseSet, words: Sequence[str], present: set[str] | None = None) -> bool:
-    """Whether a phrase of ``phrases`` occurs in ``words`` (``present``: the set of ``words``, if known)."""
-    if present is None:
-        present = set(words)
-    if not phrases.singles.isdisjoint(present):
-        return True
-    starts = phrases.starts
-    if starts.isdisjoint(present):
-        return False
-    # Only phrases of two or more words are left to look for.
-    by_start, table = phrases.by_start, phrases.phrases
-    n = len(words)
-    for i, w in enumerate(words):
-        if w in starts:
-            for length in by_start[w]:
-                if i + length <= n and tuple(words[i:i + length]) in table:
-                    return True
-    return False
-
-
 def _classes(shapes: Mapping[str, tuple[Shape, ...]]) -> list[PhraseSet]:
     """The distinct word classes the shapes use: each shape is indexed under every word it may start with, and a
     class recurs across shapes, so walking the index entries reads each class many times (2.5M steps)."""
@@ -723,8 +742,8 @@ def _classes(shapes: Mapping[str, tuple[Shape, ...]]) -> list[PhraseSet]:
                  for words, _, _ in shape.slots if words is not None}.values())
 
 
-def _open_index(shapes: Mapping[str, tuple[Shape, ...]]) -> tuple[
-        tuple[tuple[int, tuple[PhraseSet, ...]], ...], dict[str, tuple[tuple[int, tuple[PhraseSet, ...]], ...]]]:
+def _open_index(shapes: Mapping[str, tuple[Shape, ...]], masks: ClassMasks) -> tuple[
+        tuple[tuple[int, tuple[PhraseSet, ...]], ...], dict[str, tuple[tuple[int, int], ...]]]:
     """The open shapes (with a ``rest`` slot) with their required classes, and those indexed by a word of
     their most selective required class: a message holding none of its words cannot match the shape."""
     unique_shapes = {id(s): s for shape_list in shapes.values() for s in shape_list}.values()
@@ -739,11 +758,11 @@ def _open_index(shapes: Mapping[str, tuple[Shape, ...]]) -> tuple[
         return sum(shared[word] for word in key.starts)
 
     open_keys = tuple((id(shape), _key_words(shape)) for shape in unique_shapes if shape.stop)
-    index: dict[str, list[tuple[int, tuple[PhraseSet, ...]]]] = {}
-    for entry in open_keys:
-        if entry[1]:
-            for word in min(entry[1], key=breadth).starts:
-                index.setdefault(word, []).append(entry)
+    index: dict[str, list[tuple[int, int]]] = {}
+    for shape_id, keys in open_keys:
+        if keys:
+            for word in min(keys, key=breadth).starts:
+                index.setdefault(word, []).append((shape_id, masks.required[shape_id]))
     return open_keys, {w: tuple(v) for w, v in index.items()}
 
 
@@ -814,7 +833,8 @@ def _build(patterns_dir: Path) -> Gatekeeper:
     stop = frozenset({NAME, *(w for kind in ("first_person", "open_tail_stop") for p in words[kind] for w in p)})
     shapes = _build_shapes(tokenizer, gate.shapes, str(patterns_dir / "gate.yaml"), problems, stop)
     automaton = keyword_automaton(rule.keywords for rule in rules)
-    open_keys, open_index = _open_index(shapes)
+    masks = ClassMasks.build(shapes)
+    open_keys, open_index = _open_index(shapes, masks)
     keeper = Gatekeeper(
         tokenizer=tokenizer,
         enders=enders,
@@ -837,6 +857,7 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         normaliser=normaliser,
         automaton=automaton,
         ascii_tokenizer=_build_ascii_tokenizer(gate.segment.model_dump()),
+        masks=masks,
     )
     if not verified:
         _check_gate_examples(keeper, gate, rules, str(patterns_dir / "gate.yaml"), problems)
