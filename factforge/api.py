@@ -144,9 +144,9 @@ def create_app(service: Service, *, max_body: int = DEFAULT_MAX_BODY, mcp: bool 
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        # The rule set loads each part on first use (~1 s) and the fact rules' regexes compile on first use (3-4 s
-        # for all): here in the background, from the start, so that requests do not wait for them one by one.
-        threading.Thread(target=lambda: service.memory.rules.load().library.compile_all(), name="factforge-rules",
+        # The rule set loads each part on first use (~1 s) and the fact and injection rules' regexes compile on first
+        # use (3-4 s for all): here in the background, from the start, so that requests do not wait for them.
+        threading.Thread(target=lambda: service.memory.rules.warm(), name="factforge-rules",
                          daemon=True).start()
         async with contextlib.AsyncExitStack() as stack:
             if mcp_server is not None:

@@ -85,9 +85,9 @@ class Drainer:
         llm = self._llm()
         if llm is None:
             return DrainReport()
-        # Every rule part an item needs is loaded before the first claim: a claim's clock must not run while a
-        # fresh worker loads its rules (seconds on a busy machine), or a live worker loses its items to others.
-        self.extractor.rules.load()
+        # Every rule an item needs is loaded and compiled before the first claim: a claim's clock must not run while
+        # a fresh worker loads its rules (seconds on a busy machine), or a live worker loses its items to others.
+        self.extractor.rules.warm()
         tally = _Tally()
         while limit is None or tally.processed < limit:
             items = self.store.claim_due(1 if limit is None else min(16, limit - tally.processed), keys=keys)

@@ -100,26 +100,37 @@ def test_ollama_down_keeps_the_work_queued_and_patterns_keep_working(settings: S
         assert m.store.queue_counts() == {"pending": 0, "processing": 0, "done": 1, "failed": 0}
 
 
-def test_a_fresh_worker_loads_its_rules_before_it_claims_an_item(settings: Settings, fake: FakeOllama) -> None:
+def test_a_fresh_worker_loads_its_rules_before_it_claims_an_item(settings: Settings, fake: FakeOllama,
+                                                                  tmp_path: Path) -> None:
     """A claim's clock must not run while lazily loaded rules load (seconds on a busy machine): a live worker
     would lose its first items to the others (seen as items asked twice in the four-worker test)."""
+    import shutil
+
     from factforge.rules.load import RuleSet
+    from factforge.rules.rulefile import default_patterns_dir
 
     with Memory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=False) as m:
         assert m.remember(user=UNANSWERED, agent_id="ops").queued
     fake.script(Reply(json.dumps(LLM_REPLY)))
     with Memory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=False) as m:
-        m.extractor.rules = RuleSet.from_dir(lazy=True)  # a fresh process's rule set: nothing loaded yet
+        # A fresh process's rule set: nothing loaded or compiled yet (a new folder, so no loader cache answers; its
+        # bytes are the verified ones, so its regexes compile on first use).
+        fresh = shutil.copytree(default_patterns_dir(), tmp_path / "patterns")
+        m.extractor.rules = RuleSet.from_dir(fresh, lazy=True)
         assert m.extractor.rules.loaded == ()
         claim_due, at_claim = m.store.claim_due, []
 
         def recording(*args: Any, **kwargs: Any) -> Any:
-            at_claim.append(set(m.extractor.rules.loaded))
+            rules = m.extractor.rules
+            at_claim.append((set(rules.loaded), all(r._compiled for r in rules.library.rules),
+                             all(r._compiled for r in rules.gate.injection_rules)))
             return claim_due(*args, **kwargs)
 
         m.store.claim_due = recording  # type: ignore[method-assign]
         assert m.drain().processed == 1
-    assert at_claim and {"gate", "library", "ner", "secrets", "segmenter", "turns"} <= at_claim[0]
+    loaded, facts_compiled, injection_compiled = at_claim[0]
+    assert {"gate", "library", "ner", "secrets", "segmenter", "turns"} <= loaded
+    assert facts_compiled and injection_compiled  # every regex, not only the parts (a fresh process compiles them)
 
 
 def test_broken_replies_retry_and_then_fail_without_losing_the_turn(memory: Memory, fake: FakeOllama) -> None:

@@ -154,3 +154,9 @@ def test_the_head_read_from_the_files_is_alembics_and_anything_unusual_is_left_t
     odd = chain(("a", None))
     (odd / "b_x.py").write_text('revision = "b"\ndown_revision = ("a",)\n')  # a merge point: alembic's call
     assert db.head_of_files(odd) is None
+    usual = chain(("a", None), ("b", "a"))
+    (usual / "__init__.py").write_text("")
+    (usual / ".#b_x.py").symlink_to(usual / "gone")  # an editor's lock file, a dangling link
+    assert db.head_of_files(usual) == "b"
+    (usual / "c_x.py").write_bytes(b"revision = \"c\"\xff\n")
+    assert db.head_of_files(usual) is None  # unreadable: alembic decides

@@ -24,8 +24,8 @@ from typing import Any, cast
 import regex
 
 from .normalise import Normaliser
-from .rulefile import (Problems, check_examples, compile_regex, default_patterns_dir, guard_budget, keyword_automaton,
-                       own_time, remember, verified_folder)
+from .rulefile import (Problems, check_examples, compile_regex, compiled_once, default_patterns_dir, guard_budget,
+                       keyword_automaton, own_time, remember, verified_folder)
 from .schema import (REASONS, SOCIAL_KINDS, WORD_KINDS, GateFileSpec, GateShapesSpec, InjectionFileSpec, read,
                      unique)
 from ..types import GateDecision
@@ -256,10 +256,7 @@ class InjectionRule:
     @property
     def regex(self) -> regex.Pattern[str]:
         """The compiled regex (IGNORECASE and VERBOSE), compiled once."""
-        if not self._compiled:
-            # Two threads may both compile it; either result serves.
-            self._compiled.append(regex.compile(self.pattern, INJECTION_FLAGS))
-        return self._compiled[0]
+        return compiled_once(self._compiled, self.pattern, INJECTION_FLAGS, f"injection rule {self.id}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +317,14 @@ class Gatekeeper:
         return _cached_gatekeeper(str(Path(patterns_dir or default_patterns_dir()).resolve()))
 
     # ----------------------------------------------------------------------------------------- checks
+
+    def compile_all(self) -> int:
+        """Compile every injection rule's regex now rather than on first use (a server or a worker does this at
+        start); how many were not compiled yet."""
+        fresh = sum(not rule._compiled for rule in self.injection_rules)
+        for rule in self.injection_rules:
+            _ = rule.regex
+        return fresh
 
     def is_injection(self, text: str) -> str | None:
         """The id of the first injection rule that matches ``text`` or one of its readings (look-alikes,

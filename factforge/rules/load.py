@@ -91,6 +91,14 @@ class RuleSet:
             getattr(self, part)
         return self
 
+    def warm(self) -> RuleSet:
+        """Load every part and compile every regex loaded lazily (fact and injection rules): seconds, so a server
+        does it at start and a worker before it claims work, and no request or claimed item waits for it."""
+        self.load()
+        self.library.compile_all()
+        self.gate.compile_all()
+        return self
+
     @classmethod
     def from_dir(cls, directory: Path | None = None, *, lazy: bool = False) -> RuleSet:
         """The rule set of ``directory`` (default: the shipped rules), every file loaded and checked now; with

@@ -133,7 +133,7 @@ def grammar_words() -> dict[str, Any]:
 
     words = read_data(GrammarWordsSpec, "grammar_words.yaml")
     out: dict[str, Any] = {k: alternation(getattr(words, k))
-                           for k in ("articles", "no_carry", "item_verbs", "approximators", "bare_times")}
+                           for k in ("articles", "no_carry", "item_verbs", "item_links", "approximators", "bare_times")}
     # What dangles before any other time expression: its prepositions and the approximators.
     out["dangling"] = alternation([*words.prepositions, *words.approximators])
     out["irregular_third"] = dict(words.irregular_third)
@@ -200,6 +200,18 @@ def compile_regex(
     before = len(problems.items)
     check_speed(rx, where, problems, hostile)
     return rx if len(problems.items) == before else None
+
+
+def compiled_once(cell: list[regex.Pattern[str]], pattern: str, flags: int, where: str) -> regex.Pattern[str]:
+    """The regex kept in ``cell`` (a rule's one-element list), compiled on first use; two threads may both compile
+    it and either result serves. A pattern that no longer compiles (files trusted by digest, then a ``regex``
+    upgrade) is a PatternError naming the rule, not a raw ``regex.error`` in the middle of a call."""
+    if not cell:
+        try:
+            cell.append(regex.compile(pattern, flags))
+        except (regex.error, TypeError) as exc:
+            raise PatternError(f"{where}: regex does not compile: {exc}") from None
+    return cell[0]
 
 
 def safe_finditer(rx: regex.Pattern[str], text: str, rule_id: str) -> list[regex.Match[str]]:

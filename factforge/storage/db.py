@@ -82,7 +82,13 @@ def head_of_files(versions: Path) -> str | None:
     revisions: set[str] = set()
     followed: set[str] = set()
     for path in sorted(versions.glob("*.py")):
-        found = {m.group(1): m.group(2) for m in _REVISION_LINE.finditer(path.read_text(encoding="utf-8"))}
+        if path.name.startswith((".", "__")):
+            continue  # an editor's lock file (".#0017_x.py"), a package's __init__.py: no migration
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        found = {m.group(1): m.group(2) for m in _REVISION_LINE.finditer(text)}
         if not found.get("revision") or "down_revision" not in found:
             return None
         revisions.add(found["revision"])
