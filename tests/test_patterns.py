@@ -267,7 +267,7 @@ def test_span_points_into_original_text() -> None:
         ("I like to play chess, read, and take bubble baths.",
          ["User likes to play chess", "User likes to read", "User likes to take bubble baths"]),
         ("I like to play the violin, the guitar, and eat chocolate bars.",
-         ["User likes to play the violin", "User likes the guitar", "User likes to eat chocolate bars"]),
+         ["User likes to play the violin", "User likes to play the guitar", "User likes to eat chocolate bars"]),
         ("I love pizza, mac and cheese, and tacos.",
          ["User loves pizza", "User loves mac and cheese", "User loves tacos"]),
         ("I like mac and cheese.", ["User likes mac and cheese"]),

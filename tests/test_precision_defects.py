@@ -121,21 +121,25 @@ def test_fact_that_names_its_people_stays(text: str, good: str) -> None:
     assert good in contents(text)
 
 
-# A comma list after "like to <verb> <object>": a further object takes no carried "to" ("User likes to fantasy
-# novels" was no English); a further verb does.
+# A comma list after "like to <verb> <object>": a further object takes that verb ("User likes to fantasy novels" was
+# no English, "User likes rice" of "I don't like to cook pasta, rice" said something else); a further verb takes "to".
 @pytest.mark.parametrize(
     ("text", "good", "bad"),
     [
-        ("I like to read historical fiction, mystery novels, and fantasy novels.", "User likes fantasy novels",
+        ("I like to read historical fiction, mystery novels, and fantasy novels.", "User likes to read fantasy novels",
          "User likes to fantasy novels"),
-        ("I like to watch documentaries, action movies, and reality TV.", "User likes action movies", "User likes to action movies"),
-        ("I like to play Monopoly, Scrabble, and Clue.", "User likes Scrabble", "User likes to Scrabble"),
-        ("I like to go to museums, concerts, and the theater.", "User likes concerts", "User likes to concerts"),
+        ("I like to watch documentaries, action movies, and reality TV.", "User likes to watch action movies",
+         "User likes to action movies"),
+        ("I like to play Monopoly, Scrabble, and Clue.", "User likes to play Scrabble", "User likes to Scrabble"),
+        ("I like to go to museums, concerts, and the theater.", "User likes to go to concerts", "User likes to concerts"),
+        ("I like to travel to Spain, Italy, and Greece.", "User likes to travel to Italy", "User likes Italy"),
+        ("I like to grow tomatoes, peppers, and herbs.", "User likes to grow peppers", "User likes peppers"),
         ("I like to play chess, take bubble baths, and spend time with my dogs.", "User likes to take bubble baths",
          "User likes take bubble baths"),
         ("I like to meditate, practice Buddhism, and spend time in nature.", "User likes to practice Buddhism",
          "User likes practice Buddhism"),
         ("I like to go gambling, grill outdoors, and mow my lawn.", "User likes to grill outdoors", "User likes grill outdoors"),
+        ("I like to go hiking, camping, and fishing.", "User likes fishing", "User likes to go fishing camping"),
         # a new clause after the comma is no list item ("User likes to and they like to hang out ...")
         ("I like to go to the gym, I like to play video games, and I like to hang out with my friends.",
          "User likes to hang out with their friends", "User likes to and they like to hang out with their friends"),

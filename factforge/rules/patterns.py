@@ -5,7 +5,7 @@ belong to other modules and are ignored here). A rule is a regex with named grou
 groups, a category, a confidence and its own examples and counter-examples; see ``patterns/README`` in the
 comments of ``preference.yaml`` for the full format. Loading validates every file and runs every example;
 all problems are raised together as one :class:`~factforge.errors.PatternError`. Files verified before (the
-bundled ones, by digest: ``VERIFIED_RULES``) are trusted instead, and each regex is compiled on first use.
+bundled ones, by digest: ``rulefile.VERIFIED_RULES``) are trusted instead, and each regex is compiled on first use.
 
 Matching is two-stage for speed: one Aho-Corasick pass over the lower-cased text finds the rules whose
 literal ``keywords`` occur; of those, in ASCII text, only the rules whose regex finds the words it cannot match
@@ -30,8 +30,8 @@ from typing import Any, cast
 import regex
 
 from .literals import clause_checks, meets, required
-from .rulefile import (VERIFIED_RULES, Problems, compile_regex, default_patterns_dir, grammar_words, keyword_automaton,
-                       library_digest, own_time, read_yaml, remember, safe_finditer, verified_folder, yaml_files)
+from .rulefile import (Problems, compile_regex, compiled_once, default_patterns_dir, grammar_words, keyword_automaton,
+                       own_time, read_yaml, remember, safe_finditer, verified_folder, yaml_files)
 from .ner import FILE_NAME as ENTITIES_FILE, EntityRecognizer
 from .schema import FactExampleSpec, FactRuleSpec, FactsFileSpec, check, unique
 from ..settings import Settings
@@ -80,9 +80,12 @@ _FIRST_WORD = regex.compile(r"^([\p{L}]+)(.*)$", regex.DOTALL)
 _NO_CARRY = regex.compile(rf"^(?:(?:{_GRAMMAR['no_carry']})\s|\p{{L}}{{2,}}ing(?:\s|$))", regex.IGNORECASE)
 _TO = regex.compile(r"^to\s", regex.IGNORECASE)
 # After a first item with an object of its own ("to read historical fiction"), an item that opens on no verb
-# (data/grammar_words.yaml item_verbs) or on a name is one more object of that verb and takes no "to".
+# (data/grammar_words.yaml item_verbs) and is no gerund is one more object of that verb, and takes the verb.
 _OWN_OBJECT = regex.compile(r"^to\s+\S+\s+\S", regex.IGNORECASE)
 _ITEM_VERB = regex.compile(rf"^(?:{_GRAMMAR['item_verbs']})(?![\p{{L}}'-])", regex.IGNORECASE)
+# That first item's verb with the words tying it to its object (item_links: "to travel to", "to spend time with").
+_ITEM_PREFIX = regex.compile(rf"^to\s+[^\s,]+(?:\s+(?:{_GRAMMAR['item_links']})(?=\s)){{0,2}}", regex.IGNORECASE)
+_GERUND = regex.compile(r"^\p{L}{2,}ing(?:\s|$)", regex.IGNORECASE)
 _NAME_FIRST = regex.compile(r"^\p{Lu}")
 # A preposition left dangling where a time expression was cut out of a slot ("moved to Berlin back in").
 _DANGLING = regex.compile(rf"(?:\s+(?:{_GRAMMAR['dangling']}))+\s*$", regex.IGNORECASE)
@@ -151,7 +154,7 @@ class Rule:
     subject: str
     relation: str
     # The regex with its defines expanded, and its flags: compiled on first use (``regex``) when the library was
-    # loaded from files verified before (see ``VERIFIED_RULES``), at load otherwise.
+    # loaded from files verified before (see ``rulefile.VERIFIED_RULES``), at load otherwise.
     pattern: str = field(repr=False, compare=False)
     flags: int = field(default=0, repr=False, compare=False)
     boost_words: tuple[str, ...] = ()
@@ -171,10 +174,7 @@ class Rule:
     @property
     def regex(self) -> regex.Pattern[str]:
         """The compiled regex (compiled once, on first use)."""
-        if not self._compiled:
-            # Two threads may both compile it; either result serves.
-            self._compiled.append(regex.compile(self.pattern, self.flags))
-        return self._compiled[0]
+        return compiled_once(self._compiled, self.pattern, self.flags, f"{self.source}: rule {self.id}")
 
     @property
     def requires(self) -> tuple[Any, ...]:
@@ -411,9 +411,13 @@ class PatternLibrary:
             for item_start, item_end, item in _list_items(self.list_next, m.string, m.end(group), end):
                 if self._dangling((item,)):
                     continue
-                if _TO.match(first) and not _NO_CARRY.match(item) and not (
-                        _NAME_FIRST.match(item) or (_OWN_OBJECT.match(first) and not _ITEM_VERB.match(item))):
-                    item = "to " + item
+                if _TO.match(first):
+                    prefix = _ITEM_PREFIX.match(first)
+                    if _OWN_OBJECT.match(first) and not _ITEM_VERB.match(item) and not _GERUND.match(item) and prefix:
+                        # one more object of the first item's verb: "to grow tomatoes, peppers" -> "to grow peppers"
+                        item = f"{prefix.group()} {item}"
+                    elif not _NO_CARRY.match(item) and not _NAME_FIRST.match(item):
+                        item = "to " + item
                 more = {**values, group: self._swap_pronouns(item)}
                 # A group inside the first item belongs to that item ("a dog named Rex, a cat named Leo").
                 g_start, g_end = m.span(group)
@@ -865,7 +869,7 @@ def _check_groups(spec: FactRuleSpec, groups: set[str], defines: Mapping[str, st
 def _load_rule(spec: FactRuleSpec, file: FactsFileSpec, defines: Mapping[str, str], where: str,
                problems: Problems, verified: bool = False) -> Rule | None:
     """A rule of a checked file, with what its shape cannot say checked: the regex, and the names it uses.
-    ``verified``: the files were verified before (see ``VERIFIED_RULES``), so the regex is compiled on first use."""
+    ``verified``: the files were verified before (see ``rulefile.VERIFIED_RULES``), so the regex is compiled on first use."""
     at = f"{where}: rule {spec.id}"
     before = len(problems.items)
     language = spec.language or file.language

@@ -468,6 +468,7 @@ class GrammarWordsSpec(Spec):
     articles: list[str]
     no_carry: list[str]
     item_verbs: list[str]
+    item_links: list[str]
     prepositions: list[str]
     approximators: list[str]
     bare_times: list[str]
