@@ -41,3 +41,8 @@ def test_every_bundled_example_meets_its_rules_clauses() -> None:
             text = example.text.replace("’", "'")
             if text.isascii():
                 assert rule.may_match(text.lower()), (rule.id, example.text)
+
+
+def test_a_pattern_without_verbose_keeps_its_spaces() -> None:
+    assert required("i was a (?:nurse|teacher)", verbose=False) == (frozenset({"i was a nurse", "i was a teacher"}),)
+    assert required("i was a (?:nurse|teacher)") == (frozenset({"iwasanurse", "iwasateacher"}),)  # VERBOSE: no spaces

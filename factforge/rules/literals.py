@@ -41,15 +41,16 @@ _Exact = set[str] | None
 _Clauses = list[set[str]]
 
 
-def required(pattern: str) -> tuple[frozenset[str], ...]:
+def required(pattern: str, verbose: bool = True) -> tuple[frozenset[str], ...]:
     """Clauses of lower-case ASCII strings: any text ``pattern`` matches holds, per clause, one of its strings
-    (compared lower-cased); () when nothing is known."""
+    (compared lower-cased); () when nothing is known. ``verbose``: the pattern is compiled with VERBOSE (its
+    spaces are no literals)."""
     if any(token in pattern for token in _FOREIGN):
         return ()
     # A property class becomes \w: a class of no known characters, which requires nothing.
     text = _GROUP_NAME.sub("(?:", _PROPERTY.sub(r"\\w", pattern))
     try:
-        tree = _sre_parse.parse(text, re.IGNORECASE | re.VERBOSE)
+        tree = _sre_parse.parse(text, re.IGNORECASE | (re.VERBOSE if verbose else 0))
     except (re.error, RecursionError, OverflowError, ValueError):
         return ()
     _, clauses = _sequence(list(tree))

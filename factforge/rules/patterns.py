@@ -184,7 +184,8 @@ class Rule:
             keywords = [k.lower() for k in self.keywords]
             # A clause every keyword holds a word of is met wherever the rule runs at all.
             self._requires.append(clause_checks(
-                c for c in required(self.pattern) if not all(any(w in k for w in c) for k in keywords)))
+                c for c in required(self.pattern, bool(self.flags & regex.VERBOSE))
+                if not all(any(w in k for w in c) for k in keywords)))
         return self._requires[0]
 
     def may_match(self, low: str) -> bool:
