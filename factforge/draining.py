@@ -85,9 +85,10 @@ class Drainer:
         llm = self._llm()
         if llm is None:
             return DrainReport()
-        # Every rule an item needs is loaded and compiled before the first claim: a claim's clock must not run while
-        # a fresh worker loads its rules (seconds on a busy machine), or a live worker loses its items to others.
-        self.extractor.rules.warm()
+        # Every rule part an item needs is loaded before the first claim: a claim's clock must not run while a fresh
+        # process loads its rules (seconds on a busy machine), or a live worker loses its items to others. (A
+        # long-running worker also compiles every regex first: worker.run_worker.)
+        self.extractor.rules.load()
         tally = _Tally()
         while limit is None or tally.processed < limit:
             items = self.store.claim_due(1 if limit is None else min(16, limit - tally.processed), keys=keys)

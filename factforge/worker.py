@@ -44,6 +44,9 @@ def run_worker(memory: Memory, stop: threading.Event, *, idle_poll_s: float = 1.
     (:func:`factforge.storage.embeddings.embed_pending`), then the worker sleeps ``idle_poll_s``.
     """
     report = WorkerReport()
+    # Every rule loaded and every regex compiled before the first claim (RuleSet.warm, seconds on a busy machine),
+    # so no claim's clock runs while they compile and a live worker never loses an item to the others.
+    memory.extractor.rules.warm()
     embedder = memory._embedder if embed else None
     while not stop.is_set() and (max_items is None or report.items < max_items):
         try:

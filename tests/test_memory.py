@@ -102,35 +102,44 @@ def test_ollama_down_keeps_the_work_queued_and_patterns_keep_working(settings: S
 
 def test_a_fresh_worker_loads_its_rules_before_it_claims_an_item(settings: Settings, fake: FakeOllama,
                                                                   tmp_path: Path) -> None:
-    """A claim's clock must not run while lazily loaded rules load (seconds on a busy machine): a live worker
-    would lose its first items to the others (seen as items asked twice in the four-worker test)."""
+    """A claim's clock must not run while lazily loaded rules load or compile (seconds on a busy machine): a live
+    worker would lose its first items to the others (seen as items asked twice in the four-worker test). A drain
+    loads every part first; a worker also compiles every regex."""
     import shutil
+    import threading
 
     from factforge.rules.load import RuleSet
     from factforge.rules.rulefile import default_patterns_dir
+    from factforge.worker import run_worker
 
     with Memory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=False) as m:
-        assert m.remember(user=UNANSWERED, agent_id="ops").queued
-    fake.script(Reply(json.dumps(LLM_REPLY)))
-    with Memory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=False) as m:
-        # A fresh process's rule set: nothing loaded or compiled yet (a new folder, so no loader cache answers; its
-        # bytes are the verified ones, so its regexes compile on first use).
-        fresh = shutil.copytree(default_patterns_dir(), tmp_path / "patterns")
-        m.extractor.rules = RuleSet.from_dir(fresh, lazy=True)
-        assert m.extractor.rules.loaded == ()
-        claim_due, at_claim = m.store.claim_due, []
+        for _ in range(2):
+            assert m.remember(user=UNANSWERED, agent_id="ops", session_id=f"s{_}").queued
+    fake.script(Reply(json.dumps(LLM_REPLY)), Reply(json.dumps(LLM_REPLY)))
+    seen = []
+    for name, work in (("drain", lambda m: m.drain(limit=1)),
+                       ("worker", lambda m: run_worker(m, threading.Event(), embed=False, max_items=1))):
+        with Memory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=False) as m:
+            # A fresh process's rule set: nothing loaded or compiled yet (a new folder, so no loader cache answers;
+            # its bytes are the verified ones, so its regexes compile on first use).
+            fresh = shutil.copytree(default_patterns_dir(), tmp_path / name)
+            m.extractor.rules = RuleSet.from_dir(fresh, lazy=True)
+            assert m.extractor.rules.loaded == ()
+            claim_due = m.store.claim_due
 
-        def recording(*args: Any, **kwargs: Any) -> Any:
-            rules = m.extractor.rules
-            at_claim.append((set(rules.loaded), all(r._compiled for r in rules.library.rules),
+            def recording(*args: Any, **kwargs: Any) -> Any:
+                rules = m.extractor.rules
+                seen.append((name, set(rules.loaded), all(r._compiled for r in rules.library.rules),
                              all(r._compiled for r in rules.gate.injection_rules)))
-            return claim_due(*args, **kwargs)
+                return claim_due(*args, **kwargs)
 
-        m.store.claim_due = recording  # type: ignore[method-assign]
-        assert m.drain().processed == 1
-    loaded, facts_compiled, injection_compiled = at_claim[0]
-    assert {"gate", "library", "ner", "secrets", "segmenter", "turns"} <= loaded
-    assert facts_compiled and injection_compiled  # every regex, not only the parts (a fresh process compiles them)
+            m.store.claim_due = recording  # type: ignore[method-assign]
+            work(m)
+    parts = {"gate", "library", "ner", "secrets", "segmenter", "turns"}
+    drained = next(s for s in seen if s[0] == "drain")
+    worked = next(s for s in seen if s[0] == "worker")
+    assert parts <= drained[1] and parts <= worked[1]
+    assert worked[2] and worked[3]  # a worker: every regex compiled before its claim, not only every part loaded
 
 
 def test_broken_replies_retry_and_then_fail_without_losing_the_turn(memory: Memory, fake: FakeOllama) -> None:
