@@ -146,8 +146,7 @@ def create_app(service: Service, *, max_body: int = DEFAULT_MAX_BODY, mcp: bool 
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # The rule set loads each part on first use (~1 s) and the fact and injection rules' regexes compile on first
         # use (3-4 s for all): here in the background, from the start, so that requests do not wait for them.
-        threading.Thread(target=lambda: service.memory.rules.warm(), name="factforge-rules",
-                         daemon=True).start()
+        threading.Thread(target=service.memory.rules.warm, name="factforge-rules", daemon=True).start()
         async with contextlib.AsyncExitStack() as stack:
             if mcp_server is not None:
                 await stack.enter_async_context(mcp_server.session_manager.run())

@@ -73,8 +73,6 @@ class PhraseSet:
     lengths: tuple[int, ...]
     # First word -> lengths of the phrases starting with it, longest first (derived from ``phrases``).
     by_start: Mapping[str, tuple[int, ...]] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
-    # The one-word phrases (derived from ``phrases``): such a phrase occurs wherever its word does.
-    singles: frozenset[str] = field(default=None, compare=False, repr=False)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         if self.by_start is None:
@@ -82,8 +80,6 @@ class PhraseSet:
             for p in self.phrases:
                 index.setdefault(p[0], set()).add(len(p))
             object.__setattr__(self, "by_start", {w: tuple(sorted(ls, reverse=True)) for w, ls in index.items()})
-        if self.singles is None:
-            object.__setattr__(self, "singles", frozenset(p[0] for p in self.phrases if len(p) == 1))
 
     @classmethod
     def build(cls, phrases: Mapping[tuple[str, ...], str]) -> PhraseSet:

@@ -5,13 +5,15 @@ belong to other modules and are ignored here). A rule is a regex with named grou
 groups, a category, a confidence and its own examples and counter-examples; see ``patterns/README`` in the
 comments of ``preference.yaml`` for the full format. Loading validates every file and runs every example;
 all problems are raised together as one :class:`~factforge.errors.PatternError`. Files verified before (the
-bundled ones, by digest: ``rulefile.VERIFIED_RULES``) are trusted instead, and each regex is compiled on first use.
+bundled ones, by digest: ``rulefile.VERIFIED_RULES``) are trusted instead, and each regex is compiled on first
+use.
 
 Matching is two-stage for speed: one Aho-Corasick pass over the lower-cased text finds the rules whose
-literal ``keywords`` occur; of those, in ASCII text, only the rules whose regex finds the words it cannot match
-without (:func:`literals.required`, read from the regex itself) run their regex (through
-``rulefile.safe_finditer``, with a timeout). A match is then dropped when its sentence is a question or when a file's ``blockers`` regex
-("if", "whether", "should we" ...) occurs in the sentence before it - hypotheticals are not facts.
+literal ``keywords`` occur; of those, in ASCII text, only the rules whose text holds the words their regex cannot
+match without (:func:`literals.required`, read from the regex itself) run their regex (through
+``rulefile.safe_finditer``, with a timeout). A match is then dropped when its sentence is a question or when a
+file's ``blockers`` regex ("if", "whether", "should we" ...) occurs in the sentence before it - hypotheticals are
+not facts.
 """
 
 from __future__ import annotations
@@ -322,13 +324,8 @@ class PatternLibrary:
             return sorted(found)
         # In ASCII text, also the words each regex cannot match without (lower-casing agrees with the regex
         # engine's case-insensitive matching there): a rule whose keyword occurs but not one of them is not run.
-        rules, out = self.rules, []
-        for i in sorted(found):
-            known = rules[i]._requires
-            checks = known[0] if known else rules[i].requires
-            if not checks or meets(checks, low):
-                out.append(i)
-        return out
+        rules = self.rules
+        return [i for i in sorted(found) if rules[i].may_match(low)]
 
     def _match(
         self, text: str, indices: Iterable[int], timestamp: datetime | None, settings: Settings | None,
@@ -409,16 +406,17 @@ class PatternLibrary:
         group = rule.list_group
         if group and raw.get(group) and self.list_next is not None:
             first = raw[group]
+            to_first = _TO.match(first) is not None
+            # The first item's verb with its object's tie words, when it has an object of its own ("to grow")
+            verb = _ITEM_PREFIX.match(first) if to_first and _OWN_OBJECT.match(first) else None
             for item_start, item_end, item in _list_items(self.list_next, m.string, m.end(group), end):
                 if self._dangling((item,)):
                     continue
-                if _TO.match(first):
-                    prefix = _ITEM_PREFIX.match(first)
-                    if _OWN_OBJECT.match(first) and not _ITEM_VERB.match(item) and not _GERUND.match(item) and prefix:
-                        # one more object of the first item's verb: "to grow tomatoes, peppers" -> "to grow peppers"
-                        item = f"{prefix.group()} {item}"
-                    elif not _NO_CARRY.match(item) and not _NAME_FIRST.match(item):
-                        item = "to " + item
+                if verb is not None and not _ITEM_VERB.match(item) and not _GERUND.match(item):
+                    # one more object of the first item's verb: "to grow tomatoes, peppers" -> "to grow peppers"
+                    item = f"{verb.group()} {item}"
+                elif to_first and not _NO_CARRY.match(item) and not _NAME_FIRST.match(item):
+                    item = "to " + item
                 more = {**values, group: self._swap_pronouns(item)}
                 # A group inside the first item belongs to that item ("a dog named Rex, a cat named Leo").
                 g_start, g_end = m.span(group)
@@ -870,7 +868,8 @@ def _check_groups(spec: FactRuleSpec, groups: set[str], defines: Mapping[str, st
 def _load_rule(spec: FactRuleSpec, file: FactsFileSpec, defines: Mapping[str, str], where: str,
                problems: Problems, verified: bool = False) -> Rule | None:
     """A rule of a checked file, with what its shape cannot say checked: the regex, and the names it uses.
-    ``verified``: the files were verified before (see ``rulefile.VERIFIED_RULES``), so the regex is compiled on first use."""
+    ``verified``: the files were verified before (see ``rulefile.VERIFIED_RULES``), so the regex is compiled on
+    first use."""
     at = f"{where}: rule {spec.id}"
     before = len(problems.items)
     language = spec.language or file.language

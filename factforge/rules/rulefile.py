@@ -370,9 +370,9 @@ def check_bundled() -> list[str]:
 # a command's start (compiling ~250 long regexes), so files already verified are trusted: VERIFIED_RULES holds the
 # digest (library_digest) of the bundled rule files, for which tests/test_rulefile_speed.py proves every check
 # (check_bundled loads them all, trusting nothing), and the pattern library and the gatekeeper loaded from files
-# with that digest compile each regex on first use instead. Any edit changes the digest, so edited files are checked in full at
-# load until the file is regenerated with `python -m factforge.rules.rulefile`; `factforge patterns check` and
-# the tests trust nothing (rulefile.full_speed_checks).
+# with that digest compile each regex on first use instead. Any edit changes the digest, so edited files are
+# checked in full at load until the file is regenerated with `python -m factforge.rules.rulefile`; `factforge
+# patterns check` and the tests trust nothing (rulefile.full_speed_checks).
 VERIFIED_RULES: Path = Path(__file__).resolve().parents[1] / "data" / "verified_rules.txt"
 # The package's data files the library's checks read, besides the rule files themselves.
 _LIBRARY_DATA = ("grammar_words.yaml", "time_words.yaml")

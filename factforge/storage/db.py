@@ -65,7 +65,8 @@ def describe_connect_error(exc: Exception, url: str) -> str:
 
 
 # A migration file's own revision and the one it follows, as alembic's template writes them.
-_REVISION_LINE = re.compile(r"""^(revision|down_revision)\s*(?::[^=]*)?=\s*(?:None|["']([^"']+)["'])\s*$""", re.MULTILINE)
+_REVISION_LINE = re.compile(r"""^(revision|down_revision)\s*(?::[^=]*)?=\s*(?:None|["']([^"']+)["'])\s*$""",
+                            re.MULTILINE)
 
 
 @lru_cache(maxsize=1)
