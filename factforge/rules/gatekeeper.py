@@ -237,22 +237,30 @@ class ClassMasks:
 
 @dataclass(frozen=True, slots=True)
 class InjectionRule:
-    """One prompt-injection rule: it fires when a keyword occurs (lowercased) and the regex matches."""
+    """One prompt-injection rule: it fires when a keyword occurs (lowercased) and the regex matches.
+
+    ``pattern``: the regex's source (compiled IGNORECASE and VERBOSE on first use), or a regex already compiled
+    (kept as given; ``pattern`` then holds its source)."""
 
     id: str
     language: str
     keywords: tuple[str, ...]
-    pattern: str
+    pattern: str | regex.Pattern[str]
     examples: tuple[str, ...] = ()
     counter_examples: tuple[str, ...] = ()
     description: str = ""
     # Compiled at load when the folder's files are checked then; from verified files, on first use.
     _compiled: list[regex.Pattern[str]] = field(default_factory=list, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.pattern, regex.Pattern):
+            self._compiled.append(self.pattern)
+            object.__setattr__(self, "pattern", self.pattern.pattern)
+
     @property
     def regex(self) -> regex.Pattern[str]:
-        """The compiled regex (IGNORECASE and VERBOSE), compiled once."""
-        return compiled_once(self._compiled, self.pattern, INJECTION_FLAGS, f"injection rule {self.id}")
+        """The compiled regex (IGNORECASE and VERBOSE unless given compiled), compiled once."""
+        return compiled_once(self._compiled, str(self.pattern), INJECTION_FLAGS, f"injection rule {self.id}")
 
 
 @dataclass(frozen=True, slots=True)
