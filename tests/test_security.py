@@ -495,6 +495,37 @@ def test_a_confirmed_injected_reply_never_becomes_a_fact(memory: Memory, db_url:
     assert _queue_and_facts(db_url)[1] == []
 
 
+# -- what an LLM reply may carry into a shared fact ----------------------------------------------------------
+
+
+def test_a_team_fact_from_the_llm_names_only_what_it_says(db_url: str, tmp_path: Path) -> None:
+    """A shared fact's entities are shown and searched with it, and relationships hang on it (the reader role sees
+    them): a name from another, private sentence of the message must not ride along."""
+    from fake_ollama import FakeOllama
+
+    from factforge.models.llm import OllamaLLM
+
+    with FakeOllama() as fake:
+        settings = _settings(db_url, tmp_path).with_(ollama_host=fake.url)
+        m = Memory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=False)
+        fake.script({
+            "facts": [{"content": "Team runs the billing service on Kubernetes", "category": "technology",
+                       "confidence": 0.9, "entities": ["Kubernetes", "Dr. Kowalski", "panic attacks"]}],
+            "entities": [{"name": "Dr. Kowalski", "type": "person"}, {"name": "Kubernetes", "type": "technology"},
+                         {"name": "panic attacks", "type": "concept"}],
+            "relationships": [{"source": "Dr. Kowalski", "target": "panic attacks", "label": "treats"}]})
+        m.remember(user="My therapist Dr. Kowalski says my panic attacks are getting worse. At work our team runs "
+                        "the billing service on Kubernetes.", agent_id="b", team_id=T1, session_id="sb")
+        assert m.drain().stored_facts == 1
+        [fact] = m.facts(agent_id=A, team_id=T1)
+        assert (fact.content, fact.visibility, fact.entities) == (
+            "Team runs the billing service on Kubernetes", "team", ("Kubernetes",))
+        assert m.search("Kowalski panic attacks", agent_id=A, team_id=T1, mode="bm25") == []
+        m.close()
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        assert conn.execute("SELECT count(*) FROM relationships WHERE fact_id IS NOT NULL").fetchone()[0] == 0
+
+
 # -- untrusted pattern files ------------------------------------------------------------------------------
 
 
