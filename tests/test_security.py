@@ -632,3 +632,25 @@ if __name__ == "__main__":
         t[2] += false
     for group, (caught, n, false) in totals.items():
         print(f"{group}: recall {caught}/{n} = {caught / n:.3f}, counter-example hits {false}")
+
+
+# -- writes never reach into another team ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("old", "new", "env"), [
+    ("We decided to use Redis for caching.", "We decided to use Memcached for caching.", "decision=global"),
+    ("We use JWT for authentication.", "We switched from JWT to Clerk for authentication.", "technology=global"),
+])
+def test_a_global_team_fact_is_superseded_only_by_its_own_team(db_url: str, tmp_path: Path, old: str, new: str,
+                                                                 env: str) -> None:
+    """"Team ..." in a global fact is the team of the agent that said it: another team's change of mind is not
+    this team's (the README's own example shares decisions globally: FACTFORGE_VISIBILITY=decision=global)."""
+    m = Memory(settings=_settings(db_url, tmp_path, FACTFORGE_VISIBILITY=env), llm=None, embedder=None,
+               background=False)
+    [kept] = m.remember(user=old, agent_id="c", team_id="t2", timestamp="2024-01-01T00:00:00Z").facts
+    m.remember(user=new, agent_id=A, team_id=T1, timestamp="2024-02-01T00:00:00Z")
+    assert kept.id in {f.id for f in m.facts(agent_id="c", team_id="t2")}
+    # the same change said in t2 does retire t2's fact
+    m.remember(user=new, agent_id="c", team_id="t2", timestamp="2024-03-01T00:00:00Z")
+    assert kept.id not in {f.id for f in m.facts(agent_id="c", team_id="t2")}
+    m.close()
