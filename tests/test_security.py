@@ -654,3 +654,28 @@ def test_a_global_team_fact_is_superseded_only_by_its_own_team(db_url: str, tmp_
     m.remember(user=new, agent_id="c", team_id="t2", timestamp="2024-03-01T00:00:00Z")
     assert kept.id not in {f.id for f in m.facts(agent_id="c", team_id="t2")}
     m.close()
+
+
+# -- secrets in what factforge writes about itself ----------------------------------------------------------
+
+
+def test_credentials_in_ollama_host_are_never_stored_with_an_llm_error(db_url: str, tmp_path: Path) -> None:
+    """An Ollama behind a proxy with basic auth (OLLAMA_HOST=https://user:password@host): every failed call's
+    message names the server, and it is stored with the queue item and the call (`factforge stats`, `llm drain`)."""
+    import socket
+
+    from factforge.models.llm import OllamaLLM
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    settings = _settings(db_url, tmp_path, OLLAMA_HOST=f"http://ffuser:Sup3rS3cretPw@127.0.0.1:{port}")
+    m = Memory(settings=settings, llm=OllamaLLM(settings), embedder=None, background=False)
+    assert m.remember(user="The quarterly numbers looked odd to my manager yesterday afternoon.", agent_id=A).queued
+    report = m.drain()
+    m.close()
+    assert report.outage and f"ffuser:***@127.0.0.1:{port}" in report.outage
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        stored = [r[0] for r in conn.execute("SELECT last_error FROM extraction_queue UNION ALL "
+                                             "SELECT error FROM llm_calls")]
+    assert stored and not any("Sup3rS3cretPw" in (e or "") for e in stored + [report.outage, *report.errors])
