@@ -679,3 +679,19 @@ def test_credentials_in_ollama_host_are_never_stored_with_an_llm_error(db_url: s
         stored = [r[0] for r in conn.execute("SELECT last_error FROM extraction_queue UNION ALL "
                                              "SELECT error FROM llm_calls")]
     assert stored and not any("Sup3rS3cretPw" in (e or "") for e in stored + [report.outage, *report.errors])
+
+
+# -- forgetting leaves nothing of what was said -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("selector", [{"agent_id": A}, {"agent_id": A, "session_id": "act-7"}],
+                         ids=["everything-of-the-agent", "the-agents-session"])
+def test_forgetting_an_agent_or_its_session_forgets_the_activity_intent(memory: Memory, db_url: str,
+                                                                      selector: dict) -> None:
+    """What the API's forget does (`everything`, or a `session_id` as the key's agent): the activity's intent is the
+    agent's words, kept with the session it opened."""
+    memory.observe(activity_session_id="act-7", agent_id=A, team_id=T1, intent="review the payroll dispute of Jane Roe",
+                   events=["We use Go for the payroll service."])
+    memory.forget(**selector)
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        assert conn.execute("SELECT intent FROM sessions WHERE intent IS NOT NULL").fetchall() == []
