@@ -1103,7 +1103,9 @@ def _valid_entities(raw: Mapping[str, Any], source: _Source, keeper: Gatekeeper,
             reason = "too_long"
         elif (span := source.find(name)) is None:
             reason = "ungrounded_entity"
-        elif keeper.judge(name).reason in SOCIAL_KINDS:
+        elif (verdict := keeper.judge(name).reason) == "injection":
+            reason = "instruction_injection"  # an entity name is stored and shown to agents like a fact
+        elif verdict in SOCIAL_KINDS:
             reason = "stoplisted"
         elif name.casefold() in by_name:
             reason = "duplicate"
