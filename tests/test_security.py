@@ -88,6 +88,11 @@ def test_memory_facts_shows_own_team_and_global_only(seeded: Memory) -> None:
     # filters that point straight at hidden facts find nothing
     assert seeded.facts(agent_id=A, team_id=T1, session_id="sb") == []
     assert seeded.facts(agent_id=A, team_id=T1, session_id="sc", include_history=True) == []
+    # nor does another agent's session behind a shared fact: a listing never names it (own_session), and a filter
+    # by it would tell what b said there ('Team decided to use Redis' was said in b's session sb2)
+    assert seeded.facts(agent_id=A, team_id=T1, session_id="sb2") == []
+    assert [f.content for f in seeded.facts(agent_id="b", team_id=T1, session_id="sb2")] == [
+        "Team decided to use Redis for caching"]
     assert seeded.facts(agent_id=A, team_id=T1, entity="Clerk") == []
     assert seeded.facts(agent_id=A, team_id=T1, categories=["identity"]) == []
     # another team's agent sees neither team t1's facts nor a's private ones
