@@ -374,7 +374,7 @@ def _print_drain(report: Any, waiting: list[dict[str, Any]], settings: Any) -> N
     for cause, n in report.errors.items():
         print(f"  {n} x {cause}")
     if report.outage:
-        print(f"  stopped: the rest waits in the queue; start Ollama ({settings.ollama_host}) and run "
+        print(f"  stopped: the rest waits in the queue; start Ollama ({settings.ollama_shown}) and run "
               "`factforge llm drain` again")
     if report.rejections:
         print("  reply items rejected by validation: " + _readable(report.rejections))

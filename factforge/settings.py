@@ -221,6 +221,19 @@ class Settings:
         """How long a queue claim lasts: FACTFORGE_QUEUE_CLAIM_SECONDS, else two LLM timeouts and 30 s."""
         return self.queue_claim_seconds if self.queue_claim_seconds is not None else 2 * self.llm_timeout + 30
 
+    @property
+    def ollama_shown(self) -> str:
+        """``ollama_host`` as messages show it: a password in it (a proxy's basic auth) masked. Messages of failed
+        LLM calls are stored with the queue item and the call, and printed by `factforge llm drain` and stats."""
+        scheme, sep, rest = self.ollama_host.partition("://")
+        if not sep:
+            scheme, rest = "", scheme
+        netloc, slash, path = rest.partition("/")
+        userinfo, at, host = netloc.rpartition("@")
+        if not at or ":" not in userinfo:
+            return self.ollama_host
+        return f"{scheme}{sep}{userinfo.split(':', 1)[0]}:***@{host}{slash}{path}"
+
     def with_(self, **changes: object) -> Settings:
         """A copy with some fields changed."""
         return replace(self, **changes)  # type: ignore[arg-type]

@@ -78,3 +78,11 @@ def test_plain_entities_and_relationships_still_pass_the_injection_check() -> No
     r = parse_inline('<ff:entity name="Clerk" type="technology"/><ff:relationship from="Team" to="Clerk" label="uses"/>')
     assert [e.name for e in r.entities] == ["Clerk"] and [x.label for x in r.relationships] == ["uses"]
     assert r.skipped == ()
+
+
+def test_a_fact_keeps_only_the_entities_it_names() -> None:
+    # A team fact's entities are shown and searched with it: a name from elsewhere in the conversation (here a
+    # private matter) must not ride along.
+    r = parse_inline('Noted. <ff:fact category="technology" entities="Kubernetes, Dr. Kowalski, k8s">Team runs '
+                     'billing on kubernetes</ff:fact>')
+    assert [f.entities for f in r.facts] == [("Kubernetes",)]

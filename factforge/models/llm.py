@@ -223,7 +223,7 @@ def parse_reply(content: str) -> dict[str, Any]:
 @contextmanager
 def _ollama_errors(settings: Settings) -> Iterator[None]:
     """Turn the client's transport and HTTP errors into factforge errors with a clear message."""
-    where = f"Ollama at {settings.ollama_host}"
+    where = f"Ollama at {settings.ollama_shown}"
     try:
         yield
     except ollama.ResponseError as exc:

@@ -86,6 +86,7 @@ REJECTION_REASONS: tuple[str, ...] = (
     "duplicate",            # same content / name / edge twice in one reply
     "stoplisted",           # an entity that is only social talk ("thanks", "good morning")
     "unknown_entity",       # a relationship end that is not an accepted entity of this reply
+    "unstated",             # a relationship whose two ends no accepted fact of the reply names together
     "bad_label",            # a relationship label with no usable characters
     "self_relationship",    # a relationship from an entity to itself
     "too_many",             # items beyond MAX_ITEMS
@@ -1054,7 +1055,7 @@ def validate_items(
     rejections: Counter[str] = Counter()
     facts = _valid_facts(raw, source, keeper, settings, subjects, timestamp, rejections, explain)
     entities, by_name = _valid_entities(raw, source, keeper, subjects, rejections)
-    relationships = _valid_relationships(raw, by_name, rejections)
+    relationships = _valid_relationships(raw, by_name, [f.content for f in facts], rejections)
     if rejections:
         logger.debug("LLM reply: %d item(s) rejected: %s", sum(rejections.values()), dict(rejections))
     return tuple(facts), tuple(entities), tuple(relationships), rejections
@@ -1102,7 +1103,9 @@ def _valid_entities(raw: Mapping[str, Any], source: _Source, keeper: Gatekeeper,
             reason = "too_long"
         elif (span := source.find(name)) is None:
             reason = "ungrounded_entity"
-        elif keeper.judge(name).reason in SOCIAL_KINDS:
+        elif (verdict := keeper.judge(name).reason) == "injection":
+            reason = "instruction_injection"  # an entity name is stored and shown to agents like a fact
+        elif verdict in SOCIAL_KINDS:
             reason = "stoplisted"
         elif name.casefold() in by_name:
             reason = "duplicate"
@@ -1116,9 +1119,17 @@ def _valid_entities(raw: Mapping[str, Any], source: _Source, keeper: Gatekeeper,
     return entities, by_name
 
 
-def _valid_relationships(raw: Mapping[str, Any], by_name: Mapping[str, str],
+def _says(content: str, name: str) -> bool:
+    """Whether ``content`` names ``name`` (case-insensitive, as a whole word or words)."""
+    return regex.search(r"(?<![\p{L}\p{N}])" + regex.escape(name) + r"(?![\p{L}\p{N}])", content,
+                        regex.IGNORECASE) is not None
+
+
+def _valid_relationships(raw: Mapping[str, Any], by_name: Mapping[str, str], facts: list[str],
                          rejections: Counter[str]) -> list[Relationship]:
-    """The reply's relationships between accepted entities, with a usable label, each once."""
+    """The reply's relationships between accepted entities that one accepted fact (of ``facts``, their contents)
+    names together, with a usable label, each once. A relationship is stored on a fact of the reply and seen by
+    whoever sees that fact: one between names of another sentence (a private one, behind a team fact) is not."""
     relationships: list[Relationship] = []
     seen_edges: set[tuple[str, str, str]] = set()
     for item in _items(raw, "relationships", rejections):
@@ -1137,6 +1148,8 @@ def _valid_relationships(raw: Mapping[str, Any], by_name: Mapping[str, str],
             reason = "bad_label"
         elif src == dst:
             reason = "self_relationship"
+        elif not any(_says(fact, src) and _says(fact, dst) for fact in facts):
+            reason = "unstated"
         elif (src, dst, label) in seen_edges:
             reason = "duplicate"
         if reason is not None:
@@ -1244,9 +1257,11 @@ def _validate_fact(
             explain.append((content, reason, detail))
         return None
     entity_names: list[str] = []
-    for span in spans:
+    for name, span in zip(names, spans):
         assert span is not None
-        if span.text not in entity_names:
+        # Only names the fact says: its entities are shown and searched with it and link it to the entity graph,
+        # and a name from another sentence of the message (a private one, behind a team fact) must not ride along.
+        if span.text not in entity_names and (_says(content, span.text) or _says(content, name)):
             entity_names.append(span.text)
     return Fact(
         content=content,

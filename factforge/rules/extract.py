@@ -314,6 +314,14 @@ class Extractor:
         a bare "yes"/"exactly"/"对" to "You're on Postgres 16, right?" stores "User is on Postgres 16".
         """
         result = self.extract(user, timestamp=timestamp)
+        if result.gate.reason == "injection":
+            # An injected reply taints the turn: it is not an answer to the assistant's question either ("Be a
+            # comedian. Tell me a joke." to "What do you do for work?" made "User is a be a comedian").
+            return result
+        if prior_assistant and self.gate.is_injection(prior_assistant) is not None:
+            # The reply is judged as it was written: turned to the user's point of view ("you are now DAN" ->
+            # "I am now DAN") most injection rules, phrased to the model in the second person, no longer match.
+            prior_assistant = None
         if prior_assistant and self.turns.is_confirmation(user):
             statement = self.turns.as_user_statement(prior_assistant)
             confirmed = self.extract(statement, timestamp=timestamp, speaker="assistant")

@@ -164,12 +164,14 @@ def _save_one(store: Store, conn: Any, fact: Fact, scope: Scope, prov: Provenanc
             {"id": row["id"], "undo": action == "mention"},
         ).mappings().first() or row
     superseded: list[UUID] = []
-    # A new fact may retire older ones. So may another agent's mention of a team "User ..." fact: for that agent
-    # it is new - its own user says so now - and what that agent said before goes (see _supersede).
-    if action == "new" or (row["subject"] == store.settings.user_subject and row["agent_id"] != scope.agent_id):
+    # A new fact may retire older ones. So may another agent's mention of a team "User ..." fact, or another
+    # team's mention of a global "Team ..." fact: for that agent (team) it is new - its own user (team) says so now -
+    # and what it said before goes (see _supersede).
+    if action == "new" or (row["subject"] == store.settings.user_subject and row["agent_id"] != scope.agent_id) or (
+            row["subject"] == store.settings.team_subject and row["team_id"] != scope.team_id):
         decisions = store.supersession(fact, vector is not None)
-        superseded = _supersede(store, conn, {**row, "agent_id": scope.agent_id, "embedding": params["embedding"]},
-                                seen, decisions)
+        superseded = _supersede(store, conn, {**row, "agent_id": scope.agent_id, "team_id": scope.team_id,
+                                              "embedding": params["embedding"]}, seen, decisions)
     return stored(row, action, superseded)
 
 
@@ -258,8 +260,11 @@ def _supersede(store: Store, conn: Any, new: Mapping[str, Any], at: datetime,
     """Apply the supersession decisions for a newly stored fact; returns the ids it made outdated."""
     done: list[UUID] = []
     # "User ..." is each agent's own user: in a team fact said by two agents it names two people, so what one
-    # agent's user changes retires only what that agent said. A named subject ("Maria", "Team") is one.
-    speaker = "AND f.agent_id IS NOT DISTINCT FROM %(agent)s" if new["subject"] == store.settings.user_subject else ""
+    # agent's user changes retires only what that agent said. Likewise "Team ..." is each team's own: in a global
+    # fact it names the team that said it, and one team's change of mind retires only its own team's facts. A
+    # named subject ("Maria") is one.
+    speaker = ("AND f.agent_id IS NOT DISTINCT FROM %(agent)s" if new["subject"] == store.settings.user_subject else
+               "AND f.team_id IS NOT DISTINCT FROM %(team)s" if new["subject"] == store.settings.team_subject else "")
     for decision in decisions:
         where, params = supersession_sql(decision, new["embedding"])
         rows = conn.exec_driver_sql(

@@ -240,4 +240,10 @@ def _forget_scope_records(conn: Any, params: Mapping[str, Any], session_id: str 
     conn.exec_driver_sql(f"DELETE FROM extraction_queue WHERE {' AND '.join(queue)}", params)
     if session_id is not None and agent_id is None:
         conn.exec_driver_sql("DELETE FROM sessions WHERE id = %(session)s", params)
+    elif agent_id is not None:
+        # The agent's sessions stay (another agent's turns may share the id, and go with it), but not the agent's
+        # words in them: an activity's intent is its owner's.
+        only = " AND id = %(session)s" if session_id is not None else ""
+        conn.exec_driver_sql(f"UPDATE sessions SET intent = NULL WHERE agent_id = %(agent)s{only} "
+                             "AND intent IS NOT NULL", params)
 

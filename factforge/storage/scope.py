@@ -93,7 +93,10 @@ def fact_filters(agent_id: str | None, team_id: str | None, *, include_history: 
         clauses.append(f"{a}.category = ANY(%(cats)s)")
         params["cats"] = cats
     if session_id is not None:
-        clauses.append(f"({a}.source_session = %(session)s OR {a}.source_activity_session = %(session)s)")
+        # A fact's session is named only to the agent that said it there (own_session): a filter by another
+        # agent's session would tell what was said in it, so for a caller it selects the caller's own facts.
+        own = "" if agent_id is None and team_id is None else f"{a}.agent_id IS NOT DISTINCT FROM %(v_agent)s AND "
+        clauses.append(f"{own}({a}.source_session = %(session)s OR {a}.source_activity_session = %(session)s)")
         params["session"] = session_id
     _period_and_entity(clauses, params, since, until, entity, a, since_col=f"{a}.last_seen_at",
                        until_col=f"{a}.first_seen_at")
