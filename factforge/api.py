@@ -225,7 +225,10 @@ def _add_ops_routes(app: FastAPI, service: Service) -> None:
             try:
                 current = db.current_revision(url)
             except DatabaseError as exc:
-                return JSONResponse(error_body("database_error", f"{what}: {exc}"), status_code=503)
+                # Unauthenticated: the server's log names the host, port and user; the answer does not.
+                logger.warning("readyz: %s: %s", what, exc)
+                return JSONResponse(error_body("database_error", f"{what}: not reachable (the server's log says "
+                                                                 "why)"), status_code=503)
             if current != head:
                 return JSONResponse(error_body("schema_outdated", f"{what}: schema is at {current}, this version "
                                                f"needs {head}: run `factforge db upgrade`"), status_code=503)
