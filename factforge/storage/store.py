@@ -76,7 +76,10 @@ class Rows:
         return iter(self._cur)
 
     def mappings(self) -> Mappings:
-        names = [c.name for c in self._cur.description]
+        # The names straight from the result (as psycopg's dict_row reads them): cursor.description makes a
+        # Column object per column first, ~0.1 ms for a fact's 25 columns.
+        res, enc = self._cur.pgresult, self._cur._encoding
+        names = [res.fname(i).decode(enc) for i in range(res.nfields)]
         return Mappings(dict(zip(names, row)) for row in self._cur)
 
 
