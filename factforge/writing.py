@@ -102,7 +102,11 @@ class Writer:
         facts, entities = self._complete(list(extraction.facts) + list(req.extra_facts),
                                          list(extraction.entities) + list(req.extra_entities),
                                          user_name=user_name, assistant_name=assistant_name)
-        if not self._record_turn(req, episode, len(facts)):
+        queued = extraction.needs_llm
+        # The turn, its LLM work and its miss in one statement; with no facts or entities to store after it, that
+        # statement is the call's only one (the store may then send it without a BEGIN and a COMMIT).
+        if not self._record_turn(req, episode, len(facts), self._queue_work(req) if queued else None,
+                                 last=not facts and not entities):
             return WriteResult(duplicate=True)
         stored = self._store(
             facts,
@@ -114,16 +118,14 @@ class Writer:
             entities=entities,
             relationships=list(extraction.relationships) + list(req.extra_relationships),
         )
-        queued = extraction.needs_llm
-        if queued:
-            self._enqueue(req)
         return WriteResult(tuple(stored), queued, False, episode)
 
-    def _record_turn(self, req: WriteRequest, episode: str | None, fact_count: int) -> bool:
-        """Take the turn's key (and open its session), first in this transaction: a concurrent call with the
-        same turn (two ingests of one file) waits for it here and then finds it taken, so nothing is counted
-        twice; a crash rolls the key back with everything else, so a redo is exact. False: the turn was seen
-        before."""
+    def _record_turn(self, req: WriteRequest, episode: str | None, fact_count: int,
+                     work: tuple[dict[str, Any], str | None] | None, *, last: bool) -> bool:
+        """Take the turn's key (and open its session, queue its LLM ``work``), first in this transaction: a
+        concurrent call with the same turn (two ingests of one file) waits for it here and then finds it taken,
+        so nothing is counted twice; a crash rolls the key back with everything else, so a redo is exact.
+        False: the turn was seen before. ``last``: no other statement follows in this call."""
         extraction, provenance = req.extraction, req.provenance
         user_name, assistant_name = req.payload.get("user_name"), req.payload.get("assistant_name")
         return self.store.record_turn(
@@ -144,10 +146,15 @@ class Writer:
             **_spoken_of(provenance.user_message if episode else None, provenance.message_ts),
             session_kind=req.kind,
             intent=req.intent,
+            queue_item=work[0] if work else None,
+            miss=work[1] if work else None,
+            last=last,
         )
 
-    def _enqueue(self, req: WriteRequest) -> None:
-        """Queue the call for the LLM (and count a miss when no rule answered an informative message)."""
+    def _queue_work(self, req: WriteRequest) -> tuple[dict[str, Any], str | None]:
+        """The call's LLM queue item, and the words of its miss when no rule answered an informative message
+        (None: no miss). Queued with the turn's key, before anything else can fail: the LLM works from the
+        queue, never from memory only."""
         extraction, provenance = req.extraction, req.provenance
         payload = dict(req.payload)
         assistant_text = payload.get("assistant")
@@ -163,15 +170,10 @@ class Writer:
             "timestamp": provenance.message_ts.isoformat() if provenance.message_ts else None,
             "visibility": req.visibility,
         }
-        # Queued before anything can fail: the LLM works from the queue, never from memory only.
         if not extraction.facts and extraction.gate.passed:
             # The miss keeps the words for rule authors, unless drop mode dropped the message they came from.
-            words = DROPPED if provenance.user_message == DROPPED else extraction.text
-            self.store.enqueue_unanswered(provenance.source_key, item, words,
-                                          session_id=provenance.session_id or provenance.activity_session,
-                                          agent_id=req.agent_id)
-        else:
-            self.store.enqueue(provenance.source_key, item)
+            return item, DROPPED if provenance.user_message == DROPPED else extraction.text
+        return item, None
 
     def save(
         self,

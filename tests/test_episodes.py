@@ -215,6 +215,20 @@ def test_episodes_are_vector_findable_after_the_background_embedder(db_url: str,
         assert m.stats()["episodes_without_vector"] == 0
 
 
+def test_a_pass_leaves_the_rows_another_pass_is_embedding(memory: Memory, db_url: str) -> None:
+    """Several processes kick their own passes over one database: a row one pass holds is not embedded again by
+    another (each episode is embedded once), and is embedded once it is free."""
+    for text in ("The billing service times out on Mondays", "Our staging cluster runs out of memory at night"):
+        memory.remember(user=text, agent_id=A)
+    embedder = LocalEmbedder()
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as other:
+        held = other.execute("SELECT id FROM turns WHERE user_message LIKE 'The billing%' FOR UPDATE").fetchone()
+        assert embed_pending(memory.store, embedder).episodes == 1
+        assert _rows(db_url, "SELECT id FROM turns WHERE embedding IS NULL") == [held]
+    assert embed_pending(memory.store, embedder).episodes == 1
+    assert _rows(db_url, "SELECT count(*) FROM turns WHERE embedding IS NULL") == [(0,)]
+
+
 def test_background_embed_off_leaves_episodes_to_a_worker(db_url: str, tmp_path: Path) -> None:
     """`factforge serve --no-embed` (FACTFORGE_BACKGROUND_EMBED=off): the API process writes and leaves the model
     to `factforge worker`; facts are still embedded as they are stored."""

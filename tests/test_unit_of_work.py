@@ -55,7 +55,42 @@ def test_a_turn_is_recorded_with_its_fact_count_in_one_statement(db_url: str, tm
                            agent_id="dev", team_id="platform", session_id="s1")
         assert len(switch.facts) == 2 and plain.facts == ()  # the switch, and "Team uses Clerk" it implies
         assert not [s for s in sent if s.lstrip().upper().startswith("UPDATE TURNS")]
-        assert sent.count("BEGIN") == sent.count("COMMIT") == 2  # one transaction per call
+        # one transaction for the call with facts; the turn without any is one statement, sent alone (its queue
+        # item and its miss ride in it), which the server commits as it ends: no BEGIN, no COMMIT
+        assert sent.count("BEGIN") == sent.count("COMMIT") == 1
+        alone = sent[sent.index("COMMIT") + 1:]
+        assert len(alone) == 1 and "INSERT INTO extraction_queue" in alone[0] and "pattern_misses" in alone[0]
+        assert m.store.queue_counts().get("pending") == 1 and [x.text for x in m.store.top_misses()] == [
+            "The staging cluster keeps running out of memory at night, any idea why"]
         counts = {r["user_message"]: r["fact_count"] for r in m.store._all("SELECT user_message, fact_count FROM turns")}
         assert counts == {"We switched from JWT to Clerk for authentication": 2,
                           "The staging cluster keeps running out of memory at night, any idea why": 0}
+
+
+def test_a_turn_alone_in_its_call_is_one_statement_but_a_batch_stays_one_transaction(db_url: str,
+                                                                                       tmp_path: Path) -> None:
+    """A turn with nothing to store after it goes alone (autocommit) only when its transaction holds that one
+    call: in a batch every call joins the batch's transaction, which commits once, or rolls back whole."""
+    from factforge.errors import DatabaseError
+    from factforge.memory import Memory
+
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path),
+                                  "FACTFORGE_EMBEDDER": "none", "FACTFORGE_LLM": "off"})
+    texts = [f"The staging cluster number {i} keeps running out of memory at night" for i in range(3)]
+    with Memory(settings=settings, llm=None, embedder=None, background=False) as m:
+        sent: list[str] = []
+        m.store.statement_listener = sent.append
+        with m.store.unit_of_work(savepoints=False):  # as the API's Service does
+            assert not m.remember(user=texts[0], agent_id="dev").facts
+        assert len(sent) == 1 and "BEGIN" not in sent
+        sent.clear()
+        with m.batch():
+            for text in texts[1:]:
+                m.remember(user=text, agent_id="dev")
+        assert sent.count("BEGIN") == sent.count("COMMIT") == 1
+        with pytest.raises(DatabaseError), m.batch():
+            m.remember(user="The build server restarts every night at two", agent_id="dev")
+            with m.store._tx() as conn:
+                conn.exec_driver_sql("SELECT 1 / 0")
+        assert m.store._all("SELECT count(*) AS n FROM turns") == [{"n": 3}]
+        assert m.store.queue_counts().get("pending") == 3

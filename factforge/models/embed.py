@@ -67,7 +67,7 @@ class LocalEmbedder:
             except Exception as exc:  # noqa: BLE001 - a broken install becomes one clear error
                 raise EmbedderError(f"cannot load the local embedding model: {exc}") from None
             tokenizer.enable_truncation(MAX_TOKENS)
-            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            tokenizer.no_padding()  # embed() pads each batch itself, to its own longest text
             self._tokenizer, self._session = tokenizer, session
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
@@ -76,12 +76,21 @@ class LocalEmbedder:
         if not texts:
             return []
         self._load()
-        out: list[list[float]] = []
-        for start in range(0, len(texts), BATCH):
-            batch = [t if t.strip() else "." for t in texts[start:start + BATCH]]
-            enc = self._tokenizer.encode_batch(batch)
-            ids = np.array([e.ids for e in enc], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+        encoded = self._tokenizer.encode_batch([t if t.strip() else "." for t in texts])
+        # A batch is padded to its longest text and the model's work grows with the padded length: texts of like
+        # length share a batch (a batch of 64 chat turns padded to its longest cost 1.7x the sorted ones' CPU).
+        # Padding is masked, so a text's vector does not depend on the texts it shares a batch with.
+        order = sorted(range(len(texts)), key=lambda i: len(encoded[i].ids))
+        out: list[list[float]] = [[] for _ in texts]
+        for start in range(0, len(order), BATCH):
+            rows = order[start:start + BATCH]
+            width = max(len(encoded[i].ids) for i in rows)
+            ids = np.zeros((len(rows), width), dtype=np.int64)  # [PAD] is id 0
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for r, i in enumerate(rows):
+                n = len(encoded[i].ids)
+                ids[r, :n] = encoded[i].ids
+                mask[r, :n] = 1
             types = np.zeros_like(ids)
             try:
                 (hidden,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
@@ -90,7 +99,8 @@ class LocalEmbedder:
             m = mask[:, :, None].astype(np.float32)
             pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
             pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-            out += pooled.astype(np.float32).tolist()
+            for r, vector in zip(rows, pooled.astype(np.float32).tolist()):
+                out[r] = vector
         return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from ..errors import ValidationError
@@ -44,16 +44,20 @@ def episodes_without_embedding(store: Store, n: int) -> list[tuple[UUID, str]]:
 def set_embeddings(store: Store, pairs: Sequence[tuple[UUID, Sequence[float]]], model: str, *,
                    table: str = "facts") -> None:
     """Store vectors by id in ``facts`` or, for episodes, ``turns``."""
-    from pgvector import Vector
-
     if table not in ("facts", "turns"):
         raise ValidationError(f"no vectors in table {table!r}")
-    rows = [{"v": Vector(list(vec)), "m": model, "id": fid} for fid, vec in pairs]
-    if not rows:
+    if not pairs:
         return
-    with store._tx() as conn:  # one executemany: psycopg pipelines the statements
-        conn.exec_driver_sql(f"UPDATE {table} SET embedding = %(v)s, embedding_model = %(m)s WHERE id = %(id)s",
-                             rows)
+    with store._tx() as conn:
+        _store_vectors(conn, pairs, model, table)
+
+
+def _store_vectors(conn: Any, pairs: Sequence[tuple[UUID, Sequence[float]]], model: str, table: str) -> None:
+    from pgvector import Vector
+
+    rows = [{"v": Vector(list(vec)), "m": model, "id": fid} for fid, vec in pairs]
+    # one executemany: psycopg pipelines the statements
+    conn.exec_driver_sql(f"UPDATE {table} SET embedding = %(v)s, embedding_model = %(m)s WHERE id = %(id)s", rows)
 
 
 def reset_embedding_column(store: Store, dim: int, model: str) -> int:
@@ -100,30 +104,43 @@ class EmbedReport:
         return self.facts + self.episodes
 
 
+# What a pass takes: rows waiting for a vector, oldest first, locked until its transaction ends. Rows another pass
+# holds are skipped (SKIP LOCKED): with several processes writing to one database (``factforge serve``'s workers,
+# a worker fleet) each kicks its own pass, and without the lock two passes took the same oldest rows and embedded
+# them twice (1,787 episode updates for 1,096 episodes in bench_api's remember phase).
+_CLAIM = {
+    "facts": "SELECT id, content AS text, agent_id, visibility FROM facts WHERE embedding IS NULL "
+             "ORDER BY created_at, id LIMIT %(n)s FOR UPDATE SKIP LOCKED",
+    "episodes": "SELECT id, user_message AS text, agent_id, visibility FROM turns "
+                "WHERE visibility IS NOT NULL AND embedding IS NULL ORDER BY created_at, id LIMIT %(n)s "
+                "FOR UPDATE SKIP LOCKED",
+}
+
+
 def embed_pending(store: Store, embedder: Embedder, *, batch: int = 64, limit: int | None = None) -> EmbedReport:
     """Embed facts and episodes stored without a vector, ``batch`` texts per model call and transaction.
 
     This is the background embedder's unit of work (``Memory``'s embedding thread, ``factforge embed
     backfill``, a worker process): ``remember()`` stores an episode's words at once (BM25 finds it at once)
     and leaves its vector to this. ``limit`` caps how many rows one call embeds (None: until none is left).
-    An :class:`EmbedderError` propagates; the rows stay without a vector for the next pass.
+    Rows another pass is embedding are left to it. An :class:`EmbedderError` propagates; the rows stay without
+    a vector for the next pass.
     """
     counts = {"facts": 0, "episodes": 0}
     agents: set[tuple[str, str]] = set()
-    fetch = {"facts": store.facts_without_embedding, "episodes": store.episodes_without_embedding}
     table = {"facts": "facts", "episodes": "turns"}
     for kind in ("facts", "episodes"):
         while limit is None or counts["facts"] + counts["episodes"] < limit:
             left = batch if limit is None else min(batch, limit - counts["facts"] - counts["episodes"])
-            rows = fetch[kind](left)
+            with store._tx() as conn:  # the rows stay locked while the model runs, then get their vectors
+                rows = conn.exec_driver_sql(_CLAIM[kind], {"n": left}).fetchall()
+                if rows:
+                    vectors = embedder.embed([text for _, text, _, _ in rows])
+                    _store_vectors(conn, [(rid, vec) for (rid, _, _, _), vec in zip(rows, vectors)],
+                                   embedder.model, table[kind])
             if not rows:
                 break
-            vectors = embedder.embed([text for _, text in rows])
-            store.set_embeddings([(rid, vec) for (rid, _), vec in zip(rows, vectors)], embedder.model,
-                                 table=table[kind])
-            agents.update((table[kind], r["agent_id"]) for r in store._all(
-                f"SELECT DISTINCT agent_id FROM {table[kind]} WHERE id = ANY(%(ids)s) AND visibility = 'private'",
-                {"ids": [rid for rid, _ in rows]}))
+            agents.update((table[kind], agent) for _, _, agent, vis in rows if vis == "private")
             counts[kind] += len(rows)
     return EmbedReport(**counts, private_agents=frozenset(agents))
 

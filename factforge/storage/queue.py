@@ -29,8 +29,9 @@ def enqueue(store: Store, source_key: str, payload: Mapping[str, Any]) -> bool:
     return row is not None
 
 
-ENQUEUE_SQL = ("INSERT INTO extraction_queue (source_key, payload) VALUES (%(k)s, %(p)s::jsonb) "
-               "ON CONFLICT (source_key) DO NOTHING RETURNING id")
+ENQUEUE_INSERT = "INSERT INTO extraction_queue (source_key, payload)"
+ENQUEUE_CONFLICT = "ON CONFLICT (source_key) DO NOTHING"
+ENQUEUE_SQL = f"{ENQUEUE_INSERT} VALUES (%(k)s, %(p)s::jsonb) {ENQUEUE_CONFLICT} RETURNING id"
 
 
 def enqueue_params(source_key: str, payload: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,13 +4,15 @@ Plain operations over a :class:`~factforge.storage.store.Store` (its connections
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
 from ..settings import VISIBILITIES
+from .queue import ENQUEUE_CONFLICT, ENQUEUE_INSERT, enqueue_params
 from .records import check_text
+from .stats import MISS_CONFLICT, MISS_INSERT, MISS_VALUES, miss_params
 
 if TYPE_CHECKING:
     from .store import Store
@@ -64,7 +66,8 @@ def record_turn(store: Store, key: str, *, session_id: str | None = None, activi
                 user_name: str | None = None, assistant_name: str | None = None,
                 entities: Sequence[str] = (), valid_from: datetime | None = None,
                 valid_to: datetime | None = None, session_kind: str | None = None,
-                intent: str | None = None) -> bool:
+                intent: str | None = None, queue_item: Mapping[str, Any] | None = None,
+                miss: str | None = None, last: bool = False) -> bool:
     """Record a turn; False if its key is already taken (a re-run, or a concurrent writer of the same
     turn, which this waits for). Called first in the turn's transaction, so the key and the turn's facts
     commit together.
@@ -73,7 +76,12 @@ def record_turn(store: Store, key: str, *, session_id: str | None = None, activi
     dropped it); the turn holds the one stored copy of its messages, which its facts' sources reference.
 
     ``session_kind``: also open the session (or touch it), as :func:`upsert_session` would, in the same
-    statement: one round trip per turn instead of two."""
+    statement: one round trip per turn instead of two.
+
+    ``queue_item``: queue the turn for the LLM under its key (:func:`~factforge.storage.queue.enqueue`), and
+    ``miss``: count these words as a pattern miss (:func:`~factforge.storage.stats.record_miss`, of the turn's
+    session or activity and agent), both in the same statement and only if the key was free. ``last``: the
+    caller sends no other statement in this transaction (see :meth:`Tx.exec_driver_sql`)."""
     for name, value in (("key", key), ("session_id", session_id), ("intent", intent),
                         ("activity_session", activity_session), ("agent_id", agent_id), ("team_id", team_id), ("user_message", user_message),
                         ("assistant_message", assistant_message), ("gate_reason", gate_reason),
@@ -82,8 +90,20 @@ def record_turn(store: Store, key: str, *, session_id: str | None = None, activi
         check_text(name, value)
     if episode is not None and episode not in VISIBILITIES:
         raise ValidationError(f"visibility {episode!r} must be one of {', '.join(VISIBILITIES)}")
+    params = {"key": key, "session": session_id, "activity": activity_session, "agent": agent_id,
+              "team": team_id, "user": user_message, "assistant": assistant_message, "ts": message_ts,
+              "reason": gate_reason, "n": fact_count, "vis": episode, "user_name": user_name,
+              "assistant_name": assistant_name, "entities": list(dict.fromkeys(entities)),
+              "valid_from": valid_from, "valid_to": valid_to, "kind": session_kind, "intent": intent}
+    work = ""
+    if queue_item is not None:
+        params.update(enqueue_params(key, queue_item))
+        work += f", q AS ({ENQUEUE_INSERT} SELECT %(k)s, %(p)s::jsonb WHERE EXISTS (SELECT FROM t) {ENQUEUE_CONFLICT})"
+        if miss is not None:
+            params.update(miss_params(miss, session_id or activity_session, agent_id))
+            work += f", m AS ({MISS_INSERT} SELECT {MISS_VALUES} WHERE EXISTS (SELECT FROM t) {MISS_CONFLICT})"
     with store._tx() as conn:
-        # One round trip: the session counts the turn only if its key was free.
+        # One round trip: the session counts the turn (and the queue takes its work) only if its key was free.
         inserted = conn.exec_driver_sql(
             "WITH t AS (INSERT INTO turns (key, session_id, activity_session, agent_id, team_id, user_message, "
             "assistant_message, message_ts, gate_reason, fact_count, visibility, user_name, assistant_name, "
@@ -93,12 +113,8 @@ def record_turn(store: Store, key: str, *, session_id: str | None = None, activi
             + (_OPEN_SESSION if session_kind is not None and session_id is not None else
                "s AS (UPDATE sessions SET turn_count = turn_count + 1, last_seen_at = now() "
                "WHERE id = %(session)s AND EXISTS (SELECT FROM t)) ")
-            + "SELECT key FROM t",
-            {"key": key, "session": session_id, "activity": activity_session, "agent": agent_id,
-             "team": team_id, "user": user_message, "assistant": assistant_message, "ts": message_ts,
-             "reason": gate_reason, "n": fact_count, "vis": episode, "user_name": user_name,
-             "assistant_name": assistant_name, "entities": list(dict.fromkeys(entities)),
-             "valid_from": valid_from, "valid_to": valid_to, "kind": session_kind, "intent": intent},
+            + work + " SELECT key FROM t",
+            params, last=last,
         ).first()
     return inserted is not None
 

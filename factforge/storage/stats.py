@@ -25,7 +25,7 @@ def record_miss(store: Store, text: str, *, session_id: str | None = None, agent
     """Count an informative message that no pattern answered (for rule writers: `patterns misses`).
 
     ``session_id``/``agent_id`` say whose message it was, so forgetting them removes it too."""
-    store._all(_MISS_SQL + " RETURNING count", _miss_params(text, session_id, agent_id))
+    store._all(_MISS_SQL + " RETURNING count", miss_params(text, session_id, agent_id))
 
 
 def enqueue_unanswered(store: Store, source_key: str, payload: Mapping[str, Any], text: str, *,
@@ -33,19 +33,20 @@ def enqueue_unanswered(store: Store, source_key: str, payload: Mapping[str, Any]
     """:func:`~factforge.storage.queue.enqueue` and :func:`record_miss` in one statement (one round trip): what
     a message no rule answered costs. Returns whether the item was queued (once per source)."""
     rows = store._all(f"WITH q AS ({ENQUEUE_SQL}), m AS ({_MISS_SQL}) SELECT id FROM q",
-                      {**enqueue_params(source_key, payload), **_miss_params(text, session_id, agent_id)})
+                      {**enqueue_params(source_key, payload), **miss_params(text, session_id, agent_id)})
     return bool(rows)
 
 
-_MISS_SQL = (
-    "INSERT INTO pattern_misses AS p (text_hash, text, session_ids, agent_ids) VALUES (%(h)s, %(t)s, "
-    "%(sessions)s, %(agents)s) ON CONFLICT (text_hash) DO UPDATE SET count = p.count + 1, "
-    "last_seen_at = now(), "
+MISS_INSERT = "INSERT INTO pattern_misses AS p (text_hash, text, session_ids, agent_ids)"
+MISS_VALUES = "%(h)s, %(t)s, %(sessions)s, %(agents)s"
+MISS_CONFLICT = (
+    "ON CONFLICT (text_hash) DO UPDATE SET count = p.count + 1, last_seen_at = now(), "
     "session_ids = (SELECT coalesce(array_agg(DISTINCT x), '{}') FROM unnest(p.session_ids || excluded.session_ids) x), "
     "agent_ids = (SELECT coalesce(array_agg(DISTINCT x), '{}') FROM unnest(p.agent_ids || excluded.agent_ids) x)")
+_MISS_SQL = f"{MISS_INSERT} VALUES ({MISS_VALUES}) {MISS_CONFLICT}"
 
 
-def _miss_params(text: str, session_id: str | None, agent_id: str | None) -> dict[str, Any]:
+def miss_params(text: str, session_id: str | None, agent_id: str | None) -> dict[str, Any]:
     return {"h": miss_hash(text), "t": text[:2000], "sessions": [session_id] if session_id else [],
             "agents": [agent_id] if agent_id else []}
 
