@@ -78,7 +78,9 @@ class Rows:
     def mappings(self) -> Mappings:
         # The names straight from the result (as psycopg's dict_row reads them): cursor.description makes a
         # Column object per column first, ~0.1 ms for a fact's 25 columns.
-        res, enc = self._cur.pgresult, self._cur._encoding
+        # (``_encoding`` is psycopg's cached client encoding; the public lookup if a version lacks it)
+        res = self._cur.pgresult
+        enc = getattr(self._cur, "_encoding", None) or self._cur.connection.info.encoding
         names = [res.fname(i).decode(enc) for i in range(res.nfields)]
         return Mappings(dict(zip(names, row)) for row in self._cur)
 
