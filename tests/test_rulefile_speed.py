@@ -5,8 +5,6 @@ refused with one error naming file, rule and timing; the bundled rules pass, and
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +13,7 @@ from factforge.rules import rulefile
 from factforge.errors import PatternError
 from factforge.rules.extract import TurnRules
 from factforge.rules.patterns import PatternLibrary
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.clirun import run_cli
 
 EVIL_FACTS = """\
 kind: facts
@@ -168,8 +165,7 @@ def test_patterns_check_refuses_a_slow_fact_rule(tmp_path: Path) -> None:
     d = _copy(tmp_path)
     (d / "evil.yaml").write_text(EVIL_FACTS % ("cli", r"(?P<word>(a+)+)$"), encoding="utf-8")
     env = {"FACTFORGE_PATTERNS_DIR": str(d), "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
-    proc = subprocess.run([sys.executable, "-m", "factforge", "patterns", "check"], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=120)
+    proc = run_cli("patterns", "check", environ=env)
     out = proc.stderr + proc.stdout
     assert proc.returncode != 0 and "evil.yaml: rule evil.cli: regex takes over 250 ms" in out, out
 
