@@ -309,6 +309,7 @@ def test_ingest_wait_llm_reports_the_llm_outcome(db_url: str, tmp_path: Path) ->
     assert "reply items rejected by validation: " in proc.stdout
 
 
+@pytest.mark.slow
 def test_demo_prints_how_to_reach_its_memory_and_that_works(tmp_path: Path) -> None:
     home = tmp_path / "demo-home"
     env = {**os.environ, "FACTFORGE_HOME": str(home), "FACTFORGE_LLM": "off", "FACTFORGE_EMBEDDER": "none",
@@ -333,6 +334,7 @@ def test_demo_prints_how_to_reach_its_memory_and_that_works(tmp_path: Path) -> N
         stop_server(home)
 
 
+@pytest.mark.slow
 def test_a_new_home_is_announced_on_a_terminal(tmp_path: Path) -> None:
     import pty
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = [
@@ -60,6 +61,7 @@ def _stop(home: Path) -> None:
     get_server(home / "pg", cleanup_mode="delete").cleanup()
 
 
+@pytest.mark.slow
 def test_database_killed_mid_ingest_then_rerun_equals_a_clean_run(tmp_path: Path) -> None:
     chat = tmp_path / "chat.jsonl"
     _write_chat(chat, 400)

@@ -97,6 +97,7 @@ def _writer(url: str, home: str, worker: int, barrier: mp.Barrier) -> None:  # t
             m.remember(user=text, agent_id="shared-agent", team_id="t1", session_id=f"w{worker}")
 
 
+@pytest.mark.slow
 def test_eight_concurrent_writers_give_exact_mention_counts(db_url: str, tmp_path: Path) -> None:
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(8)

@@ -49,6 +49,7 @@ def _edited(tmp_path: Path, file: str, old: str, new: str) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_the_bundled_rules_pass_the_full_check_and_the_shipped_verdicts_are_current() -> None:
     digests = rulefile.check_bundled()  # raises PatternError naming any slow bundled rule
     shipped = rulefile.LINEAR_REGEXES.read_text(encoding="ascii").split()
@@ -63,6 +64,7 @@ def test_the_shipped_digest_of_verified_fact_rules_is_current() -> None:
         "bundled rules changed: run `python -m factforge.rules.rulefile` and commit the file"
 
 
+@pytest.mark.slow
 def test_verified_files_compile_on_first_use_and_edited_ones_are_checked_at_load(tmp_path: Path) -> None:
     same = PatternLibrary.from_dir(_copy(tmp_path / "same"))  # the bundled files' bytes: verified
     assert not any(rule._compiled for rule in same.rules)
@@ -111,6 +113,7 @@ def test_a_verified_gate_compiles_injection_rules_on_first_use_and_an_edited_one
     assert all(rule._compiled for rule in checked.injection_rules)
 
 
+@pytest.mark.slow
 def test_a_verified_rule_set_loads_each_part_when_first_used_and_an_edited_one_at_once(tmp_path: Path) -> None:
     """What a command that only reads the database builds (default_rules, a Memory) loads no fact rule; an edited
     folder is still loaded and checked in full before anything uses it, so a bad file fails at once."""
@@ -151,6 +154,7 @@ def test_a_catastrophic_turn_rule_is_refused_at_load(tmp_path: Path) -> None:
         TurnRules.from_dir(d)
 
 
+@pytest.mark.slow
 def test_a_slow_verdict_is_never_remembered_and_a_pass_is_remembered_by_content(tmp_path: Path) -> None:
     d = _copy(tmp_path)
     (d / "evil.yaml").write_text(EVIL_FACTS % ("again", r"(?P<word>(a+)+)$"), encoding="utf-8")
@@ -161,6 +165,7 @@ def test_a_slow_verdict_is_never_remembered_and_a_pass_is_remembered_by_content(
             PatternLibrary.from_dir(attempt)
 
 
+@pytest.mark.slow
 def test_patterns_check_refuses_a_slow_fact_rule(tmp_path: Path) -> None:
     d = _copy(tmp_path)
     (d / "evil.yaml").write_text(EVIL_FACTS % ("cli", r"(?P<word>(a+)+)$"), encoding="utf-8")

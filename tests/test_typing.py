@@ -12,6 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(tempfile.gettempdir()) / f"factforge-mypy-{hashlib.md5(str(ROOT).encode()).hexdigest()[:12]}"
 
@@ -21,6 +23,7 @@ def mypy(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_the_package_type_checks() -> None:
     done = mypy("factforge")
     assert done.returncode == 0, f"mypy found errors in factforge:\n{done.stdout}{done.stderr}"
