@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.clirun import Result, run_cli
 from tests.servers import RunningAPI, running_api
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,11 +162,8 @@ def test_search_hits_are_those_of_the_cli_json(client: httpx.Client, api: Runnin
                     headers=bearer(key))
     assert r.status_code == 200, r.text
     hits = r.json()["hits"]
-    cli = subprocess.run(
-        [sys.executable, "-m", "factforge", "--database-url", db_url, "search", "Clerk",
-         "--agent", "alice", "--team", "platform", "-k", "3", "--mode", "hybrid", "--json"],
-        capture_output=True, text=True, timeout=180, cwd=ROOT,
-        env={**os.environ, "FACTFORGE_HOME": str(ROOT / ".pytest-home"), "FACTFORGE_LLM": "off"})
+    cli = run_cli("--database-url", db_url, "search", "Clerk", "--agent", "alice", "--team", "platform", "-k", "3",
+                  "--mode", "hybrid", "--json", env={"FACTFORGE_HOME": str(ROOT / ".pytest-home"), "FACTFORGE_LLM": "off"})
     assert cli.returncode == 0, cli.stderr
     cli_hits = [json.loads(line) for line in cli.stdout.splitlines()]
     assert hits == cli_hits, [(k, a.get(k), b.get(k)) for a, b in zip(hits, cli_hits) for k in a if a.get(k) != b.get(k)]
@@ -286,11 +281,8 @@ def test_readyz_fails_when_the_database_is_unreachable(api: RunningAPI, tmp_path
 
 
 def test_keys_cli_create_list_revoke(client: httpx.Client, api: RunningAPI, db_url: str, tmp_path: Path) -> None:
-    env = {**os.environ, "FACTFORGE_HOME": str(tmp_path)}
-
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "factforge", "--database-url", db_url, *args],
-                              capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    def cli(*args: str) -> Result:
+        return run_cli("--database-url", db_url, *args, env={"FACTFORGE_HOME": str(tmp_path)})
 
     made = cli("keys", "create", "--agent", "cli-agent", "--team", "cli-team")
     assert made.returncode == 0, made.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from factforge.cli import build_parser
+from tests.clirun import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,12 +48,27 @@ def test_every_command_has_complete_help(name: str) -> None:
             assert action.help, f"{name}: option {action.dest} has no help"
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m factforge ARGS`` in a process of its own: for what only a process shows."""
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "factforge", *args], capture_output=True, text=True, env=full_env, input=stdin,
-        timeout=120, cwd=ROOT,
+        [sys.executable, "-m", "factforge", *args], capture_output=True, text=True, env=full_env, timeout=120,
+        cwd=ROOT,
     )
+
+
+def test_the_module_runs_as_a_process_with_its_exit_codes() -> None:
+    """The rest of this file runs commands in-process through ``cli.main`` (tests/clirun.py); here the real
+    ``python -m factforge``: its output, a clean error as exit code 1 with no traceback, a usage error as 2."""
+    import factforge
+
+    proc = run_process("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"factforge {factforge.__version__}"
+    proc = run_process("stats", env={"FACTFORGE_EMBEDDER": "gpu"})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and proc.stderr.startswith("factforge: error:")
+    proc = run_process("facts", "--all-scopes", "--bogus")
+    assert proc.returncode == 2 and proc.stderr.startswith("usage: factforge facts ")
 
 
 @pytest.mark.parametrize(
@@ -173,7 +189,7 @@ def test_db_url_is_a_libpq_url_that_psycopg_and_psql_connect_with(db_url: str) -
         proc = subprocess.run([psql, url, "-tAc", "SELECT version_num FROM alembic_version"], capture_output=True,
                               text=True, timeout=30)
         assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr
-    via = run_cli("--database-url", db_url, "db", "psql", "-c", "SELECT 'psql-ok'")
+    via = run_process("--database-url", db_url, "db", "psql", "-c", "SELECT 'psql-ok'")  # it execs psql
     assert via.returncode == 0 and "psql-ok" in via.stdout, via.stderr
 
 
@@ -293,6 +309,7 @@ def test_ingest_wait_llm_reports_the_llm_outcome(db_url: str, tmp_path: Path) ->
     assert "reply items rejected by validation: " in proc.stdout
 
 
+@pytest.mark.slow
 def test_demo_prints_how_to_reach_its_memory_and_that_works(tmp_path: Path) -> None:
     home = tmp_path / "demo-home"
     env = {**os.environ, "FACTFORGE_HOME": str(home), "FACTFORGE_LLM": "off", "FACTFORGE_EMBEDDER": "none",
@@ -317,6 +334,7 @@ def test_demo_prints_how_to_reach_its_memory_and_that_works(tmp_path: Path) -> N
         stop_server(home)
 
 
+@pytest.mark.slow
 def test_a_new_home_is_announced_on_a_terminal(tmp_path: Path) -> None:
     import pty
 

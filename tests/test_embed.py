@@ -133,8 +133,8 @@ def test_memory_embeds_a_repeated_query_once(db_url: str, tmp_path: Path) -> Non
 
 def test_embed_commands_backfill_and_reset_through_the_cli(db_url: str, tmp_path: Path) -> None:
     import os
-    import subprocess
-    import sys
+
+    from tests.clirun import run_cli
 
     settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)})
     store = open_store(settings)
@@ -145,8 +145,7 @@ def test_embed_commands_backfill_and_reset_through_the_cli(db_url: str, tmp_path
     env["FACTFORGE_HOME"] = str(tmp_path)
 
     def cli(*args: str, **extra: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "factforge", "--database-url", db_url, "embed", *args],
-                              capture_output=True, text=True, timeout=300, env={**env, **extra})
+        done = run_cli("--database-url", db_url, "embed", *args, environ={**env, **extra})
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 

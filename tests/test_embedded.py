@@ -157,10 +157,11 @@ def _stop(pgdata: Path) -> None:
         pass
 
 
-@pytest.fixture
-def other_cluster(tmp_path: Path) -> Iterator[Path]:
-    """A second, independent server (its data folder), running for the test."""
-    home = tmp_path / "other"
+@pytest.fixture(scope="module")
+def other_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A second, independent server (its data folder), running for the module's tests: they only read its pid and
+    lock files and check that it lives on, so one is started (one initdb) for them all."""
+    home = tmp_path_factory.mktemp("other")
     assert _run(home).returncode == 0
     yield home / "pg"
     _stop(home / "pg")
@@ -257,6 +258,7 @@ def test_a_full_disk_at_initdb_is_one_clear_line(tmp_path: Path) -> None:
     assert message.startswith(f"no space left on the device holding FACTFORGE_HOME={home}:")
 
 
+@pytest.mark.slow
 def test_a_full_disk_at_start_is_one_clear_line_and_leaves_no_server(tmp_path: Path) -> None:
     home = tmp_path / "h"
     assert _run(home).returncode == 0
@@ -312,6 +314,7 @@ print("no error")
 """
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_writing_is_one_clear_line(tmp_path: Path) -> None:
     home = tmp_path / "home"
     try:
@@ -353,6 +356,7 @@ def _succeeds(proc: subprocess.Popen[str], timeout: float = 120) -> None:
     assert proc.returncode == 0, out + err
 
 
+@pytest.mark.slow
 def test_commands_started_together_on_a_fresh_home_all_succeed(tmp_path: Path) -> None:
     # An agent fleet starting at once: every process must find (or make) one server and one schema.
     homes = [tmp_path / f"h{i}" for i in range(2)]
@@ -369,6 +373,7 @@ def test_commands_started_together_on_a_fresh_home_all_succeed(tmp_path: Path) -
             _stop(home / "pg")
 
 
+@pytest.mark.slow
 def test_status_and_stop(tmp_path: Path) -> None:
     home = tmp_path / "h"
     status = _cli(home, "db", "status").communicate()[0]
@@ -408,6 +413,7 @@ def _stopped_by_itself(home: Path, within: float = 60.0) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_an_idle_server_stops_on_its_own_and_starts_again(tmp_path: Path) -> None:
     home = tmp_path / "h"
     try:

@@ -316,18 +316,14 @@ def test_migration_0007_makes_stored_turns_episodes_and_stores_each_message_once
 
 
 def test_cli_search_json_has_kind_dates_and_evidence(memory: Memory, db_url: str, tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
+    from tests.clirun import run_cli
 
     memory.remember(user="I went to a pottery class yesterday, it was so relaxing", agent_id=A, session_id="s9",
                     timestamp="2023-05-08T13:56:00Z", user_name="Maria")
-    env = {**os.environ, "FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_LLM": "off", "FACTFORGE_EMBEDDER": "none",
+    env = {"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_LLM": "off", "FACTFORGE_EMBEDDER": "none",
            "FACTFORGE_HOME": str(tmp_path)}
-    root = Path(__file__).resolve().parent.parent
     for kind in ("fact", "episode"):
-        proc = subprocess.run([sys.executable, "-m", "factforge", "search", "pottery", "--agent", A, "--kind", kind,
-                               "--json"], capture_output=True, text=True, env=env, timeout=120, cwd=root)
+        proc = run_cli("search", "pottery", "--agent", A, "--kind", kind, "--json", env=env)
         assert proc.returncode == 0, proc.stderr
         (hit,) = [json.loads(line) for line in proc.stdout.splitlines()]
         assert hit["kind"] == kind and hit["session_id"] == "s9" and hit["speaker"] == "Maria"

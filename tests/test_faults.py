@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = [
@@ -60,6 +61,7 @@ def _stop(home: Path) -> None:
     get_server(home / "pg", cleanup_mode="delete").cleanup()
 
 
+@pytest.mark.slow
 def test_database_killed_mid_ingest_then_rerun_equals_a_clean_run(tmp_path: Path) -> None:
     chat = tmp_path / "chat.jsonl"
     _write_chat(chat, 400)
@@ -71,7 +73,9 @@ def test_database_killed_mid_ingest_then_rerun_equals_a_clean_run(tmp_path: Path
         proc = subprocess.Popen([sys.executable, "-m", "factforge", "ingest", str(chat), "--json"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(crashed), cwd=ROOT)
         pgdata = crashed / "pg"
-        stored, deadline = 0, time.monotonic() + 60
+        # The command creates its home (initdb, a first start) before it stores a turn: at load ~9 on 2 cores that
+        # took more than 60 s once, so it is given 180 s; the loop ends as soon as 50 turns are stored.
+        stored, deadline = 0, time.monotonic() + 180
         while stored < 50 and time.monotonic() < deadline:  # let it store part of the file
             time.sleep(0.05)
             try:

@@ -173,6 +173,7 @@ def test_a_new_embedding_dimension_drops_the_agent_graphs(store: Store, db_url: 
         store.reset_embedding_column(DIM, LOCAL_EMBED_MODEL)  # as the session's schema was made
 
 
+@pytest.mark.slow
 def test_the_worker_builds_graphs_for_the_agents_whose_rows_it_embedded(db_url: str, tmp_path: Path) -> None:
     from factforge.worker import WorkerReport, run_worker
 

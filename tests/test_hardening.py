@@ -21,6 +21,7 @@ from factforge.ingest import ingest_lines
 from factforge.memory import Memory
 from factforge.rules.secrets import SecretScanner
 from factforge.settings import Settings
+from tests.clirun import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PATTERNS = ROOT / "patterns"
@@ -371,8 +372,7 @@ def test_a_catastrophic_guard_regex_is_refused_at_load_and_by_patterns_check(tmp
     with pytest.raises(PatternError, match="slow: regex takes over"):
         Gatekeeper.from_dir(d)
     env = {"FACTFORGE_PATTERNS_DIR": str(d), "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
-    proc = subprocess.run([sys.executable, "-m", "factforge", "patterns", "check"], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=120)
+    proc = run_cli("patterns", "check", environ=env)
     assert proc.returncode != 0 and "catastrophic backtracking" in proc.stderr + proc.stdout
 
 

@@ -5,25 +5,22 @@ from __future__ import annotations
 import io
 import json
 import re
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from factforge.ingest import Progress
 from factforge.memory import Memory
+from tests.clirun import Result, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "team_chat.jsonl"
 
 
-def _cli(*args: str, db_url: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(home), "FACTFORGE_LLM": "off",
+def _cli(*args: str, db_url: str, home: Path) -> Result:
+    env = {"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(home), "FACTFORGE_LLM": "off",
            "FACTFORGE_EMBEDDER": "none"}
-    return subprocess.run([sys.executable, "-m", "factforge", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=120)
+    return run_cli(*args, env=env)
 
 
 def test_ingest_twice_adds_nothing_the_second_time(db_url: str, tmp_path: Path) -> None:

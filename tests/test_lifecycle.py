@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
-import os
-import subprocess
-import sys
 from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,8 +17,8 @@ from factforge.settings import Settings
 from factforge.memory import open_store
 from factforge.storage.store import Provenance, Scope, Store
 from factforge.types import Explanation, Fact
+from tests.clirun import run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
 
 # (earlier messages, later message, what is current afterwards, what was superseded)
 CASES = [
@@ -85,9 +82,8 @@ def test_as_of_in_library_and_cli(settings: Settings, db_url: str, tmp_path: Pat
         m.remember(user="We switched from JWT to Clerk", agent_id="a1", team_id="t1", timestamp="2026-11-01T10:00:00Z")
         then = m.facts(agent_id="a1", team_id="t1", as_of=datetime(2026, 10, 15, tzinfo=timezone.utc))
         assert [f.content for f in then] == ["Team uses JWT for authentication"]
-    env = {**os.environ, "FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path), "FACTFORGE_LLM": "off"}
-    out = subprocess.run([sys.executable, "-m", "factforge", "facts", "--agent", "a1", "--team", "t1", "--as-of",
-                          "2026-10-15", "--json"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    env = {"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path), "FACTFORGE_LLM": "off"}
+    out = run_cli("facts", "--agent", "a1", "--team", "t1", "--as-of", "2026-10-15", "--json", env=env)
     assert out.returncode == 0, out.stderr
     assert [json.loads(line)["content"] for line in out.stdout.splitlines()] == ["Team uses JWT for authentication"]
 
@@ -101,6 +97,7 @@ def _writer(url: str, home: str, worker: int, barrier: mp.Barrier) -> None:  # t
             m.remember(user=text, agent_id="shared-agent", team_id="t1", session_id=f"w{worker}")
 
 
+@pytest.mark.slow
 def test_eight_concurrent_writers_give_exact_mention_counts(db_url: str, tmp_path: Path) -> None:
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(8)

@@ -116,11 +116,10 @@ def test_http_mcp_without_a_valid_key_is_refused(api: RunningAPI, key: str | Non
 
 
 def test_stdio_server_needs_an_agent(tmp_path: Path) -> None:
-    import subprocess
+    from tests.clirun import run_cli
 
     env = {k: v for k, v in os.environ.items() if k not in ("FACTFORGE_AGENT_ID", "FACTFORGE_TEAM_ID")}
-    done = subprocess.run([sys.executable, "-m", "factforge", "mcp"], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT, env={**env, "FACTFORGE_HOME": str(tmp_path)}, stdin=subprocess.DEVNULL)
+    done = run_cli("mcp", environ={**env, "FACTFORGE_HOME": str(tmp_path)})
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.strip() == ("factforge: error: factforge mcp needs the agent it acts as: --agent A "
                                    "(or FACTFORGE_AGENT_ID)")

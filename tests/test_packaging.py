@@ -11,12 +11,15 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 # What a fresh clone has, minus what the wheel must not need (tests, benchmarks) and local state.
 SKIP = shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".factforge", "tests",
                               "bench", ".pytest_cache", ".hypothesis")
 
 
+@pytest.mark.slow
 def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path, db_url: str) -> None:
     src = tmp_path / "src"
     shutil.copytree(ROOT, src, ignore=SKIP)  # build from a copy: setuptools writes build/ into the tree

@@ -335,6 +335,7 @@ def test_discourse_and_hypotheticals_give_no_activity(text: str) -> None:
 # ----------------------------------------------------------------------------------------- prefilter
 
 
+@pytest.mark.slow
 def test_prefilter_agrees_with_running_every_rule() -> None:
     texts = [ex.text for r in LIB.rules for ex in r.examples] + [t for r in LIB.rules for t in r.counter_examples]
     texts += ["", "ok", "We switched from JWT to Clerk. I love hiking! 我叫李明。"]

@@ -210,6 +210,7 @@ def test_iter_json_lines_reports_hostile_json_as_an_input_error(line: str) -> No
 # -- size -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ten_megabytes_through_extract_returns(extractor: Extractor) -> None:
     unit = ("We switched from JWT to Clerk for authentication. " + "lorem ipsum dolor sit amet " * 150 + "\n"
             + "这是一个很长的句子" * 100 + "。\n" + "x" * 5000 + "\n")
@@ -251,6 +252,7 @@ def _with_keywords(keywords: tuple[str, ...], text: str) -> str:
     return " ".join(keywords) + " " + text + " " + " ".join(keywords)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ADVERSARIAL))
 def test_redos_every_pattern_rule_is_bounded(name: str) -> None:
     lib = PatternLibrary.from_dir()

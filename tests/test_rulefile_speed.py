@@ -5,8 +5,6 @@ refused with one error naming file, rule and timing; the bundled rules pass, and
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +13,7 @@ from factforge.rules import rulefile
 from factforge.errors import PatternError
 from factforge.rules.extract import TurnRules
 from factforge.rules.patterns import PatternLibrary
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.clirun import run_cli
 
 EVIL_FACTS = """\
 kind: facts
@@ -52,6 +49,7 @@ def _edited(tmp_path: Path, file: str, old: str, new: str) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_the_bundled_rules_pass_the_full_check_and_the_shipped_verdicts_are_current() -> None:
     digests = rulefile.check_bundled()  # raises PatternError naming any slow bundled rule
     shipped = rulefile.LINEAR_REGEXES.read_text(encoding="ascii").split()
@@ -66,6 +64,7 @@ def test_the_shipped_digest_of_verified_fact_rules_is_current() -> None:
         "bundled rules changed: run `python -m factforge.rules.rulefile` and commit the file"
 
 
+@pytest.mark.slow
 def test_verified_files_compile_on_first_use_and_edited_ones_are_checked_at_load(tmp_path: Path) -> None:
     same = PatternLibrary.from_dir(_copy(tmp_path / "same"))  # the bundled files' bytes: verified
     assert not any(rule._compiled for rule in same.rules)
@@ -114,6 +113,7 @@ def test_a_verified_gate_compiles_injection_rules_on_first_use_and_an_edited_one
     assert all(rule._compiled for rule in checked.injection_rules)
 
 
+@pytest.mark.slow
 def test_a_verified_rule_set_loads_each_part_when_first_used_and_an_edited_one_at_once(tmp_path: Path) -> None:
     """What a command that only reads the database builds (default_rules, a Memory) loads no fact rule; an edited
     folder is still loaded and checked in full before anything uses it, so a bad file fails at once."""
@@ -154,6 +154,7 @@ def test_a_catastrophic_turn_rule_is_refused_at_load(tmp_path: Path) -> None:
         TurnRules.from_dir(d)
 
 
+@pytest.mark.slow
 def test_a_slow_verdict_is_never_remembered_and_a_pass_is_remembered_by_content(tmp_path: Path) -> None:
     d = _copy(tmp_path)
     (d / "evil.yaml").write_text(EVIL_FACTS % ("again", r"(?P<word>(a+)+)$"), encoding="utf-8")
@@ -164,12 +165,12 @@ def test_a_slow_verdict_is_never_remembered_and_a_pass_is_remembered_by_content(
             PatternLibrary.from_dir(attempt)
 
 
+@pytest.mark.slow
 def test_patterns_check_refuses_a_slow_fact_rule(tmp_path: Path) -> None:
     d = _copy(tmp_path)
     (d / "evil.yaml").write_text(EVIL_FACTS % ("cli", r"(?P<word>(a+)+)$"), encoding="utf-8")
     env = {"FACTFORGE_PATTERNS_DIR": str(d), "PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}
-    proc = subprocess.run([sys.executable, "-m", "factforge", "patterns", "check"], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=120)
+    proc = run_cli("patterns", "check", environ=env)
     out = proc.stderr + proc.stdout
     assert proc.returncode != 0 and "evil.yaml: rule evil.cli: regex takes over 250 ms" in out, out
 

@@ -7,7 +7,6 @@ Run ``python tests/test_security.py`` to print the secret and injection rules' r
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from factforge.memory import Memory
 from factforge.rules.rulefile import safe_finditer
 from factforge.rules.secrets import SecretRule, SecretScanner
 from factforge.settings import Settings
+from tests.clirun import Result, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PATTERNS = ROOT / "patterns"
@@ -126,11 +126,10 @@ def test_memory_search_finds_visible_facts(seeded: Memory) -> None:
     assert any(h.content == "User's name is Robert" for h in seeded.search("name", agent_id="b", team_id=T1))
 
 
-def _cli(db_url: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_LLM": "off", "FACTFORGE_EMBEDDER": "none",
+def _cli(db_url: str, tmp_path: Path, *args: str) -> Result:
+    env = {"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_LLM": "off", "FACTFORGE_EMBEDDER": "none",
            "FACTFORGE_HOME": str(tmp_path)}
-    return subprocess.run([sys.executable, "-m", "factforge", *args], capture_output=True, text=True, env=env,
-                          timeout=120, cwd=ROOT)
+    return run_cli(*args, env=env)
 
 
 def test_cli_facts_and_search_are_scoped(seeded: Memory, db_url: str, tmp_path: Path) -> None:

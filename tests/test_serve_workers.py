@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+import pytest
 
 from factforge.settings import Settings
 from factforge.storage.keys import KeyStore
@@ -20,6 +21,7 @@ from factforge.storage.store import Store
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_two_worker_processes_serve_one_database(db_url: str, tmp_path: Path) -> None:
     env = {**os.environ, "FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path), "FACTFORGE_LLM": "off"}
     store = Store.open(Settings.from_env(env))

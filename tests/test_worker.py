@@ -97,6 +97,7 @@ def stop(workers: list[subprocess.Popen[str]]) -> list[tuple[int, str]]:
     return [(w.wait(timeout=60), w.communicate()[0]) for w in workers]
 
 
+@pytest.mark.slow
 def test_four_workers_do_each_item_once_and_lose_none_when_one_is_killed(db_url: str, fake: FakeOllama,
                                                                            tmp_path: Path) -> None:
     queue(db_url, tmp_path, NAMES)
@@ -140,6 +141,7 @@ def test_four_workers_do_each_item_once_and_lose_none_when_one_is_killed(db_url:
     assert 0 < done <= len(NAMES)
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_the_item_in_hand(db_url: str, fake: FakeOllama, tmp_path: Path) -> None:
     queue(db_url, tmp_path, NAMES[:2])
     # The model answers once the worker has been sent SIGTERM (a fixed 1.5 s delay raced the signal on a
