@@ -44,6 +44,7 @@ import regex
 
 from ..rules.gatekeeper import SOCIAL_KINDS, Gatekeeper
 from ..rules.load import default_rules
+from ..rules.names import mentions
 from ..rules.rulefile import Problems, compile_regex, safe_finditer, safe_search
 from ..rules.schema import CuesSpec, FactChecksSpec, NegationSpec, Spec, Text, read_data
 from ..rules.temporal import find_expressions, resolve
@@ -1119,12 +1120,6 @@ def _valid_entities(raw: Mapping[str, Any], source: _Source, keeper: Gatekeeper,
     return entities, by_name
 
 
-def _says(content: str, name: str) -> bool:
-    """Whether ``content`` names ``name`` (case-insensitive, as a whole word or words)."""
-    return regex.search(r"(?<![\p{L}\p{N}])" + regex.escape(name) + r"(?![\p{L}\p{N}])", content,
-                        regex.IGNORECASE) is not None
-
-
 def _valid_relationships(raw: Mapping[str, Any], by_name: Mapping[str, str], facts: list[str],
                          rejections: Counter[str]) -> list[Relationship]:
     """The reply's relationships between accepted entities that one accepted fact (of ``facts``, their contents)
@@ -1148,7 +1143,7 @@ def _valid_relationships(raw: Mapping[str, Any], by_name: Mapping[str, str], fac
             reason = "bad_label"
         elif src == dst:
             reason = "self_relationship"
-        elif not any(_says(fact, src) and _says(fact, dst) for fact in facts):
+        elif not any(mentions(fact, src) and mentions(fact, dst) for fact in facts):
             reason = "unstated"
         elif (src, dst, label) in seen_edges:
             reason = "duplicate"
@@ -1261,7 +1256,7 @@ def _validate_fact(
         assert span is not None
         # Only names the fact says: its entities are shown and searched with it and link it to the entity graph,
         # and a name from another sentence of the message (a private one, behind a team fact) must not ride along.
-        if span.text not in entity_names and (_says(content, span.text) or _says(content, name)):
+        if span.text not in entity_names and (mentions(content, span.text) or mentions(content, name)):
             entity_names.append(span.text)
     return Fact(
         content=content,

@@ -15,6 +15,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from ..types import CATEGORIES, ENTITY_TYPES, Entity, Explanation, Fact, Relationship
+from .names import mentions
 
 if TYPE_CHECKING:
     from .gatekeeper import Gatekeeper
@@ -125,17 +126,12 @@ def _fact(m: re.Match[str], gate: Gatekeeper) -> Fact | str:
     conf = min(1.0, max(0.0, conf))  # clamped, like LLM confidences
     # Only names the fact says: a fact's entities are shown and searched with it, and a name from elsewhere in the
     # conversation (a private matter, on a team fact) must not ride along.
-    names = tuple(n.strip() for n in attrs.get("entities", "").split(",") if n.strip() and _says(body, n.strip()))
+    names = tuple(n.strip() for n in attrs.get("entities", "").split(",") if n.strip() and mentions(body, n.strip()))
     return Fact(
         content=body, category=category, confidence=conf, method="inline",  # type: ignore[arg-type]
         explanation=Explanation("inline", None, conf, conf, None, 0.0, "tag in the agent's reply"),
         entities=names, speaker="assistant",
     )
-
-
-def _says(body: str, name: str) -> bool:
-    """Whether the fact ``body`` names ``name`` (case-insensitive, as a whole word or words)."""
-    return re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", body, re.IGNORECASE) is not None
 
 
 def _entity(attrs: dict[str, str], gate: Gatekeeper) -> Entity | str:

@@ -16,9 +16,15 @@ import regex
 
 from ..types import Fact
 
-__all__ = ["name_speakers"]
+__all__ = ["mentions", "name_speakers"]
 
 ASSISTANT_SUBJECT = "Assistant"
+
+
+def mentions(content: str, name: str) -> bool:
+    """Whether the fact ``content`` names ``name`` (case-insensitive, as a whole word or words): what a fact may
+    carry as its entities (the LLM's, an inline tag's), since they are shown and searched with it."""
+    return regex.search(r"(?<!\w)" + regex.escape(name) + r"(?!\w)", content, regex.IGNORECASE) is not None
 
 
 def _renamer(subject: str, name: str) -> tuple[regex.Pattern[str], str]:
