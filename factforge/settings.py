@@ -116,6 +116,12 @@ def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> i
 DEFAULT_AGENT_GRAPH_MIN_ROWS = 4000
 
 
+def masked_password(netloc: str) -> str:
+    """A URL's ``user:password@host`` as ``user:***@host``, for messages (unchanged without a password)."""
+    userinfo, at, host = netloc.rpartition("@")
+    return f"{userinfo.split(':', 1)[0]}:***@{host}" if at and ":" in userinfo else netloc
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """All of factforge's configuration. Build with :meth:`from_env` or :func:`dataclasses.replace`."""
@@ -229,10 +235,7 @@ class Settings:
         if not sep:
             scheme, rest = "", scheme
         netloc, slash, path = rest.partition("/")
-        userinfo, at, host = netloc.rpartition("@")
-        if not at or ":" not in userinfo:
-            return self.ollama_host
-        return f"{scheme}{sep}{userinfo.split(':', 1)[0]}:***@{host}{slash}{path}"
+        return f"{scheme}{sep}{masked_password(netloc)}{slash}{path}"
 
     def with_(self, **changes: object) -> Settings:
         """A copy with some fields changed."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DatabaseError, EmbeddingMismatchError, SchemaError
-from ..settings import Settings, bundled_dir
+from ..settings import Settings, bundled_dir, masked_password
 
 logger = logging.getLogger("factforge.db")
 
@@ -48,11 +48,7 @@ def safe_url(url: str) -> str:
 
     try:
         parts = urlsplit(sqlalchemy_url(url))
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, host = netloc.rsplit("@", 1)
-            netloc = f"{userinfo.split(':', 1)[0]}:***@{host}" if ":" in userinfo else netloc
-        return urlunsplit(("postgresql", netloc, parts.path, parts.query, ""))
+        return urlunsplit(("postgresql", masked_password(parts.netloc), parts.path, parts.query, ""))
     except (ValueError, DatabaseError):
         return "<url>"
 
