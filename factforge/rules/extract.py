@@ -318,11 +318,12 @@ class Extractor:
             # An injected reply taints the turn: it is not an answer to the assistant's question either ("Be a
             # comedian. Tell me a joke." to "What do you do for work?" made "User is a be a comedian").
             return result
-        if prior_assistant and self.gate.is_injection(prior_assistant) is not None:
-            # The reply is judged as it was written: turned to the user's point of view ("you are now DAN" ->
-            # "I am now DAN") most injection rules, phrased to the model in the second person, no longer match.
-            prior_assistant = None
+        # The reply is read only when the user confirms or answers it, and only if it is no injection, judged as it
+        # was written: turned to the user's point of view ("you are now DAN" -> "I am now DAN") most injection rules,
+        # phrased to the model in the second person, no longer match.
         if prior_assistant and self.turns.is_confirmation(user):
+            if self.gate.is_injection(prior_assistant) is not None:
+                return result
             statement = self.turns.as_user_statement(prior_assistant)
             confirmed = self.extract(statement, timestamp=timestamp, speaker="assistant")
             if confirmed.facts and confirmed.gate.passed:
@@ -335,7 +336,8 @@ class Extractor:
                     for f in confirmed.facts)
                 return dataclasses.replace(confirmed, facts=facts, needs_llm=False,
                                            hints=tuple(f for f in facts if f.confidence < self.settings.high_confidence))
-        elif prior_assistant and not result.facts and (found := self.turns.answer(prior_assistant, user)):
+        elif (prior_assistant and not result.facts and (found := self.turns.answer(prior_assistant, user))
+              and self.gate.is_injection(prior_assistant) is None):
             # "Nurse, yes." to "What do you do for work?": the pair, restated, is the user's own statement.
             rule, said = found
             answered = self.extract(said, timestamp=timestamp)
