@@ -29,16 +29,23 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
+# Rows waiting for a vector, oldest first, with the text to embed (and whose they are), up to %(n)s.
+_WAITING = {
+    "facts": "SELECT id, content AS text, agent_id, visibility FROM facts WHERE embedding IS NULL "
+             "ORDER BY created_at, id LIMIT %(n)s",
+    "episodes": "SELECT id, user_message AS text, agent_id, visibility FROM turns "
+                "WHERE visibility IS NOT NULL AND embedding IS NULL ORDER BY created_at, id LIMIT %(n)s",
+}
+
+
 def facts_without_embedding(store: Store, n: int) -> list[tuple[UUID, str]]:
-    return [(r["id"], r["content"]) for r in store._all(
-        "SELECT id, content FROM facts WHERE embedding IS NULL ORDER BY created_at, id LIMIT %(n)s", {"n": n})]
+    """Up to ``n`` facts waiting for a vector, oldest first, with their content."""
+    return [(r["id"], r["text"]) for r in store._all(_WAITING["facts"], {"n": n})]
 
 
 def episodes_without_embedding(store: Store, n: int) -> list[tuple[UUID, str]]:
     """Up to ``n`` episodes waiting for a vector, oldest first, with the text to embed (speaker and words)."""
-    return [(r["id"], r["text"]) for r in store._all(
-        "SELECT id, user_message AS text FROM turns "
-        "WHERE visibility IS NOT NULL AND embedding IS NULL ORDER BY created_at, id LIMIT %(n)s", {"n": n})]
+    return [(r["id"], r["text"]) for r in store._all(_WAITING["episodes"], {"n": n})]
 
 
 def set_embeddings(store: Store, pairs: Sequence[tuple[UUID, Sequence[float]]], model: str, *,
@@ -108,13 +115,7 @@ class EmbedReport:
 # holds are skipped (SKIP LOCKED): with several processes writing to one database (``factforge serve``'s workers,
 # a worker fleet) each kicks its own pass, and without the lock two passes took the same oldest rows and embedded
 # them twice (1,787 episode updates for 1,096 episodes in bench_api's remember phase).
-_CLAIM = {
-    "facts": "SELECT id, content AS text, agent_id, visibility FROM facts WHERE embedding IS NULL "
-             "ORDER BY created_at, id LIMIT %(n)s FOR UPDATE SKIP LOCKED",
-    "episodes": "SELECT id, user_message AS text, agent_id, visibility FROM turns "
-                "WHERE visibility IS NOT NULL AND embedding IS NULL ORDER BY created_at, id LIMIT %(n)s "
-                "FOR UPDATE SKIP LOCKED",
-}
+_CLAIM = {kind: f"{sql} FOR UPDATE SKIP LOCKED" for kind, sql in _WAITING.items()}
 
 
 def embed_pending(store: Store, embedder: Embedder, *, batch: int = 64, limit: int | None = None) -> EmbedReport:
