@@ -113,10 +113,12 @@ def cmd_keys(args: argparse.Namespace) -> int:
         keys = memory.keys
         if args.action == "create":
             role = args.role
-            info, key = keys.create(role=role, agent_id=args.agent, team_id=args.team, name=args.name)
+            info, key = keys.create(role=role, agent_id=args.agent, team_id=args.team, name=args.name,
+                                    max_visibility=args.max_visibility)
             whom = "every scope" if role == "analyst" else f"agent {info.agent_id!r}" + (
                 f" in team {info.team_id!r}" if info.team_id else "")
-            print(f"created {role} key {info.id} for {whom}; it is shown only now:")
+            reach = f", writing at most {info.max_visibility} facts" if role == "agent" else ""
+            print(f"created {role} key {info.id} for {whom}{reach}; it is shown only now:")
             print(key)  # the last line, on its own: `factforge keys create ... | tail -1`
         elif args.action == "list":
             rows = keys.list(include_revoked=args.all)
@@ -126,7 +128,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
             else:
                 for r in rows:
                     print(f"{r.id:>4}  {r.prefix}…  {r.role:<8}  agent={r.agent_id or '-'}  team={r.team_id or '-'}  "
-                          f"created {r.created_at:%Y-%m-%d %H:%M}"
+                          + (f"max={r.max_visibility}  " if r.role == "agent" else "") + f"created {r.created_at:%Y-%m-%d %H:%M}"
                           + (f"  last used {r.last_used_at:%Y-%m-%d %H:%M}" if r.last_used_at else "")
                           + (f"  REVOKED {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at else "")
                           + (f"  ({r.name})" if r.name else ""))
@@ -140,6 +142,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     from .errors import ConfigError
+    from .settings import VISIBILITIES
     from .storage.keys import Principal
     from .mcp_server import run_stdio
     from .service import Service
@@ -149,7 +152,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if not agent:
         raise ConfigError("factforge mcp needs the agent it acts as: --agent A (or FACTFORGE_AGENT_ID)")
     role = "readonly" if args.read_only else "agent"
-    run_stdio(Service.open(_settings(args)), Principal(role, agent, team or None))
+    widest = args.max_visibility or os.environ.get("FACTFORGE_MAX_VISIBILITY") or "global"
+    if widest not in VISIBILITIES:
+        raise ConfigError(f"--max-visibility {widest!r} must be one of {', '.join(VISIBILITIES)}")
+    run_stdio(Service.open(_settings(args)), Principal(role, agent, team or None, max_visibility=widest))
     return 0
 
 
@@ -198,6 +204,9 @@ def add_commands(add: Add) -> None:
     sp.add_argument("--role", choices=("agent", "readonly", "analyst"), default="agent",
                     help="create: agent (read+write its scope, default), readonly, analyst (reads every scope)")
     sp.add_argument("--name", help="create: a note on what the key is for")
+    sp.add_argument("--max-visibility", choices=("private", "team", "global"), default="global",
+                    help="create: the widest scope the key's facts may be shared to (default global); wider requests "
+                         "are refused, and facts the server's settings would share wider are stored at this scope")
     sp.add_argument("--all", action="store_true", help="list: revoked keys too")
     sp.add_argument("--json", action="store_true", help="list: one JSON object per key")
 
@@ -205,6 +214,9 @@ def add_commands(add: Add) -> None:
     sp.add_argument("--agent", help="the agent (default FACTFORGE_AGENT_ID)")
     sp.add_argument("--team", help="the agent's team (default FACTFORGE_TEAM_ID)")
     sp.add_argument("--read-only", action="store_true", help="refuse remember and forget")
+    sp.add_argument("--max-visibility", choices=("private", "team", "global"),
+                    help="the widest scope remembered facts may be shared to (default FACTFORGE_MAX_VISIBILITY, "
+                         "else global)")
 
     sp = add("worker", cmd_worker, "Process the LLM queue and embed facts without vectors until SIGTERM.")
     sp.add_argument("--poll", type=float, default=1.0, help="seconds to wait when there is nothing to do (default 1)")

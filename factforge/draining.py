@@ -207,6 +207,7 @@ class Drainer:
                     relationships=result.relationships,
                     user_name=p.get("user_name"),
                     assistant_name=p.get("assistant_name"),
+                    max_visibility=p.get("max_visibility"),
                 )
                 if not self.store.complete(item.id, attempts=item.attempts):
                     raise _ClaimLost

@@ -124,6 +124,7 @@ class Memory:
         wait_for_llm: bool = False,
         user_name: str | None = None,
         assistant_name: str | None = None,
+        max_visibility: str | None = None,
     ) -> RememberResult:
         """Extract and store the facts of one conversation turn; returns the stored facts.
 
@@ -131,6 +132,9 @@ class Memory:
         (processed in the background, or before returning when ``wait_for_llm`` is true). A turn the gate
         passes is also stored as an *episode* (its redacted words, searchable at once). ``user_name`` /
         ``assistant_name``: who speaks; facts about the user then read "Maria ..." instead of "User ...".
+        ``max_visibility``: the widest scope this turn's facts and episode may be shared to (facts that
+        ``visibility`` or the settings would share further are stored at it; an explicit wider ``visibility`` is
+        an error). The HTTP API and MCP pass their key's limit here.
         """
         guard = self._redactor
         user = guard.check_size("user", check_text("user", user, required=True)) or ""
@@ -142,7 +146,7 @@ class Memory:
         team_id = check_text("team_id", team_id)
         session_id = check_text("session_id", session_id)
         ts = check_timestamp(timestamp)
-        guard.check_visibility(visibility, team_id)
+        guard.check_visibility(visibility, team_id, max_visibility)
 
         # A turn seen before (a re-run) is found when its key is taken, first in the write's transaction, which
         # then writes nothing: no lookup ahead of it, which every new turn would pay for with a round trip.
@@ -167,7 +171,8 @@ class Memory:
         provenance = Provenance(source_key=key, session_id=session_id, user_message=user_stored,
                                 assistant_message=assistant_stored, message_ts=ts)
         result = self._store_extraction(WriteRequest(
-            extraction, provenance, agent_id=agent_id, team_id=team_id, visibility=visibility, kind="conversation",
+            extraction, provenance, agent_id=agent_id, team_id=team_id, visibility=visibility,
+            max_visibility=max_visibility, kind="conversation",
             payload={"kind": "turn", "user": user_stored, "assistant": assistant_stored, "user_name": user_name,
                      "assistant_name": assistant_name},
             extra_facts=inline.facts, extra_entities=inline.entities, extra_relationships=inline.relationships,
@@ -204,11 +209,13 @@ class Memory:
         timestamp: datetime | str | None = None,
         visibility: str | None = None,
         wait_for_llm: bool = False,
+        max_visibility: str | None = None,
     ) -> RememberResult:
         """Extract and store the facts of an observed activity session (the observational pathway).
 
         ``dialogue`` is a list of ``{"speaker", "text"}`` (or one string); ``events`` a list of strings or
-        ``{"text"|"description": ...}``. Provenance goes to ``source_activity_session``.
+        ``{"text"|"description": ...}``. Provenance goes to ``source_activity_session``. ``max_visibility``: as
+        for :meth:`remember`.
         """
         activity_session_id = check_text("activity_session_id", activity_session_id, required=True) or ""
         agent_id = check_text("agent_id", agent_id, required=True) or ""
@@ -216,7 +223,7 @@ class Memory:
         guard = self._redactor
         intent = guard.redact(guard.check_size("intent", check_text("intent", intent)))
         ts = check_timestamp(timestamp)
-        guard.check_visibility(visibility, team_id)
+        guard.check_visibility(visibility, team_id, max_visibility)
         raw = guard.check_size("dialogue and events", _activity_text(dialogue, events)) or ""
         if not raw.strip():
             raise InputError("observe() needs a non-empty dialogue or events")
@@ -226,7 +233,8 @@ class Memory:
         provenance = Provenance(source_key=key, session_id=activity_session_id, user_message=stored,
                                 activity_session=activity_session_id, message_ts=ts)
         result = self._store_extraction(WriteRequest(
-            extraction, provenance, agent_id=agent_id, team_id=team_id, visibility=visibility, kind="activity",
+            extraction, provenance, agent_id=agent_id, team_id=team_id, visibility=visibility,
+            max_visibility=max_visibility, kind="activity",
             intent=intent, payload={"kind": "activity", "user": stored, "assistant": None},
         ), wait_for_llm=wait_for_llm)
         if result.duplicate:

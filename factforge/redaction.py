@@ -36,13 +36,16 @@ class Redactor:
         return text
 
     @staticmethod
-    def check_visibility(visibility: str | None, team_id: str | None) -> None:
+    def check_visibility(visibility: str | None, team_id: str | None, max_visibility: str | None = None) -> None:
+        for name, value in (("visibility", visibility), ("max_visibility", max_visibility)):
+            if value is not None and value not in VISIBILITIES:
+                raise ValidationError(f"{name} {value!r} must be one of {', '.join(VISIBILITIES)}")
         if visibility is None:
             return
-        if visibility not in VISIBILITIES:
-            raise ValidationError(f"visibility {visibility!r} must be one of {', '.join(VISIBILITIES)}")
         if visibility == "team" and not team_id:
             raise ValidationError("visibility 'team' needs a team_id")
+        if max_visibility is not None and VISIBILITIES.index(visibility) > VISIBILITIES.index(max_visibility):
+            raise ValidationError(f"visibility {visibility!r} is wider than max_visibility {max_visibility!r}")
 
     def redact_fact(self, fact: Fact) -> Fact | None:
         """A tag-supplied fact (from the already redacted reply) with no secret left in its content or entity

@@ -16,6 +16,7 @@ from uuid import UUID
 from .errors import (AuthError, DatabaseError, FactforgeError, ForbiddenError, InputError, NotFoundError,
                      ValidationError)
 from .jsonout import to_jsonable
+from .settings import VISIBILITIES
 from .storage.keys import Principal
 from .memory import Memory, RememberResult
 from .storage.scope import visible
@@ -133,8 +134,14 @@ class Service:
 
     def _write(self, who: Principal, args: Mapping[str, Any], method: Callable[..., RememberResult]) -> dict[str, Any]:
         self._writer(who)
-        kwargs = {k: v for k, v in args.items() if k not in ("agent_id", "team_id") and v is not None}
+        kwargs = {k: v for k, v in args.items()
+                  if k not in ("agent_id", "team_id", "max_visibility") and v is not None}
         scope = self._scope(who, args)
+        asked = kwargs.get("visibility")
+        if asked in VISIBILITIES and VISIBILITIES.index(asked) > VISIBILITIES.index(who.max_visibility):
+            raise ForbiddenError(f"visibility {asked!r} is wider than this key may share ({who.max_visibility!r})")
+        if who.max_visibility != "global":
+            kwargs["max_visibility"] = who.max_visibility
         # One transaction, so one commit (one WAL flush) per request instead of one per statement group; one
         # call in it, so no savepoint around the call.
         with self.memory.store.unit_of_work(savepoints=False):

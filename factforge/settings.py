@@ -10,7 +10,14 @@ from pathlib import Path
 
 from .errors import ConfigError
 
-VISIBILITIES = ("private", "team", "global")
+VISIBILITIES = ("private", "team", "global")  # narrowest first
+
+
+def within(visibility: str, widest: str | None) -> str:
+    """``visibility``, or ``widest`` when that is narrower (None: no limit)."""
+    if widest is None or VISIBILITIES.index(visibility) <= VISIBILITIES.index(widest):
+        return visibility
+    return widest
 EMBEDDERS = ("local", "ollama", "none")
 LLM_SWITCH: Mapping[str, bool] = {"on": True, "1": True, "true": True, "yes": True,
                                   "off": False, "0": False, "false": False, "no": False}

@@ -20,7 +20,7 @@ from .redaction import DROPPED
 from .rules.extract import Extractor
 from .rules.lifecycle import SupersessionRules
 from .rules.names import name_speakers
-from .settings import VISIBILITIES, Settings
+from .settings import VISIBILITIES, Settings, within
 from .storage.facts import MAX_TX_ATTEMPTS
 from .storage.records import Provenance, Scope, StoredFact
 from .storage.store import Store
@@ -48,6 +48,7 @@ class WriteRequest:
     visibility: str | None
     kind: str
     payload: Mapping[str, Any]
+    max_visibility: str | None = None
     intent: str | None = None
     extra_facts: Sequence[Fact] = ()
     extra_entities: Sequence[Entity] = ()
@@ -95,7 +96,7 @@ class Writer:
     def _write(self, req: WriteRequest) -> WriteResult:
         """The writes of one call, inside its transaction."""
         extraction, provenance = req.extraction, req.provenance
-        episode = self.episode_visibility(extraction, provenance, req.visibility, req.team_id)
+        episode = self.episode_visibility(extraction, provenance, req.visibility, req.team_id, req.max_visibility)
         user_name, assistant_name = req.payload.get("user_name"), req.payload.get("assistant_name")
         # The facts as they will be stored, known before the turn is recorded: the turn row gets its fact
         # count at once (store.save returns one stored fact or mention per fact), not in an UPDATE after.
@@ -115,6 +116,7 @@ class Writer:
             agent_id=req.agent_id,
             team_id=req.team_id,
             visibility=req.visibility,
+            max_visibility=req.max_visibility,
             entities=entities,
             relationships=list(extraction.relationships) + list(req.extra_relationships),
         )
@@ -169,6 +171,7 @@ class Writer:
             "activity_session": provenance.activity_session,
             "timestamp": provenance.message_ts.isoformat() if provenance.message_ts else None,
             "visibility": req.visibility,
+            "max_visibility": req.max_visibility,
         }
         if not extraction.facts and extraction.gate.passed:
             # The miss keeps the words for rule authors, unless drop mode dropped the message they came from.
@@ -187,11 +190,13 @@ class Writer:
         relationships: Sequence[Relationship] = (),
         user_name: str | None = None,
         assistant_name: str | None = None,
+        max_visibility: str | None = None,
     ) -> list[StoredFact]:
-        """Store facts (and the facts they imply) in the scopes their categories get, most private first."""
+        """Store facts (and the facts they imply) in the scopes their categories get, most private first, none
+        wider than ``max_visibility``."""
         facts, entities = self._complete(facts, entities, user_name=user_name, assistant_name=assistant_name)
         return self._store(facts, provenance, agent_id=agent_id, team_id=team_id, visibility=visibility,
-                           entities=entities, relationships=relationships)
+                           max_visibility=max_visibility, entities=entities, relationships=relationships)
 
     def _complete(self, facts: Sequence[Fact], entities: Sequence[Entity], *, user_name: str | None,
                   assistant_name: str | None) -> tuple[list[Fact], list[Entity]]:
@@ -209,15 +214,15 @@ class Writer:
         return facts, entities
 
     def _store(self, facts: list[Fact], provenance: Provenance, *, agent_id: str, team_id: str | None,
-               visibility: str | None, entities: Sequence[Entity], relationships: Sequence[Relationship],
-               ) -> list[StoredFact]:
+               visibility: str | None, max_visibility: str | None, entities: Sequence[Entity],
+               relationships: Sequence[Relationship]) -> list[StoredFact]:
         """Store completed facts: one stored fact (or mention) per fact, in the order given by scope."""
         if not facts and not entities:
             return []
         vectors = self._embed([f.content for f in facts])
         groups: dict[str, list[int]] = {}
         for i, fact in enumerate(facts):
-            groups.setdefault(self.visibility_for(fact, visibility, team_id), []).append(i)
+            groups.setdefault(self.visibility_for(fact, visibility, team_id, max_visibility), []).append(i)
         stored: list[StoredFact] = []
         if not groups:  # entities with no fact still count as mentions
             groups = {"private": []}
@@ -249,18 +254,19 @@ class Writer:
             return None
 
     def episode_visibility(self, extraction: Extraction, provenance: Provenance, requested: str | None,
-                           team_id: str | None) -> str | None:
+                           team_id: str | None, widest: str | None = None) -> str | None:
         """Who may search this turn as an episode; None if it is none (dropped by the gate, or by a secret).
 
         The user's own words are private unless settings widen that; a turn stored with an explicit
-        visibility shares its episode as far as its facts."""
+        visibility shares its episode as far as its facts; never further than ``widest``."""
         if not extraction.gate.passed or not provenance.user_message or provenance.user_message == DROPPED:
             return None
-        vis = requested or self.settings.episode_visibility
+        vis = within(requested or self.settings.episode_visibility, widest)
         return "private" if vis == "team" and not team_id else vis
 
-    def visibility_for(self, fact: Fact, requested: str | None, team_id: str | None) -> str:
-        vis = requested or self.settings.default_visibility.get(fact.category, "private")
+    def visibility_for(self, fact: Fact, requested: str | None, team_id: str | None,
+                       widest: str | None = None) -> str:
+        vis = within(requested or self.settings.default_visibility.get(fact.category, "private"), widest)
         if vis == "team" and not team_id:
             return "private"
         return vis

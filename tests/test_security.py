@@ -625,9 +625,9 @@ def test_catastrophic_rule_file_is_rejected_or_bounded_at_load(tmp_path: Path, n
     d = _patterns_copy(tmp_path, name, content)
     code = f"{loader}\ntry:\n    L.from_dir({str(d)!r})\nexcept Exception as e:\n    print(type(e).__name__)\n"
     try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=6, cwd=ROOT)
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=ROOT)
     except subprocess.TimeoutExpired:
-        pytest.fail("loading the rule file did not finish in 6 s")
+        pytest.fail("loading the rule file did not finish in 30 s")
     assert proc.returncode == 0 and proc.stdout.strip() in ("", "PatternError"), proc.stderr
 
 

@@ -2,7 +2,8 @@
 
 A :class:`Principal` is what a key stands for. ``agent`` keys read and write as their agent and team,
 ``readonly`` keys only read that view, and ``analyst`` keys read every agent's and team's facts and write
-nothing. Callers never name their scope in a request: it comes from the key.
+nothing. Callers never name their scope in a request: it comes from the key. An agent key's ``max_visibility``
+is the widest scope its writes may reach (``global`` unless the key was made narrower).
 
 A :class:`KeyStore` may trust a key it found valid for ``cache_seconds`` instead of asking the database on every
 request (``Memory.keys``, so ``factforge serve``: ``FACTFORGE_API_KEY_CACHE_SECONDS``, 1 s by default): a key
@@ -22,6 +23,7 @@ from typing import Any
 
 from ..errors import AuthError, DatabaseError, NotFoundError, ValidationError
 from ..inputs import check_text
+from ..settings import VISIBILITIES
 
 __all__ = ["ROLES", "Principal", "KeyInfo", "KeyStore", "hash_key"]
 
@@ -39,6 +41,7 @@ class Principal:
     agent_id: str | None
     team_id: str | None
     key_id: int | None = None
+    max_visibility: str = "global"
 
     @property
     def can_write(self) -> bool:
@@ -62,6 +65,7 @@ class KeyInfo:
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+    max_visibility: str = "global"
 
 
 def hash_key(key: str) -> str:
@@ -92,10 +96,15 @@ class KeyStore:
             raise _database_error(exc) from None
 
     def create(self, *, role: str = "agent", agent_id: str | None = None, team_id: str | None = None,
-               name: str | None = None) -> tuple[KeyInfo, str]:
-        """A new key: its stored description and the plain key (shown once, never stored)."""
+               name: str | None = None, max_visibility: str = "global") -> tuple[KeyInfo, str]:
+        """A new key: its stored description and the plain key (shown once, never stored). ``max_visibility``: the
+        widest scope the key's writes may reach."""
         if role not in ROLES:
             raise ValidationError(f"role {role!r} must be one of {', '.join(ROLES)}")
+        if max_visibility not in VISIBILITIES:
+            raise ValidationError(f"max_visibility {max_visibility!r} must be one of {', '.join(VISIBILITIES)}")
+        if max_visibility == "team" and not team_id:
+            raise ValidationError("max_visibility 'team' needs a team: give the key a team, or 'private'")
         agent_id = check_text("agent_id", agent_id, required=role != "analyst")
         team_id = check_text("team_id", team_id)
         name = check_text("name", name)
@@ -106,10 +115,11 @@ class KeyStore:
         # in two teams - two tenants who both named an agent "assistant" - would read each other's private facts.
         # Refused: every key of an agent (revoked ones too: their facts stay) names the same team.
         rows = self._rows(
-            "INSERT INTO api_keys (key_hash, prefix, role, agent_id, team_id, name) "
-            "SELECT %(h)s, %(p)s, %(r)s, %(a)s, %(t)s, %(n)s WHERE NOT EXISTS (SELECT FROM api_keys "
+            "INSERT INTO api_keys (key_hash, prefix, role, agent_id, team_id, name, max_visibility) "
+            "SELECT %(h)s, %(p)s, %(r)s, %(a)s, %(t)s, %(n)s, %(v)s WHERE NOT EXISTS (SELECT FROM api_keys "
             "WHERE agent_id = %(a)s AND team_id IS DISTINCT FROM %(t)s) RETURNING *",
-            {"h": hash_key(key), "p": key[: len(KEY_PREFIX) + 6], "r": role, "a": agent_id, "t": team_id, "n": name},
+            {"h": hash_key(key), "p": key[: len(KEY_PREFIX) + 6], "r": role, "a": agent_id, "t": team_id, "n": name,
+             "v": max_visibility},
         )
         if not rows:
             teams = sorted({str(r["team_id"]) for r in self._rows(
@@ -151,8 +161,8 @@ class KeyStore:
         if row is None or row[4] is not None:
             self._valid.pop(key_hash, None)
             raise AuthError("invalid or revoked API key")
-        key_id, role, agent_id, team_id, _revoked = row
-        who = Principal(role, agent_id, team_id, key_id)
+        key_id, role, agent_id, team_id, _revoked, max_visibility = row
+        who = Principal(role, agent_id, team_id, key_id, max_visibility)
         if self.cache_seconds > 0:
             self._valid[key_hash] = (who, key_id, asked)
         self._touch(key_id)
@@ -169,7 +179,7 @@ class KeyStore:
         try:
             with autocommit_connection(self._engine) as conn:
                 row: tuple[Any, ...] | None = conn.execute(
-                    "SELECT id, role, agent_id, team_id, revoked_at FROM api_keys WHERE key_hash = %s",
+                    "SELECT id, role, agent_id, team_id, revoked_at, max_visibility FROM api_keys WHERE key_hash = %s",
                     (key_hash,)).fetchone()
                 return row
         except (psycopg.Error, SQLAlchemyError) as exc:  # the statement's, or the pool's (a failed connect)
@@ -192,4 +202,4 @@ def _database_error(exc: BaseException) -> DatabaseError:
 
 def _info(row: dict[str, Any]) -> KeyInfo:
     return KeyInfo(row["id"], row["prefix"], row["role"], row["agent_id"], row["team_id"], row["name"],
-                   row["created_at"], row["last_used_at"], row["revoked_at"])
+                   row["created_at"], row["last_used_at"], row["revoked_at"], row["max_visibility"])
