@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from .errors import InputError, ValidationError
 from .rules.secrets import SecretScanner, has_placeholder
-from .settings import VISIBILITIES, Settings
+from .settings import VISIBILITIES, Settings, wider
 from .types import Fact
 
 __all__ = ["DROPPED", "Redactor"]
@@ -44,7 +44,7 @@ class Redactor:
             return
         if visibility == "team" and not team_id:
             raise ValidationError("visibility 'team' needs a team_id")
-        if max_visibility is not None and VISIBILITIES.index(visibility) > VISIBILITIES.index(max_visibility):
+        if wider(visibility, max_visibility):
             raise ValidationError(f"visibility {visibility!r} is wider than max_visibility {max_visibility!r}")
 
     def redact_fact(self, fact: Fact) -> Fact | None:

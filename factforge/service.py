@@ -16,7 +16,7 @@ from uuid import UUID
 from .errors import (AuthError, DatabaseError, FactforgeError, ForbiddenError, InputError, NotFoundError,
                      ValidationError)
 from .jsonout import to_jsonable
-from .settings import VISIBILITIES
+from .settings import VISIBILITIES, wider
 from .storage.keys import Principal
 from .memory import Memory, RememberResult
 from .storage.scope import visible
@@ -138,7 +138,7 @@ class Service:
                   if k not in ("agent_id", "team_id", "max_visibility") and v is not None}
         scope = self._scope(who, args)
         asked = kwargs.get("visibility")
-        if asked in VISIBILITIES and VISIBILITIES.index(asked) > VISIBILITIES.index(who.max_visibility):
+        if asked in VISIBILITIES and wider(asked, who.max_visibility):
             raise ForbiddenError(f"visibility {asked!r} is wider than this key may share ({who.max_visibility!r})")
         if who.max_visibility != "global":
             kwargs["max_visibility"] = who.max_visibility

@@ -13,11 +13,14 @@ from .errors import ConfigError
 VISIBILITIES = ("private", "team", "global")  # narrowest first
 
 
+def wider(visibility: str, widest: str | None) -> bool:
+    """Whether ``visibility`` shares further than ``widest`` allows (None: no limit)."""
+    return widest is not None and VISIBILITIES.index(visibility) > VISIBILITIES.index(widest)
+
+
 def within(visibility: str, widest: str | None) -> str:
     """``visibility``, or ``widest`` when that is narrower (None: no limit)."""
-    if widest is None or VISIBILITIES.index(visibility) <= VISIBILITIES.index(widest):
-        return visibility
-    return widest
+    return widest if widest is not None and wider(visibility, widest) else visibility
 EMBEDDERS = ("local", "ollama", "none")
 LLM_SWITCH: Mapping[str, bool] = {"on": True, "1": True, "true": True, "yes": True,
                                   "off": False, "0": False, "false": False, "no": False}
