@@ -219,6 +219,168 @@ def test_sql_reader_role_does_not_see_relationships_of_hidden_facts(seeded: Memo
     assert ("Clerk", "replaced", "JWT") not in rows
 
 
+# -- session ids behind shared facts, for the SQL reader role ----------------------------------------------
+# Other agents' sessions (conversation and activity) behind shared facts and episodes: a's reader session must
+# never read them, whatever the table or view; its own must stay readable.
+OTHERS_SESSIONS = ("sb-secret", "act-b-secret", "sd-secret", "se-secret")
+OWN_SESSIONS = ("sa-own", "act-a-own")
+
+
+@pytest.fixture
+def shared_sessions(memory: Memory) -> Memory:
+    """A team and a global fact first said in other agents' sessions, and said again by a in its own."""
+    m = memory
+    m.remember(user="We decided to use Redis for caching.", agent_id="b", team_id=T1, session_id="sb-secret")
+    m.observe(activity_session_id="act-b-secret", agent_id="b", team_id=T1,
+              events=["We use Go for the payroll service."])
+    m.remember(user="Our policy is to review every PR.", agent_id="d", team_id="t3", session_id="sd-secret",
+               visibility="global")  # a global fact and a global episode
+    m.remember(user="We use Kafka for events.", agent_id="e", team_id=T1, session_id="se-secret",
+               visibility="team")  # a team fact and a team episode
+    m.remember(user="We decided to use Redis for caching.", agent_id=A, team_id=T1, session_id="sa-own")
+    m.remember(user="I prefer tabs over spaces.", agent_id=A, team_id=T1, session_id="sa-own")
+    m.observe(activity_session_id="act-a-own", agent_id=A, team_id=T1, events=["We use Go for the payroll service."])
+    return m
+
+
+def _reader_readable(db_url: str) -> dict[str, list[str]]:
+    """Every table and view the reader role may select from, with the columns it may read."""
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        rows = conn.execute(
+            """
+            SELECT c.relname, array_agg(quote_ident(a.attname) ORDER BY a.attnum)
+            FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+            WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p', 'f')
+              AND has_column_privilege('factforge_reader', c.oid, a.attnum, 'SELECT')
+            GROUP BY c.relname
+            """
+        ).fetchall()
+    return dict(rows)
+
+
+def _everything_the_reader_reads(db_url: str, agent: str | None, team: str | None) -> dict[str, str]:
+    return {rel: "\n".join(map(str, _reader_rows(db_url, f"SELECT {', '.join(cols)} FROM {rel}", agent, team)))
+            for rel, cols in _reader_readable(db_url).items()}
+
+
+def test_sql_reader_role_never_reads_another_agents_session(shared_sessions: Memory, db_url: str) -> None:
+    seen = _everything_the_reader_reads(db_url, A, T1)
+    for rel, text in seen.items():
+        for session in OTHERS_SESSIONS:
+            assert session not in text, (rel, session)
+    assert {"facts", "fact_sources", "turns", "current_facts", "episodes", "sources"} <= set(seen)
+    # the rows behind them are still there (the check above is about columns, not rows)
+    assert "Team decided to use Redis for caching" in seen["current_facts"]
+    assert "We use Kafka for events." in seen["episodes"] and "Our policy is to review every PR." in seen["episodes"]
+    # no scope, or a hostile one: no session at all, own or other
+    for agent, team in ((None, None), ("", ""), ("a' OR '1'='1", "%"), ("%", "_")):
+        for rel, text in _everything_the_reader_reads(db_url, agent, team).items():
+            for session in OTHERS_SESSIONS + OWN_SESSIONS:
+                assert session not in text, (agent, team, rel, session)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT count(*) FROM sources WHERE session_id = 'sb-secret' OR activity_session = 'act-b-secret'",
+    "SELECT count(*) FROM current_facts WHERE source_session IN ('sb-secret', 'sd-secret', 'se-secret')",
+    "SELECT count(*) FROM episodes WHERE session_id IN ('sd-secret', 'se-secret')",
+])
+def test_sql_reader_role_cannot_select_by_another_agents_session(shared_sessions: Memory, db_url: str,
+                                                                  sql: str) -> None:
+    assert _reader_rows(db_url, sql, A, T1) == [(0,)]
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT session_id FROM fact_sources", "SELECT count(*) FROM fact_sources WHERE session_id = 'sb-secret'",
+    "SELECT source_session FROM facts", "SELECT source_activity_session FROM facts",
+    "SELECT session_id FROM turns", "SELECT activity_session FROM turns", "SELECT * FROM fact_sources",
+])
+def test_sql_reader_role_reads_no_raw_session_column(shared_sessions: Memory, db_url: str, sql: str) -> None:
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        _reader_rows(db_url, sql, A, T1)
+
+
+def test_sql_reader_role_reads_its_own_sessions(shared_sessions: Memory, db_url: str) -> None:
+    assert set(_reader_rows(db_url, "SELECT content, source_session, source_activity_session FROM current_facts",
+                            A, T1)) == {
+        ("User prefers tabs over spaces", "sa-own", None),
+        ("Team decided to use Redis for caching", None, None),  # first said by b
+        ("Team uses Go for the payroll service", None, None),  # first said by b
+        ("Team uses Kafka for events", None, None),
+        ("Team policy: review every PR", None, None),
+    }
+    assert set(_reader_rows(db_url, "SELECT f.content, s.agent_id, s.session_id, s.activity_session FROM sources s "
+                            "JOIN current_facts f ON f.id = s.fact_id", A, T1)) == {
+        ("User prefers tabs over spaces", A, "sa-own", None),
+        ("Team decided to use Redis for caching", A, "sa-own", None),
+        ("Team decided to use Redis for caching", "b", None, None),
+        ("Team uses Go for the payroll service", A, "act-a-own", "act-a-own"),
+        ("Team uses Go for the payroll service", "b", None, None),
+        ("Team uses Kafka for events", "e", None, None),
+        ("Team policy: review every PR", "d", None, None),
+    }
+    assert set(_reader_rows(db_url, "SELECT agent_id, session_id, activity_session FROM episodes", A, T1)) == {
+        (A, "sa-own", None), (A, "act-a-own", "act-a-own"), ("e", None, None), ("d", None, None)}
+    # and b reads its own where a reads none
+    assert set(_reader_rows(db_url, "SELECT session_id FROM sources WHERE agent_id = 'b'", "b", T1)) == {
+        ("sb-secret",), ("act-b-secret",)}
+    assert ("Team decided to use Redis for caching", "sb-secret") in _reader_rows(
+        db_url, "SELECT content, source_session FROM current_facts", "b", T1)
+
+
+def test_the_owner_reads_every_session(shared_sessions: Memory, db_url: str) -> None:
+    """The library and the operator connect as the owner: the views mask nothing for them."""
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        sessions = {r[0] for r in conn.execute("SELECT session_id FROM sources")}
+        assert sessions == set(OTHERS_SESSIONS + OWN_SESSIONS)
+        assert {r[0] for r in conn.execute("SELECT session_id FROM episodes")} == sessions
+        assert {r[0] for r in conn.execute("SELECT source_session FROM current_facts")} == {
+            "sb-secret", "act-b-secret", "sd-secret", "se-secret", "sa-own"}
+    assert {src["session_id"] for f in shared_sessions.facts(agent_id=None) for src in shared_sessions.sources(f.id)
+            } == sessions
+
+
+def test_sql_reader_role_still_counts_every_agent_behind_a_shared_fact(shared_sessions: Memory,
+                                                                        db_url: str) -> None:
+    # README's cross-agent query (current_facts JOIN fact_sources) and team_patterns count b, e and a alike
+    readme = ("SELECT f.content, count(DISTINCT s.agent_id) AS agents, sum(f.mention_count) AS mentions "
+              "FROM current_facts f JOIN fact_sources s ON s.fact_id = f.id "
+              "WHERE f.team_id = 't1' AND f.category IN ('technology', 'decision') GROUP BY f.content")
+    assert {(c, n) for c, n, _ in _reader_rows(db_url, readme, A, T1)} == {
+        ("Team decided to use Redis for caching", 2), ("Team uses Go for the payroll service", 2),
+        ("Team uses Kafka for events", 1)}
+    assert set(_reader_rows(db_url, "SELECT content, agents, agent_ids, mentions FROM team_patterns", A, T1)) == {
+        ("Team decided to use Redis for caching", 2, [A, "b"], 2),
+        ("Team uses Go for the payroll service", 2, [A, "b"], 2),
+        ("Team uses Kafka for events", 1, ["e"], 1),
+        ("Team policy: review every PR", 1, ["d"], 1),
+    }
+
+
+@pytest.mark.parametrize(("agent", "team"), [(A, T1), ("b", T1), ("c", "t2"), ("d", "t3"), (None, None),
+                                             ("", ""), ("a' OR '1'='1", "%")])
+def test_sql_reader_views_show_the_rows_row_level_security_shows(seeded: Memory, db_url: str, agent: str | None,
+                                                                 team: str | None) -> None:
+    """current_facts, sources and episodes filter rows themselves (they read with the owner's rights, to mask
+    sessions): their rows are the tables' rows under the reader's policies, for any scope."""
+    seeded.remember(user="We use Kafka for events.", agent_id="e", team_id=T1, session_id="se", visibility="team")
+    for view, table in (("SELECT id FROM current_facts", "SELECT id FROM facts WHERE superseded_at IS NULL"),
+                        ("SELECT id FROM sources", "SELECT id FROM fact_sources"),
+                        ("SELECT id FROM episodes", "SELECT id FROM turns WHERE visibility IS NOT NULL")):
+        shown = sorted(_reader_rows(db_url, view, agent, team))
+        assert shown == sorted(_reader_rows(db_url, table, agent, team)), view
+        assert shown or view == "SELECT id FROM sources" and agent is None, view
+
+
+def test_sql_reader_views_let_no_error_tell_a_hidden_row(seeded: Memory, db_url: str) -> None:
+    """A cast that fails names the value it failed on: the views check the scope before any condition of the
+    caller (security barrier), so only a visible row's words can show up in the error."""
+    for sql in ("SELECT 1 FROM current_facts WHERE content::int = 1", "SELECT 1 FROM episodes WHERE content::int = 1"):
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation) as err:
+            _reader_rows(db_url, sql, A, T1)
+        for hidden in ("Bob", "Robert", "JWT", "Clerk", "My name"):
+            assert hidden not in str(err.value), sql
+
+
 # -- SQL metacharacters and scope values ------------------------------------------------------------------
 
 
