@@ -166,7 +166,8 @@ def _reader_rows(db_url: str, sql: str, agent: str | None, team: str | None) -> 
         ("SELECT content FROM entity_facts", 0),
         ("SELECT old_content || ' -> ' || new_content FROM recent_changes", 0),
         ("SELECT f.content FROM fact_sources s JOIN facts f ON f.id = s.fact_id", 0),
-        ("SELECT user_message FROM fact_sources", 0),
+        ("SELECT user_message FROM sources", 0),
+        ("SELECT f.content FROM sources s JOIN current_facts f ON f.id = s.fact_id", 0),
     ],
 )
 def test_sql_reader_role_sees_only_its_scope(seeded: Memory, db_url: str, sql: str, column: int) -> None:
@@ -299,6 +300,36 @@ def test_sql_reader_role_reads_no_raw_session_column(shared_sessions: Memory, db
         _reader_rows(db_url, sql, A, T1)
 
 
+def test_sql_reader_views_ignore_the_callers_tables_of_the_same_name(shared_sessions: Memory, db_url: str) -> None:
+    """The views ask whether row-level security applies to the caller on their own tables, named by oid: a
+    temporary table called facts (searched first) could otherwise answer 'no' and unmask every session."""
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        conn.execute("SET ROLE factforge_reader")
+        conn.execute("SET factforge.agent_id = 'a'")
+        conn.execute("SET factforge.team_id = 't1'")
+        for table in ("facts", "fact_sources", "turns"):
+            conn.execute(f"CREATE TEMP TABLE {table} (id int)")
+        conn.execute("SET search_path = pg_temp, public")
+        text = "\n".join(str(r) for sql in ("SELECT * FROM public.current_facts", "SELECT * FROM public.sources",
+                                              "SELECT * FROM public.episodes") for r in conn.execute(sql))
+    assert "sa-own" in text and not any(session in text for session in OTHERS_SESSIONS)
+
+
+def test_sql_reader_role_reads_every_other_column(db_url: str) -> None:
+    """The raw tables hide their session columns (and old message copies) only: a column a later migration adds
+    must be granted there, or listed here as hidden."""
+    hidden = {"facts": {"source_session", "source_activity_session", "source_user_message",
+                        "source_assistant_message"},
+              "fact_sources": {"session_id", "activity_session", "user_message", "assistant_message"},
+              "turns": {"session_id", "activity_session"}}
+    readable = _reader_readable(db_url)
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        for table, columns in hidden.items():
+            every = {r[0] for r in conn.execute("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass "
+                                                "AND attnum > 0 AND NOT attisdropped", (table,))}
+            assert every - set(readable[table]) == columns, table
+
+
 def test_sql_reader_role_reads_its_own_sessions(shared_sessions: Memory, db_url: str) -> None:
     assert set(_reader_rows(db_url, "SELECT content, source_session, source_activity_session FROM current_facts",
                             A, T1)) == {
@@ -348,12 +379,12 @@ def test_sql_reader_role_still_counts_every_agent_behind_a_shared_fact(shared_se
     assert {(c, n) for c, n, _ in _reader_rows(db_url, readme, A, T1)} == {
         ("Team decided to use Redis for caching", 2), ("Team uses Go for the payroll service", 2),
         ("Team uses Kafka for events", 1)}
-    assert set(_reader_rows(db_url, "SELECT content, agents, agent_ids, mentions FROM team_patterns", A, T1)) == {
+    assert sorted(_reader_rows(db_url, "SELECT content, agents, agent_ids, mentions FROM team_patterns", A, T1)) == [
         ("Team decided to use Redis for caching", 2, [A, "b"], 2),
+        ("Team policy: review every PR", 1, ["d"], 1),
         ("Team uses Go for the payroll service", 2, [A, "b"], 2),
         ("Team uses Kafka for events", 1, ["e"], 1),
-        ("Team policy: review every PR", 1, ["d"], 1),
-    }
+    ]
 
 
 @pytest.mark.parametrize(("agent", "team"), [(A, T1), ("b", T1), ("c", "t2"), ("d", "t3"), (None, None),
@@ -373,12 +404,13 @@ def test_sql_reader_views_show_the_rows_row_level_security_shows(seeded: Memory,
 
 def test_sql_reader_views_let_no_error_tell_a_hidden_row(seeded: Memory, db_url: str) -> None:
     """A cast that fails names the value it failed on: the views check the scope before any condition of the
-    caller (security barrier), so only a visible row's words can show up in the error."""
-    for sql in ("SELECT 1 FROM current_facts WHERE content::int = 1", "SELECT 1 FROM episodes WHERE content::int = 1"):
+    caller (security barrier), so only a visible row's words can show up in the error. A reader of another
+    team sees the global row only, stored last."""
+    for sql, shown in (("SELECT 1 FROM current_facts WHERE content::int = 1", "Team policy: review every PR"),
+                       ("SELECT 1 FROM episodes WHERE content::int = 1", "Our policy is to review every PR.")):
         with pytest.raises(psycopg.errors.InvalidTextRepresentation) as err:
-            _reader_rows(db_url, sql, A, T1)
-        for hidden in ("Bob", "Robert", "JWT", "Clerk", "My name"):
-            assert hidden not in str(err.value), sql
+            _reader_rows(db_url, sql, "nobody", "t9")
+        assert shown in str(err.value), sql
 
 
 # -- SQL metacharacters and scope values ------------------------------------------------------------------
