@@ -244,6 +244,11 @@ def shared_sessions(memory: Memory) -> Memory:
     return m
 
 
+def _rows_as_owner(db_url: str, sql: str) -> tuple[str, ...]:
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        return tuple(r[0] for r in conn.execute(sql))
+
+
 def _reader_readable(db_url: str) -> dict[str, list[str]]:
     """Every table and view the reader role may select from, with the columns it may read."""
     with psycopg.connect(_conninfo(db_url)) as conn:
@@ -265,9 +270,17 @@ def _everything_the_reader_reads(db_url: str, agent: str | None, team: str | Non
 
 
 def test_sql_reader_role_never_reads_another_agents_session(shared_sessions: Memory, db_url: str) -> None:
+    from factforge.memory import turn_key
+
+    # A turn's key is a hash of its session among what a shared episode shows (agent, team, time, words): next
+    # to e's team episode it would confirm a guessed session id, so the keys of other agents' turns are hidden too.
+    assert turn_key("We use Kafka for events.", None, "e", T1, "se-secret", None) in _rows_as_owner(
+        db_url, "SELECT key FROM turns WHERE agent_id = 'e'")
+    others_keys = _rows_as_owner(db_url, "SELECT key FROM turns WHERE agent_id <> 'a'")
+    assert len(others_keys) == 4
     seen = _everything_the_reader_reads(db_url, A, T1)
     for rel, text in seen.items():
-        for session in OTHERS_SESSIONS:
+        for session in OTHERS_SESSIONS + others_keys:
             assert session not in text, (rel, session)
     assert {"facts", "fact_sources", "turns", "current_facts", "episodes", "sources"} <= set(seen)
     # the rows behind them are still there (the check above is about columns, not rows)
@@ -320,8 +333,8 @@ def test_sql_reader_role_reads_every_other_column(db_url: str) -> None:
     must be granted there, or listed here as hidden."""
     hidden = {"facts": {"source_session", "source_activity_session", "source_user_message",
                         "source_assistant_message"},
-              "fact_sources": {"session_id", "activity_session", "user_message", "assistant_message"},
-              "turns": {"session_id", "activity_session"}}
+              "fact_sources": {"source_key", "session_id", "activity_session", "user_message", "assistant_message"},
+              "turns": {"key", "session_id", "activity_session"}}
     readable = _reader_readable(db_url)
     with psycopg.connect(_conninfo(db_url)) as conn:
         for table, columns in hidden.items():
@@ -351,6 +364,12 @@ def test_sql_reader_role_reads_its_own_sessions(shared_sessions: Memory, db_url:
     }
     assert set(_reader_rows(db_url, "SELECT agent_id, session_id, activity_session FROM episodes", A, T1)) == {
         (A, "sa-own", None), (A, "act-a-own", "act-a-own"), ("e", None, None), ("d", None, None)}
+    # a source names its episode where a may read that (its own, e's team one, d's global one), its key where
+    # it is a's own: both join it to the episode as the key did
+    linked = _reader_rows(db_url, "SELECT s.agent_id, e.agent_id, s.source_key = e.source_key FROM sources s "
+                          "LEFT JOIN episodes e ON e.id = s.episode_id", A, T1)
+    assert sorted(linked, key=str) == sorted([(A, A, True)] * 3 + [("b", None, None)] * 2 + [("d", "d", None),
+                                                                                             ("e", "e", None)], key=str)
     # and b reads its own where a reads none
     assert set(_reader_rows(db_url, "SELECT session_id FROM sources WHERE agent_id = 'b'", "b", T1)) == {
         ("sb-secret",), ("act-b-secret",)}

@@ -10,17 +10,19 @@ global fact) showed in ``fact_sources``, ``current_facts`` and, for shared episo
 
 Row-level security decides rows, not columns, and a column privilege holds for every row: so
 
-* the reader keeps SELECT on every column of ``facts``, ``fact_sources`` and ``turns`` but the session columns
-  (and the message copies older provenance rows kept, another agent's words): :data:`HIDDEN`. Its policies
-  are unchanged, and so are the views that never named those columns (``team_patterns``, ``entity_facts``,
-  ``recent_changes``: still ``security_invoker``, still counting every agent's sources);
-* ``current_facts`` and ``episodes`` (same columns as before) and a new ``sources`` (``fact_sources``' columns)
-  read with their owner's rights and show a hidden column only on the caller's own agent's rows, NULL on
-  the others'. Reading with the owner's rights, they apply the reader's visibility rule themselves:
-  :data:`_SCOPE` is the policy of migrations 0002/0010, and the test suite checks that each view shows
-  exactly the rows the policies show. They are security barriers, so no condition of the caller (a failing
-  cast, say) runs on a row before the scope has let it through; and a caller that row-level security does
-  not apply to (the owner, the library, a superuser) sees every row and every session as before.
+* the reader keeps SELECT on every column of ``facts``, ``fact_sources`` and ``turns`` but the session columns,
+  the turn keys (hashes of a turn's session among the rest) and the message copies older provenance rows kept:
+  :data:`HIDDEN`. Its policies are unchanged, and so are the views that never named those columns
+  (``team_patterns``, ``entity_facts``, ``recent_changes``: still ``security_invoker``, still counting every
+  agent's sources);
+* ``current_facts`` and ``episodes`` (same columns as before) and a new ``sources`` (``fact_sources``' columns,
+  and ``episode_id``: the episode a source was said in, where the caller may read it - what a join on the
+  keys gave) read with their owner's rights and show a hidden column only on the caller's own agent's rows,
+  NULL on the others'. Reading with the owner's rights, they apply the reader's visibility rule themselves
+  (:func:`_scope`, the policy of migrations 0002 and 0010; the test suite checks that each view shows exactly
+  the rows the policies show). They are security barriers, so no condition of the caller (a failing cast,
+  say) runs on a row before the scope has let it through; and a caller that row-level security does not
+  apply to (the owner, the library, a superuser) sees every row and every session as before.
 
 A column a later migration adds to those three tables is not the reader's until that migration grants it.
 """
@@ -36,12 +38,14 @@ depends_on = None
 
 READER = "factforge_reader"
 
-# The columns of other agents' conversations: sessions (chat and activity) and the message copies of
-# provenance rows stored before 0010. Each is readable through the views, on the caller's own rows.
+# The columns of other agents' conversations: sessions (chat and activity), the message copies of provenance
+# rows stored before 0010, and the turn keys - a key is a hash of the turn's agent, team, session, time and
+# words, so next to a shared episode's words it would confirm a guessed session id. Each is readable through
+# the views, on the caller's own rows.
 HIDDEN = {
     "facts": ("source_session", "source_activity_session", "source_user_message", "source_assistant_message"),
-    "fact_sources": ("session_id", "activity_session", "user_message", "assistant_message"),
-    "turns": ("session_id", "activity_session"),
+    "fact_sources": ("source_key", "session_id", "activity_session", "user_message", "assistant_message"),
+    "turns": ("key", "session_id", "activity_session"),
 }
 
 _AGENT = "nullif(current_setting('factforge.agent_id', true), '')"
@@ -61,8 +65,9 @@ def _unfiltered(table: str) -> str:
     return f"NOT (SELECT row_security_active('{table}'::regclass))"
 
 
-def _own(table: str, a: str, column: str) -> str:
-    return f"CASE WHEN {_unfiltered(table)} OR {a}.agent_id = {_AGENT} THEN {a}.{column} END AS {column}"
+def _own(table: str, a: str, column: str, name: str | None = None) -> str:
+    return (f"CASE WHEN {_unfiltered(table)} OR {a}.agent_id = {_AGENT} THEN {a}.{column} END "
+            f"AS {name or column}")
 
 
 _CURRENT_FACTS = f"""
@@ -76,16 +81,18 @@ _CURRENT_FACTS = f"""
 
 _SOURCES = f"""
     CREATE VIEW sources WITH (security_barrier = true) AS
-    SELECT s.id, s.fact_id, s.source_key, {_own("fact_sources", "s", "session_id")},
+    SELECT s.id, s.fact_id, {_own("fact_sources", "s", "source_key")}, {_own("fact_sources", "s", "session_id")},
            {_own("fact_sources", "s", "activity_session")}, s.agent_id, {_own("fact_sources", "s", "user_message")},
-           {_own("fact_sources", "s", "assistant_message")}, s.message_ts, s.seen_at
+           {_own("fact_sources", "s", "assistant_message")}, s.message_ts, s.seen_at,
+           (SELECT t.id FROM turns t WHERE t.key = s.source_key AND t.visibility IS NOT NULL
+              AND ({_unfiltered("turns")} OR {_scope("t")})) AS episode_id
     FROM fact_sources s
     WHERE {_unfiltered("fact_sources")} OR EXISTS (SELECT 1 FROM facts f WHERE f.id = s.fact_id AND {_scope("f")})
 """
 
 _EPISODES = f"""
     CREATE VIEW episodes WITH (security_barrier = true) AS
-    SELECT t.id, t.key AS source_key, {_own("turns", "t", "session_id")}, {_own("turns", "t", "activity_session")},
+    SELECT t.id, {_own("turns", "t", "key", "source_key")}, {_own("turns", "t", "session_id")}, {_own("turns", "t", "activity_session")},
            t.agent_id, t.team_id, t.visibility, t.user_name, t.assistant_name, t.user_message AS content, t.entities,
            t.message_ts, t.valid_from, t.valid_to, t.created_at
     FROM turns t WHERE t.visibility IS NOT NULL AND ({_unfiltered("turns")} OR {_scope("t")})
