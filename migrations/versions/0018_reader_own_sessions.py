@@ -66,6 +66,7 @@ def _unfiltered(table: str) -> str:
 
 
 def _own(table: str, a: str, column: str, name: str | None = None) -> str:
+    """Column ``column`` of row ``a`` where the caller's agent wrote the row (or it reads everything), else NULL."""
     return (f"CASE WHEN {_unfiltered(table)} OR {a}.agent_id = {_AGENT} THEN {a}.{column} END "
             f"AS {name or column}")
 
@@ -92,9 +93,10 @@ _SOURCES = f"""
 
 _EPISODES = f"""
     CREATE VIEW episodes WITH (security_barrier = true) AS
-    SELECT t.id, {_own("turns", "t", "key", "source_key")}, {_own("turns", "t", "session_id")}, {_own("turns", "t", "activity_session")},
-           t.agent_id, t.team_id, t.visibility, t.user_name, t.assistant_name, t.user_message AS content, t.entities,
-           t.message_ts, t.valid_from, t.valid_to, t.created_at
+    SELECT t.id, {_own("turns", "t", "key", "source_key")}, {_own("turns", "t", "session_id")},
+           {_own("turns", "t", "activity_session")}, t.agent_id, t.team_id, t.visibility, t.user_name,
+           t.assistant_name, t.user_message AS content, t.entities, t.message_ts, t.valid_from, t.valid_to,
+           t.created_at
     FROM turns t WHERE t.visibility IS NOT NULL AND ({_unfiltered("turns")} OR {_scope("t")})
 """
 
