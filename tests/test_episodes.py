@@ -130,7 +130,7 @@ def test_sources_show_another_scope_only_the_evidence(memory: Memory) -> None:
     (other,) = memory.sources(team_fact.id, agent_id=B, team_id=T)
     assert other["redacted"] and other["user_message"] is None and other["assistant_message"] is None
     assert other["evidence"] and "Redis" in other["evidence"] and "salary" not in other["evidence"]
-    assert other["episode_id"] is None
+    assert other["episode_id"] is None and other["source_key"] is None and own["source_key"]
     (analyst,) = memory.sources(team_fact.id)
     assert analyst["user_message"] == text
     # a search hit shows the other agent the same evidence, never the private message

@@ -160,3 +160,65 @@ def test_the_head_read_from_the_files_is_alembics_and_anything_unusual_is_left_t
     assert db.head_of_files(usual) == "b"
     (usual / "c_x.py").write_bytes(b"revision = \"c\"\xff\n")
     assert db.head_of_files(usual) is None  # unreadable: alembic decides
+
+
+def _reader_state(url: str) -> dict[str, object]:
+    """What the reader role may read: table and column grants, and how the views read (owner's or caller's rights)."""
+    with psycopg.connect(db.conninfo(url)) as conn:
+        return {
+            "tables": sorted(conn.execute(
+                "SELECT table_name, privilege_type FROM information_schema.role_table_grants "
+                "WHERE grantee = 'factforge_reader' AND table_catalog = current_database()").fetchall()),
+            # grants of single columns (information_schema lists a table grant's columns too)
+            "columns": sorted(conn.execute(
+                "SELECT c.relname, a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+                "WHERE EXISTS (SELECT 1 FROM aclexplode(a.attacl) x "
+                "WHERE x.grantee = 'factforge_reader'::regrole)").fetchall()),
+            "views": sorted(conn.execute(
+                "SELECT relname, reloptions FROM pg_class WHERE relkind = 'v' "
+                "AND relname IN ('current_facts', 'episodes', 'sources')").fetchall()),
+        }
+
+
+def _reader_reads(url: str, sql: str) -> list[tuple]:
+    with psycopg.connect(db.conninfo(url)) as conn:
+        conn.execute("SET ROLE factforge_reader")
+        conn.execute("SET factforge.agent_id = 'a'")
+        conn.execute("SET factforge.team_id = 't1'")
+        return conn.execute(sql).fetchall()
+
+
+def test_0018_hides_other_agents_sessions_from_the_reader_and_goes_back(pg_server_url: str, tmp_path: Path) -> None:
+    """Head: the reader reads the raw tables without their session columns, and the views show only its own
+    agent's sessions; back at 0017: table-wide grants and the caller's-rights views as 0002/0010 made them
+    (another agent's session readable again, no column grant left over); and up again to the same grants."""
+    from factforge.memory import Memory
+
+    url, settings = _new_database(db.conninfo(pg_server_url), "ffsessions", tmp_path)
+    try:
+        db.upgrade(url, settings)
+        with Memory(settings=settings, llm=None, embedder=None, background=False) as memory:
+            memory.remember(user="We decided to use Redis for caching.", agent_id="b", team_id="t1", session_id="sb")
+            memory.remember(user="We decided to use Redis for caching.", agent_id="a", team_id="t1", session_id="sa")
+        head = _reader_state(url)
+        assert [name for name, _ in head["views"]] == ["current_facts", "episodes", "sources"]
+        assert all(options == ["security_barrier=true"] for _, options in head["views"])
+        assert ("fact_sources", "session_id") not in head["columns"] and ("fact_sources", "agent_id") in head["columns"]
+        assert sorted(_reader_reads(url, "SELECT agent_id, session_id FROM sources")) == [("a", "sa"), ("b", None)]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            _reader_reads(url, "SELECT session_id FROM fact_sources")
+
+        db.downgrade(url, "0017")
+        back = _reader_state(url)
+        assert back["columns"] == []
+        assert {("facts", "SELECT"), ("fact_sources", "SELECT"), ("turns", "SELECT"), ("current_facts", "SELECT"),
+                ("episodes", "SELECT")} <= set(back["tables"])
+        assert back["views"] == [("current_facts", ["security_invoker=true"]), ("episodes", ["security_invoker=true"])]
+        assert sorted(_reader_reads(url, "SELECT agent_id, session_id FROM fact_sources")) == [("a", "sa"), ("b", "sb")]
+        assert sorted(_reader_reads(url, "SELECT source_session FROM current_facts")) == [("sb",)]
+
+        db.upgrade(url, settings)
+        assert _reader_state(url) == head
+    finally:
+        with psycopg.connect(db.conninfo(pg_server_url), autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS ffsessions WITH (FORCE)")

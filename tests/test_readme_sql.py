@@ -30,6 +30,18 @@ def test_readme_sql_runs_on_ingested_chat(db_url: str, tmp_path: Path) -> None:
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
         for sql in queries:
             results[sql] = conn.execute(sql).fetchall()
+    # The same queries as the SQL reader role, as one agent of the team: they run (no column they name is hidden
+    # from it), and the team questions count every agent, as the owner does.
+    as_reader = {}
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+        conn.execute("SET ROLE factforge_reader")
+        conn.execute("SET factforge.agent_id = 'review-bot'")
+        conn.execute("SET factforge.team_id = 'platform'")
+        for sql in queries:
+            as_reader[sql] = conn.execute(sql).fetchall()
+    for sql in queries:
+        if "FROM team_patterns" in sql or "count(DISTINCT s.agent_id)" in sql:
+            assert as_reader[sql] == results[sql], sql
     team_patterns = next(rows for sql, rows in results.items() if "FROM team_patterns" in sql)
     assert team_patterns, "the example chat's team policies should show up in team_patterns"
     changes = next(rows for sql, rows in results.items() if "FROM recent_changes" in sql)

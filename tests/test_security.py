@@ -166,7 +166,8 @@ def _reader_rows(db_url: str, sql: str, agent: str | None, team: str | None) -> 
         ("SELECT content FROM entity_facts", 0),
         ("SELECT old_content || ' -> ' || new_content FROM recent_changes", 0),
         ("SELECT f.content FROM fact_sources s JOIN facts f ON f.id = s.fact_id", 0),
-        ("SELECT user_message FROM fact_sources", 0),
+        ("SELECT user_message FROM sources", 0),
+        ("SELECT f.content FROM sources s JOIN current_facts f ON f.id = s.fact_id", 0),
     ],
 )
 def test_sql_reader_role_sees_only_its_scope(seeded: Memory, db_url: str, sql: str, column: int) -> None:
@@ -217,6 +218,218 @@ def test_sql_reader_role_does_not_see_relationships_of_hidden_facts(seeded: Memo
         A, T1,
     )
     assert ("Clerk", "replaced", "JWT") not in rows
+
+
+# -- session ids behind shared facts, for the SQL reader role ----------------------------------------------
+# Other agents' sessions (conversation and activity) behind shared facts and episodes: a's reader session must
+# never read them, whatever the table or view; its own must stay readable.
+OTHERS_SESSIONS = ("sb-secret", "act-b-secret", "sd-secret", "se-secret")
+OWN_SESSIONS = ("sa-own", "act-a-own")
+
+
+@pytest.fixture
+def shared_sessions(memory: Memory) -> Memory:
+    """A team and a global fact first said in other agents' sessions, and said again by a in its own."""
+    m = memory
+    m.remember(user="We decided to use Redis for caching.", agent_id="b", team_id=T1, session_id="sb-secret")
+    m.observe(activity_session_id="act-b-secret", agent_id="b", team_id=T1,
+              events=["We use Go for the payroll service."])
+    m.remember(user="Our policy is to review every PR.", agent_id="d", team_id="t3", session_id="sd-secret",
+               visibility="global")  # a global fact and a global episode
+    m.remember(user="We use Kafka for events.", agent_id="e", team_id=T1, session_id="se-secret",
+               visibility="team")  # a team fact and a team episode
+    m.remember(user="We decided to use Redis for caching.", agent_id=A, team_id=T1, session_id="sa-own")
+    m.remember(user="I prefer tabs over spaces.", agent_id=A, team_id=T1, session_id="sa-own")
+    m.observe(activity_session_id="act-a-own", agent_id=A, team_id=T1, events=["We use Go for the payroll service."])
+    return m
+
+
+def _rows_as_owner(db_url: str, sql: str) -> tuple[str, ...]:
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        return tuple(r[0] for r in conn.execute(sql))
+
+
+def _reader_readable(db_url: str) -> dict[str, list[str]]:
+    """Every table and view the reader role may select from, with the columns it may read."""
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        rows = conn.execute(
+            """
+            SELECT c.relname, array_agg(quote_ident(a.attname) ORDER BY a.attnum)
+            FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+            WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p', 'f')
+              AND has_column_privilege('factforge_reader', c.oid, a.attnum, 'SELECT')
+            GROUP BY c.relname
+            """
+        ).fetchall()
+    return dict(rows)
+
+
+def _everything_the_reader_reads(db_url: str, agent: str | None, team: str | None) -> dict[str, str]:
+    return {rel: "\n".join(map(str, _reader_rows(db_url, f"SELECT {', '.join(cols)} FROM {rel}", agent, team)))
+            for rel, cols in _reader_readable(db_url).items()}
+
+
+def test_sql_reader_role_never_reads_another_agents_session(shared_sessions: Memory, db_url: str) -> None:
+    from factforge.memory import turn_key
+
+    # A turn's key is a hash of its session among what a shared episode shows (agent, team, time, words): next
+    # to e's team episode it would confirm a guessed session id, so the keys of other agents' turns are hidden too.
+    assert turn_key("We use Kafka for events.", None, "e", T1, "se-secret", None) in _rows_as_owner(
+        db_url, "SELECT key FROM turns WHERE agent_id = 'e'")
+    others_keys = _rows_as_owner(db_url, "SELECT key FROM turns WHERE agent_id <> 'a'")
+    assert len(others_keys) == 4
+    seen = _everything_the_reader_reads(db_url, A, T1)
+    for rel, text in seen.items():
+        for session in OTHERS_SESSIONS + others_keys:
+            assert session not in text, (rel, session)
+    assert {"facts", "fact_sources", "turns", "current_facts", "episodes", "sources"} <= set(seen)
+    # the rows behind them are still there (the check above is about columns, not rows)
+    assert "Team decided to use Redis for caching" in seen["current_facts"]
+    assert "We use Kafka for events." in seen["episodes"] and "Our policy is to review every PR." in seen["episodes"]
+    # no scope, or a hostile one: no session at all, own or other
+    for agent, team in ((None, None), ("", ""), ("a' OR '1'='1", "%"), ("%", "_")):
+        for rel, text in _everything_the_reader_reads(db_url, agent, team).items():
+            for session in OTHERS_SESSIONS + OWN_SESSIONS:
+                assert session not in text, (agent, team, rel, session)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT count(*) FROM sources WHERE session_id = 'sb-secret' OR activity_session = 'act-b-secret'",
+    "SELECT count(*) FROM current_facts WHERE source_session IN ('sb-secret', 'sd-secret', 'se-secret')",
+    "SELECT count(*) FROM episodes WHERE session_id IN ('sd-secret', 'se-secret')",
+])
+def test_sql_reader_role_cannot_select_by_another_agents_session(shared_sessions: Memory, db_url: str,
+                                                                  sql: str) -> None:
+    assert _reader_rows(db_url, sql, A, T1) == [(0,)]
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT session_id FROM fact_sources", "SELECT count(*) FROM fact_sources WHERE session_id = 'sb-secret'",
+    "SELECT source_session FROM facts", "SELECT source_activity_session FROM facts",
+    "SELECT session_id FROM turns", "SELECT activity_session FROM turns", "SELECT * FROM fact_sources",
+])
+def test_sql_reader_role_reads_no_raw_session_column(shared_sessions: Memory, db_url: str, sql: str) -> None:
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        _reader_rows(db_url, sql, A, T1)
+
+
+def test_sql_reader_views_ignore_the_callers_tables_of_the_same_name(shared_sessions: Memory, db_url: str) -> None:
+    """The views ask whether row-level security applies to the caller on their own tables, named by oid: a
+    temporary table called facts (searched first) could otherwise answer 'no' and unmask every session."""
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        conn.execute("SET ROLE factforge_reader")
+        conn.execute("SET factforge.agent_id = 'a'")
+        conn.execute("SET factforge.team_id = 't1'")
+        for table in ("facts", "fact_sources", "turns"):
+            conn.execute(f"CREATE TEMP TABLE {table} (id int)")
+        conn.execute("SET search_path = pg_temp, public")
+        text = "\n".join(str(r) for sql in ("SELECT * FROM public.current_facts", "SELECT * FROM public.sources",
+                                              "SELECT * FROM public.episodes") for r in conn.execute(sql))
+    assert "sa-own" in text and not any(session in text for session in OTHERS_SESSIONS)
+
+
+def test_sql_reader_role_reads_every_other_column(db_url: str) -> None:
+    """The raw tables hide their session columns (and old message copies) only: a column a later migration adds
+    must be granted there, or listed here as hidden."""
+    hidden = {"facts": {"source_session", "source_activity_session", "source_user_message",
+                        "source_assistant_message"},
+              "fact_sources": {"source_key", "session_id", "activity_session", "user_message", "assistant_message"},
+              "turns": {"key", "session_id", "activity_session"}}
+    readable = _reader_readable(db_url)
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        for table, columns in hidden.items():
+            every = {r[0] for r in conn.execute("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass "
+                                                "AND attnum > 0 AND NOT attisdropped", (table,))}
+            assert every - set(readable[table]) == columns, table
+
+
+def test_sql_reader_role_reads_its_own_sessions(shared_sessions: Memory, db_url: str) -> None:
+    assert set(_reader_rows(db_url, "SELECT content, source_session, source_activity_session FROM current_facts",
+                            A, T1)) == {
+        ("User prefers tabs over spaces", "sa-own", None),
+        ("Team decided to use Redis for caching", None, None),  # first said by b
+        ("Team uses Go for the payroll service", None, None),  # first said by b
+        ("Team uses Kafka for events", None, None),
+        ("Team policy: review every PR", None, None),
+    }
+    assert set(_reader_rows(db_url, "SELECT f.content, s.agent_id, s.session_id, s.activity_session FROM sources s "
+                            "JOIN current_facts f ON f.id = s.fact_id", A, T1)) == {
+        ("User prefers tabs over spaces", A, "sa-own", None),
+        ("Team decided to use Redis for caching", A, "sa-own", None),
+        ("Team decided to use Redis for caching", "b", None, None),
+        ("Team uses Go for the payroll service", A, "act-a-own", "act-a-own"),
+        ("Team uses Go for the payroll service", "b", None, None),
+        ("Team uses Kafka for events", "e", None, None),
+        ("Team policy: review every PR", "d", None, None),
+    }
+    assert set(_reader_rows(db_url, "SELECT agent_id, session_id, activity_session FROM episodes", A, T1)) == {
+        (A, "sa-own", None), (A, "act-a-own", "act-a-own"), ("e", None, None), ("d", None, None)}
+    # a source names its episode where a may read that (its own, e's team one, d's global one), its key where
+    # it is a's own: both join it to the episode as the key did
+    linked = _reader_rows(db_url, "SELECT s.agent_id, e.agent_id, s.source_key = e.source_key FROM sources s "
+                          "LEFT JOIN episodes e ON e.id = s.episode_id", A, T1)
+    assert sorted(linked, key=str) == sorted([(A, A, True)] * 3 + [("b", None, None)] * 2 + [("d", "d", None),
+                                                                                             ("e", "e", None)], key=str)
+    # and b reads its own where a reads none
+    assert set(_reader_rows(db_url, "SELECT session_id FROM sources WHERE agent_id = 'b'", "b", T1)) == {
+        ("sb-secret",), ("act-b-secret",)}
+    assert ("Team decided to use Redis for caching", "sb-secret") in _reader_rows(
+        db_url, "SELECT content, source_session FROM current_facts", "b", T1)
+
+
+def test_the_owner_reads_every_session(shared_sessions: Memory, db_url: str) -> None:
+    """The library and the operator connect as the owner: the views mask nothing for them."""
+    with psycopg.connect(_conninfo(db_url)) as conn:
+        sessions = {r[0] for r in conn.execute("SELECT session_id FROM sources")}
+        assert sessions == set(OTHERS_SESSIONS + OWN_SESSIONS)
+        assert {r[0] for r in conn.execute("SELECT session_id FROM episodes")} == sessions
+        assert {r[0] for r in conn.execute("SELECT source_session FROM current_facts")} == {
+            "sb-secret", "act-b-secret", "sd-secret", "se-secret", "sa-own"}
+    assert {src["session_id"] for f in shared_sessions.facts(agent_id=None) for src in shared_sessions.sources(f.id)
+            } == sessions
+
+
+def test_sql_reader_role_still_counts_every_agent_behind_a_shared_fact(shared_sessions: Memory,
+                                                                        db_url: str) -> None:
+    # README's cross-agent query (current_facts JOIN fact_sources) and team_patterns count b, e and a alike
+    readme = ("SELECT f.content, count(DISTINCT s.agent_id) AS agents, sum(f.mention_count) AS mentions "
+              "FROM current_facts f JOIN fact_sources s ON s.fact_id = f.id "
+              "WHERE f.team_id = 't1' AND f.category IN ('technology', 'decision') GROUP BY f.content")
+    assert {(c, n) for c, n, _ in _reader_rows(db_url, readme, A, T1)} == {
+        ("Team decided to use Redis for caching", 2), ("Team uses Go for the payroll service", 2),
+        ("Team uses Kafka for events", 1)}
+    assert sorted(_reader_rows(db_url, "SELECT content, agents, agent_ids, mentions FROM team_patterns", A, T1)) == [
+        ("Team decided to use Redis for caching", 2, [A, "b"], 2),
+        ("Team policy: review every PR", 1, ["d"], 1),
+        ("Team uses Go for the payroll service", 2, [A, "b"], 2),
+        ("Team uses Kafka for events", 1, ["e"], 1),
+    ]
+
+
+@pytest.mark.parametrize(("agent", "team"), [(A, T1), ("b", T1), ("c", "t2"), ("d", "t3"), (None, None),
+                                             ("", ""), ("a' OR '1'='1", "%")])
+def test_sql_reader_views_show_the_rows_row_level_security_shows(seeded: Memory, db_url: str, agent: str | None,
+                                                                 team: str | None) -> None:
+    """current_facts, sources and episodes filter rows themselves (they read with the owner's rights, to mask
+    sessions): their rows are the tables' rows under the reader's policies, for any scope."""
+    seeded.remember(user="We use Kafka for events.", agent_id="e", team_id=T1, session_id="se", visibility="team")
+    for view, table in (("SELECT id FROM current_facts", "SELECT id FROM facts WHERE superseded_at IS NULL"),
+                        ("SELECT id FROM sources", "SELECT id FROM fact_sources"),
+                        ("SELECT id FROM episodes", "SELECT id FROM turns WHERE visibility IS NOT NULL")):
+        shown = sorted(_reader_rows(db_url, view, agent, team))
+        assert shown == sorted(_reader_rows(db_url, table, agent, team)), view
+        assert shown or view == "SELECT id FROM sources" and agent is None, view
+
+
+def test_sql_reader_views_let_no_error_tell_a_hidden_row(seeded: Memory, db_url: str) -> None:
+    """A cast that fails names the value it failed on: the views check the scope before any condition of the
+    caller (security barrier), so only a visible row's words can show up in the error. A reader of another
+    team sees the global row only, stored last."""
+    for sql, shown in (("SELECT 1 FROM current_facts WHERE content::int = 1", "Team policy: review every PR"),
+                       ("SELECT 1 FROM episodes WHERE content::int = 1", "Our policy is to review every PR.")):
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation) as err:
+            _reader_rows(db_url, sql, "nobody", "t9")
+        assert shown in str(err.value), sql
 
 
 # -- SQL metacharacters and scope values ------------------------------------------------------------------

@@ -366,9 +366,10 @@ def sources(store: Store, fact_id: UUID | str, *, agent_id: str | None = None,
         readable_row = row.pop("readable")
         row["redacted"] = not readable_row
         if not readable_row:
-            # Who spoke and in which session belong to that private conversation too.
+            # Who spoke and in which session belong to that private conversation too; so does the turn's key, a
+            # hash of its session with its agent, time and words (which would confirm a guessed session id).
             for column in ("user_message", "assistant_message", "episode_id", "user_name", "assistant_name",
-                           "session_id", "activity_session"):
+                           "session_id", "activity_session", "source_key"):
                 row[column] = None
     return rows
 
