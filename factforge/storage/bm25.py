@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .scope import scope_keys
+from .scope import rule_cases, scope_keys
 
 __all__ = ["BM25_K1", "BM25_B", "bm25_query", "bm25_ranks", "bm25_ranks_sized", "SCOPED_TSV"]
 
@@ -51,6 +51,12 @@ _SCOPED_TABLES = ("fact_terms", "turns")
 # A step whose lexeme is in more than this many documents (all scopes) scores its n shortest documents
 # first (a seed for theta): without one, a step after too few matches would score every document it reads.
 SEED_DF = 2000
+# A seeded step of a caller with a scope finds its seed by walking the caller's rows of each visibility in
+# order of length (migration 0019's indexes), reading at most WALK_SPAN n / share rows of each (share: the
+# lexeme's share of all documents), so ~WALK_SPAN times what a walk needs where the lexeme is spread evenly.
+# Where that could exceed WALK_ROWS (a rarer lexeme), the step reads all its documents for their lengths.
+WALK_SPAN = 3
+WALK_ROWS = 4000
 
 # The statistics are the folded base plus the deltas that writers appended since (migration 0016); the
 # views {stats}_terms / {stats}_corpus say the same, but a join would aggregate the whole view first.
@@ -148,8 +154,33 @@ def _bound_params(terms: Sequence[_Term], avgdl: float) -> dict[str, Any]:
     out: dict[str, Any] = {"bm25_norm": BM25_K1 * BM25_B / avgdl}
     for i, t in enumerate(terms):
         out.update({f"bm25_num{i}": t.num, f"bm25_c{i}": t.c, f"bm25_slope{i}": t.slope,
-                    f"bm25_mindl{i}": float(t.min_dl)})
+                    f"bm25_mindl{i}": float(t.min_dl), f"bm25_from{i}": t.min_dl})
     return out
+
+
+def _walk_span(term: _Term, corpus: int, n: int) -> int | None:
+    """How many rows of each visibility the walk of ``term``'s step may read; None: the step reads every
+    document of the lexeme instead (see :data:`WALK_ROWS`)."""
+    span = math.ceil(WALK_SPAN * n * max(corpus, 1) / max(term.df, 1))
+    return span if span <= WALK_ROWS else None
+
+
+def _walk(table: str, case: str, filters: str, j: int) -> tuple[str, str]:
+    """SQL for one visibility ``case`` of a walked step ``j``: (its documents holding lexeme ``j`` and none
+    before it among the first ``%(bm25_span{j})s`` visible rows in order of length from the lexeme's shortest
+    document, at most ``%(n)s``, shortest first; the length below which the walk has seen every row of the
+    case). The second is the length of the n-th document found if the walk found n, else of the span-th row of
+    the case's index (every row before it was read; infinite if there is none): what the walk has not read is
+    at least that long."""
+    rows = (f"SELECT f.id, f.tsv, length(f.tsv) AS dl FROM {table} f WHERE {case} "
+            f"AND length(f.tsv) >= %(bm25_from{j})s::int AND {filters} ORDER BY length(f.tsv) "
+            f"LIMIT %(bm25_span{j})s")
+    hold = f"ts_match_vq(w.tsv, %(bm25_l{j})s::tsquery)"
+    if j:
+        hold += f" AND NOT ts_match_vq(w.tsv, %(bm25_p{j})s::tsquery)"
+    found = f"SELECT w.id, w.tsv, w.dl FROM ({rows}) w WHERE {hold} ORDER BY w.dl LIMIT %(n)s"
+    return found, (f"SELECT length(f.tsv) FROM {table} f WHERE {case} AND length(f.tsv) >= %(bm25_from{j})s::int "
+                   f"ORDER BY length(f.tsv) OFFSET %(bm25_span{j})s - 1 LIMIT 1")
 
 
 def _scored(scan: str) -> str:
@@ -208,7 +239,33 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
             scan += f" AND NOT ts_match_vq(f.tsv, %(bm25_p{j})s::tsquery)"
         if found:  # the whole step is skipped when even its shortest document could not reach theta
             scan += f" AND {_beats(j, last, f'%(bm25_mindl{j})s::float8', _theta(found))}"
-        if terms[j].df > SEED_DF:
+        span = _walk_span(terms[j], corpus, params["n"]) if keys is not None and terms[j].df > SEED_DF else None
+        if span is not None:
+            # A common lexeme, and a caller with a scope: the seed comes from a walk of the caller's rows of
+            # each visibility by length, and the rest of the lexeme's documents are read only if the bound at
+            # the length the walks stopped at, or the lexeme's shortest, whichever is longer, beats theta.
+            params[f"bm25_span{j}"] = span
+            params[f"bm25_l{j}"] = _quote(terms[j].lexeme)
+            walks, frontiers = [], []
+            for c, case in enumerate(rule_cases("f")):
+                found_c, frontier = _walk(table, case, where + extra, j)
+                ctes.append(f"w{j}_{c} AS MATERIALIZED ({found_c})")
+                walks.append(f"SELECT id, tsv FROM w{j}_{c}")
+                frontiers.append(f"CASE WHEN (SELECT count(*) FROM w{j}_{c}) >= %(n)s "
+                                 f"THEN (SELECT max(dl) FROM w{j}_{c})::float8 "
+                                 f"ELSE coalesce(({frontier})::float8, 'Infinity') END")
+            ctes.append(f"seed{j} AS MATERIALIZED ({_scored(' UNION ALL '.join(walks))})")
+            ctes.append(f"e{j} AS MATERIALIZED (SELECT greatest(least({', '.join(frontiers)}), "
+                        f"%(bm25_mindl{j})s::float8) AS dl)")
+            seeded = [*found, f"seed{j}"]
+            rest = base.format(match=match(j))
+            if j:
+                rest += f" AND NOT ts_match_vq(f.tsv, %(bm25_p{j})s::tsquery)"
+            rest += (f" AND {_beats(j, last, f'(SELECT dl FROM e{j})', _theta(seeded))}"
+                     f" AND {_beats(j, last, 'length(f.tsv)', _theta(seeded))}")
+            ctes.append(f"r{j} AS MATERIALIZED ({_scored(rest)})")
+            found.append(f"seed{j}")
+        elif terms[j].df > SEED_DF:
             # A common lexeme: its documents are read once; the n shortest (the highest bounds) are scored
             # first, so that theta prunes the scoring of the others.
             ctes.append(f"c{j} AS MATERIALIZED (SELECT s.id, s.tsv, length(s.tsv) AS dl FROM ({scan}) s)")
