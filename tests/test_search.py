@@ -43,7 +43,8 @@ def corpus(db_url: str, tmp_path: Path) -> Iterator[Store]:
     store.close()
 
 
-def _oracle(db_url: str, query: str, k: int) -> list[tuple[str, float]]:
+def _oracle(db_url: str, query: str, k: int, websearch: bool = False) -> list[tuple[str, float]]:
+    """The exact BM25 top ``k`` of a1/t1's current facts; ``websearch``: of those matching the query's operators."""
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
         n_docs, total = conn.execute("SELECT n_docs, total_len FROM bm25_corpus WHERE id = 1").fetchone()
         df = dict(conn.execute("SELECT lexeme, df FROM bm25_terms").fetchall())
@@ -52,6 +53,7 @@ def _oracle(db_url: str, query: str, k: int) -> list[tuple[str, float]]:
             "SELECT f.id, u.lexeme, coalesce(array_length(u.positions, 1), 1), length(f.tsv) FROM facts f, "
             "unnest(f.tsv) u WHERE f.superseded_at IS NULL AND (f.visibility = 'global' OR "
             "(f.visibility = 'team' AND f.team_id = 't1') OR (f.visibility = 'private' AND f.agent_id = 'a1'))"
+            + (" AND f.tsv @@ websearch_to_tsquery('english', %(q)s)" if websearch else ""), {"q": query}
         ).fetchall()
     avgdl = max(total / max(n_docs, 1), 1)
     scores: dict[str, float] = {}  # by id: the same words may be a fact of several scopes the caller sees
@@ -302,6 +304,7 @@ def test_bm25_walks_of_common_lexemes_by_length_stay_exact(db_url: str, tmp_path
 
     monkeypatch.setattr(bm25, "SEED_DF", 5)
     monkeypatch.setattr(bm25, "WALK_SPAN", span)
+    monkeypatch.setattr(bm25, "WALK_VISIBLE", 100.0)  # walk whatever it costs
     rng = random.Random(34)
     store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
     scopes = [Scope("a1", "t1", "private"), Scope("a1", "t1", "team"), Scope("g1", "t3", "global"),
@@ -319,7 +322,8 @@ def test_bm25_walks_of_common_lexemes_by_length_stay_exact(db_url: str, tmp_path
             conn.execute("UPDATE facts SET superseded_at = now() WHERE content LIKE '%%redis%%' AND "
                          "length(content) < 40")
         queries = ("kafka", "where is the kafka based", "kafka billing", "redis kafka", "grafana kafka",
-                   "grafana", "kafka -redis", "mobile payments gateway kafka")
+                   "grafana", "kafka -redis", "mobile payments gateway kafka", "kafka api or grafana",
+                   'user uses grafana or "uses kafka"', "grafana or billing", "redis or kafka -grafana")
         with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
             where, params = fact_filters("a1", "t1")
             built = bm25.bm25_query(conn, where, {**params, "q": "kafka", "n": 10}, "kafka", "fact_terms")
@@ -327,9 +331,8 @@ def test_bm25_walks_of_common_lexemes_by_length_stay_exact(db_url: str, tmp_path
         for query in queries:
             for n in (10, 40):
                 hits = search(store, query, agent_id="a1", team_id="t1", mode="bm25", k=n)
-                expected = _oracle(db_url, query, n) if "-" not in query else None
-                if expected is not None:
-                    assert [round(h.bm25_score or 0, 6) for h in hits] == [round(s, 6) for _, s in expected], query
+                expected = _oracle(db_url, query, n, websearch=any(op in query for op in (" or ", "-", '"')))
+                assert [round(h.bm25_score or 0, 6) for h in hits] == [round(s, 6) for _, s in expected], query
                 assert all(h.agent_id == "a1" or h.visibility != "private" for h in hits)
                 assert all(h.team_id == "t1" or h.visibility == "global" for h in hits)
                 assert all(h.superseded_at is None for h in hits)

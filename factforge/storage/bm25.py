@@ -42,6 +42,7 @@ BM25_B = 0.75
 # Queries with operators ("quotes", -not, or) keep the web-search meaning: every candidate matches this.
 _WEBSEARCH = "websearch_to_tsquery('english', %(q)s)"
 _OPERATORS = re.compile(r'(^|\s)-\S|"|\bor\b', re.IGNORECASE)
+_NEGATION = re.compile(r'(^|\s)-\S')
 
 # The term statistics of each searched table: facts (and their narrow copy) and episodes.
 _STATS = {"facts": "bm25", "fact_terms": "bm25", "turns": "episode_bm25"}
@@ -51,12 +52,14 @@ _SCOPED_TABLES = ("fact_terms", "turns")
 # A step whose lexeme is in more than this many documents (all scopes) scores its n shortest documents
 # first (a seed for theta): without one, a step after too few matches would score every document it reads.
 SEED_DF = 2000
-# A seeded step of a caller with a scope finds its seed by walking the caller's rows of each visibility in
+# A seeded step of a caller with a scope may find its seed by walking the caller's rows of each visibility in
 # order of length (migration 0019's indexes), reading at most WALK_SPAN n / share rows of each (share: the
-# lexeme's share of all documents), so ~WALK_SPAN times what a walk needs where the lexeme is spread evenly.
-# Where that could exceed WALK_ROWS (a rarer lexeme), the step reads all its documents for their lengths.
+# lexeme's share of all documents), ~WALK_SPAN times what a walk needs where the lexeme is spread evenly. It
+# does where that is less than what reading the lexeme's documents costs, taking a caller to see
+# WALK_VISIBLE of the table (the bench's agents see ~12%: the global rows, their team's, their own): at 1M
+# documents for a lexeme in more than ~3.5% of them ("user": 59%, "weekend": 3.3%), at 100k above ~11%.
 WALK_SPAN = 3
-WALK_ROWS = 4000
+WALK_VISIBLE = 0.1
 
 # The statistics are the folded base plus the deltas that writers appended since (migration 0016); the
 # views {stats}_terms / {stats}_corpus say the same, but a join would aggregate the whole view first.
@@ -160,27 +163,31 @@ def _bound_params(terms: Sequence[_Term], avgdl: float) -> dict[str, Any]:
 
 def _walk_span(term: _Term, corpus: int, n: int) -> int | None:
     """How many rows of each visibility the walk of ``term``'s step may read; None: the step reads every
-    document of the lexeme instead (see :data:`WALK_ROWS`)."""
+    document of the lexeme instead (see :data:`WALK_VISIBLE`): the three walks would read more."""
     span = math.ceil(WALK_SPAN * n * max(corpus, 1) / max(term.df, 1))
-    return span if span <= WALK_ROWS else None
+    return span if 3 * span <= term.df * WALK_VISIBLE else None
 
 
-def _walk(table: str, case: str, filters: str, j: int) -> tuple[str, str]:
+def _walk(table: str, case: str, filters: str, gate: str, j: int) -> tuple[str, str]:
     """SQL for one visibility ``case`` of a walked step ``j``: (its documents holding lexeme ``j`` and none
     before it among the first ``%(bm25_span{j})s`` visible rows in order of length from the lexeme's shortest
     document, at most ``%(n)s``, shortest first; the length below which the walk has seen every row of the
     case). The second is the length of the n-th document found if the walk found n, else of the span-th row of
     the case's index (every row before it was read; infinite if there is none): what the walk has not read is
-    at least that long."""
+    at least that long.
+
+    The limits are subqueries: the planner cannot read them and assumes a tenth of the rows, which keeps the
+    walk an ordered scan of the length index. Given the number, it read and sorted every row of the case
+    once the span came near a sixth of its estimate (a third of the case, for the length condition)."""
     rows = (f"SELECT f.id, f.tsv, length(f.tsv) AS dl FROM {table} f WHERE {case} "
-            f"AND length(f.tsv) >= %(bm25_from{j})s::int AND {filters} ORDER BY length(f.tsv) "
-            f"LIMIT %(bm25_span{j})s")
+            f"AND length(f.tsv) >= %(bm25_from{j})s::int AND {filters}{gate} ORDER BY length(f.tsv) "
+            f"LIMIT (SELECT %(bm25_span{j})s::int)")
     hold = f"ts_match_vq(w.tsv, %(bm25_l{j})s::tsquery)"
     if j:
         hold += f" AND NOT ts_match_vq(w.tsv, %(bm25_p{j})s::tsquery)"
     found = f"SELECT w.id, w.tsv, w.dl FROM ({rows}) w WHERE {hold} ORDER BY w.dl LIMIT %(n)s"
-    return found, (f"SELECT length(f.tsv) FROM {table} f WHERE {case} AND length(f.tsv) >= %(bm25_from{j})s::int "
-                   f"ORDER BY length(f.tsv) OFFSET %(bm25_span{j})s - 1 LIMIT 1")
+    return found, (f"SELECT length(f.tsv) FROM {table} f WHERE {case} AND length(f.tsv) >= %(bm25_from{j})s::int"
+                   f"{gate} ORDER BY length(f.tsv) OFFSET (SELECT %(bm25_span{j})s::int - 1) LIMIT 1")
 
 
 def _scored(scan: str) -> str:
@@ -218,7 +225,8 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
     params["bm25_lexemes"] = [t.lexeme for t in terms]
     params["bm25_idf"] = [t.idf for t in terms]
     params.update(_bound_params(terms, avgdl))
-    extra = f" AND ts_match_vq(f.tsv, {_WEBSEARCH})" if _OPERATORS.search(query) else ""
+    # (SELECT ...): the query is parsed once per step, not once per row
+    extra = f" AND ts_match_vq(f.tsv, (SELECT {_WEBSEARCH}))" if _OPERATORS.search(query) else ""
     def match(i: int) -> str:
         if keys is not None:
             params[f"bm25_t{i}"] = _scoped_tsquery_text(terms[i].lexeme, keys)
@@ -233,12 +241,21 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
     found: list[str] = []
     last = len(terms)
     for j in range(last):
-        scan = base.format(match=match(j))
+        gate = ""
+        if extra and not _NEGATION.search(query):
+            # A query of and/or (no negation) that even a document holding every lexeme from j on but none
+            # before cannot match ("user prefer (python | mariadb)" once python and mariadb had their steps)
+            # leaves step j nothing: skipped without a row read. That document has no positions, so a phrase
+            # (<->, <N>) is asked as an and, which every document matching the phrase matches too.
+            params[f"bm25_rest{j}"] = [t.lexeme for t in terms[j:]]
+            gate = (f" AND ts_match_vq(array_to_tsvector(%(bm25_rest{j})s::text[]), "
+                    f"regexp_replace(({_WEBSEARCH})::text, '<(-|[0-9]+)>', '&', 'g')::tsquery)")
+        if found:  # the whole step is skipped when even its shortest document could not reach theta
+            gate += f" AND {_beats(j, last, f'%(bm25_mindl{j})s::float8', _theta(found))}"
+        scan = base.format(match=match(j)) + gate
         if j:
             params[f"bm25_p{j}"] = _tsquery_text([t.lexeme for t in terms[:j]])
             scan += f" AND NOT ts_match_vq(f.tsv, %(bm25_p{j})s::tsquery)"
-        if found:  # the whole step is skipped when even its shortest document could not reach theta
-            scan += f" AND {_beats(j, last, f'%(bm25_mindl{j})s::float8', _theta(found))}"
         span = _walk_span(terms[j], corpus, params["n"]) if keys is not None and terms[j].df > SEED_DF else None
         if span is not None:
             # A common lexeme, and a caller with a scope: the seed comes from a walk of the caller's rows of
@@ -248,7 +265,7 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
             params[f"bm25_l{j}"] = _quote(terms[j].lexeme)
             walks, frontiers = [], []
             for c, case in enumerate(rule_cases("f")):
-                found_c, frontier = _walk(table, case, where + extra, j)
+                found_c, frontier = _walk(table, case, where + extra, gate, j)
                 ctes.append(f"w{j}_{c} AS MATERIALIZED ({found_c})")
                 walks.append(f"SELECT id, tsv FROM w{j}_{c}")
                 frontiers.append(f"CASE WHEN (SELECT count(*) FROM w{j}_{c}) >= %(n)s "
@@ -258,7 +275,7 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
             ctes.append(f"e{j} AS MATERIALIZED (SELECT greatest(least({', '.join(frontiers)}), "
                         f"%(bm25_mindl{j})s::float8) AS dl)")
             seeded = [*found, f"seed{j}"]
-            rest = base.format(match=match(j))
+            rest = base.format(match=match(j)) + gate
             if j:
                 rest += f" AND NOT ts_match_vq(f.tsv, %(bm25_p{j})s::tsquery)"
             rest += (f" AND {_beats(j, last, f'(SELECT dl FROM e{j})', _theta(seeded))}"
