@@ -250,8 +250,12 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
             params[f"bm25_rest{j}"] = [t.lexeme for t in terms[j:]]
             gate = (f" AND ts_match_vq(array_to_tsvector(%(bm25_rest{j})s::text[]), "
                     f"regexp_replace(({_WEBSEARCH})::text, '<(-|[0-9]+)>', '&', 'g')::tsquery)")
+        theta = ""
         if found:  # the whole step is skipped when even its shortest document could not reach theta
-            gate += f" AND {_beats(j, last, f'%(bm25_mindl{j})s::float8', _theta(found))}"
+            # theta once per step (a CTE), however many conditions of the step compare with it
+            ctes.append(f"t{j} AS MATERIALIZED (SELECT {_theta(found)} AS v)")
+            theta = f"(SELECT v FROM t{j})"
+            gate += f" AND {_beats(j, last, f'%(bm25_mindl{j})s::float8', theta)}"
         scan = base.format(match=match(j)) + gate
         if j:
             params[f"bm25_p{j}"] = _tsquery_text([t.lexeme for t in terms[:j]])
@@ -274,12 +278,12 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
             ctes.append(f"seed{j} AS MATERIALIZED ({_scored(' UNION ALL '.join(walks))})")
             ctes.append(f"e{j} AS MATERIALIZED (SELECT greatest(least({', '.join(frontiers)}), "
                         f"%(bm25_mindl{j})s::float8) AS dl)")
-            seeded = [*found, f"seed{j}"]
+            ctes.append(f"u{j} AS MATERIALIZED (SELECT {_theta([*found, f'seed{j}'])} AS v)")
             rest = base.format(match=match(j)) + gate
             if j:
                 rest += f" AND NOT ts_match_vq(f.tsv, %(bm25_p{j})s::tsquery)"
-            rest += (f" AND {_beats(j, last, f'(SELECT dl FROM e{j})', _theta(seeded))}"
-                     f" AND {_beats(j, last, 'length(f.tsv)', _theta(seeded))}")
+            rest += (f" AND {_beats(j, last, f'(SELECT dl FROM e{j})', f'(SELECT v FROM u{j})')}"
+                     f" AND {_beats(j, last, 'length(f.tsv)', f'(SELECT v FROM u{j})')}")
             ctes.append(f"r{j} AS MATERIALIZED ({_scored(rest)})")
             found.append(f"seed{j}")
         elif terms[j].df > SEED_DF:
@@ -293,7 +297,7 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
             found.append(f"seed{j}")
         else:
             if found:
-                scan += f" AND {_beats(j, last, 'length(f.tsv)', _theta(found))}"
+                scan += f" AND {_beats(j, last, 'length(f.tsv)', theta)}"
             ctes.append(f"r{j} AS MATERIALIZED ({_scored(scan)})")
         found.append(f"r{j}")
     # a seed's documents that tie theta are in no step's result (only better ones are): they count here
