@@ -54,7 +54,7 @@ def _disable(*triggers: str) -> list[str]:
     return [f"ALTER TABLE facts DISABLE TRIGGER {t}" for t in triggers]
 
 
-# name -> statements run on the empty copy before the load (index and trigger names as migrations 0001-0016 made them)
+# name -> statements run on the empty copy before the load (index and trigger names as migrations 0001-0019 made them)
 VARIANTS: dict[str, list[str]] = {
     "all": [],
     "-graph": _drop("facts_embedding_shared_hnsw"),
@@ -67,6 +67,7 @@ VARIANTS: dict[str, list[str]] = {
     "-bm25_trigger": _disable("facts_bm25_ins"),
     "-terms_trigger": _disable("facts_terms_ins"),  # fact_terms stays empty: its index and key are not fed
     "-terms_fk": ["ALTER TABLE fact_terms DROP CONSTRAINT fact_terms_id_fkey"],
+    "-dl_btrees": _drop("fact_terms_dl_global_idx", "fact_terms_dl_team_idx", "fact_terms_dl_private_idx"),
     "graph_only": [*_drop("facts_private_agent_idx", *_GINS, *_BTREES, *_UNIQUES),
                    *_disable("facts_bm25_ins", "facts_terms_ins")],
     "bare": [*_drop("facts_embedding_shared_hnsw", "facts_private_agent_idx", *_GINS, *_BTREES, *_UNIQUES),

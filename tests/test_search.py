@@ -43,22 +43,24 @@ def corpus(db_url: str, tmp_path: Path) -> Iterator[Store]:
     store.close()
 
 
-def _oracle(db_url: str, query: str, k: int) -> list[tuple[str, float]]:
+def _oracle(db_url: str, query: str, k: int, websearch: bool = False) -> list[tuple[str, float]]:
+    """The exact BM25 top ``k`` of a1/t1's current facts; ``websearch``: of those matching the query's operators."""
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
         n_docs, total = conn.execute("SELECT n_docs, total_len FROM bm25_corpus WHERE id = 1").fetchone()
         df = dict(conn.execute("SELECT lexeme, df FROM bm25_terms").fetchall())
         terms = {r[0] for r in conn.execute("SELECT lexeme FROM unnest(to_tsvector('english', %s))", (query,))}
         rows = conn.execute(
-            "SELECT f.content, u.lexeme, coalesce(array_length(u.positions, 1), 1), length(f.tsv) FROM facts f, "
+            "SELECT f.id, u.lexeme, coalesce(array_length(u.positions, 1), 1), length(f.tsv) FROM facts f, "
             "unnest(f.tsv) u WHERE f.superseded_at IS NULL AND (f.visibility = 'global' OR "
             "(f.visibility = 'team' AND f.team_id = 't1') OR (f.visibility = 'private' AND f.agent_id = 'a1'))"
+            + (" AND f.tsv @@ websearch_to_tsquery('english', %(q)s)" if websearch else ""), {"q": query}
         ).fetchall()
     avgdl = max(total / max(n_docs, 1), 1)
-    scores: dict[str, float] = {}
-    for content, lexeme, tf, dl in rows:
+    scores: dict[str, float] = {}  # by id: the same words may be a fact of several scopes the caller sees
+    for fid, lexeme, tf, dl in rows:
         if lexeme in terms:
             idf = math.log(1 + (n_docs - df.get(lexeme, 0) + 0.5) / (df.get(lexeme, 0) + 0.5))
-            scores[content] = scores.get(content, 0.0) + idf * tf * (BM25_K1 + 1) / (
+            scores[str(fid)] = scores.get(str(fid), 0.0) + idf * tf * (BM25_K1 + 1) / (
                 tf + BM25_K1 * (1 - BM25_B + BM25_B * dl / avgdl))
     return sorted(scores.items(), key=lambda kv: -kv[1])[:k]
 
@@ -285,6 +287,55 @@ def test_bm25_is_exact_when_many_facts_hold_every_query_word(db_url: str, tmp_pa
                 expected = _oracle(db_url, query, n)
                 assert [round(h.bm25_score or 0, 6) for h in hits] == [round(s, 6) for _, s in expected], query
                 assert all(h.team_id == "t1" and h.visibility == "team" for h in hits)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("span", [3, 0.05], ids=["walks-find-n", "walks-cut-short"])
+def test_bm25_walks_of_common_lexemes_by_length_stay_exact(db_url: str, tmp_path: Path, monkeypatch: Any,
+                                                           span: float) -> None:
+    """The worst shape at scale: one common query lexeme, most of its documents as short as its shortest (a tie
+    at theta), some repeating it, spread over the caller's global, team and private rows and over scopes it
+    may not see, some superseded; a lexeme in one visibility only; one no short document holds. Every step
+    here walks the caller's rows by length (migration 0019); a short span stops the walks before they find n,
+    and what they saw must still bound what they did not."""
+    from factforge.storage import bm25
+    from factforge.storage.scope import fact_filters
+
+    monkeypatch.setattr(bm25, "SEED_DF", 5)
+    monkeypatch.setattr(bm25, "WALK_SPAN", span)
+    monkeypatch.setattr(bm25, "WALK_VISIBLE", 100.0)  # walk whatever it costs
+    rng = random.Random(34)
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    scopes = [Scope("a1", "t1", "private"), Scope("a1", "t1", "team"), Scope("g1", "t3", "global"),
+              Scope("a2", "t1", "private"), Scope("a3", "t2", "team")]
+    try:
+        for i, scope in enumerate(scopes):
+            texts = {"User uses kafka", "User uses kafka kafka"} if i in (2, 3) else set()
+            while len(texts) < 150:
+                words = rng.sample(WORDS[1:], rng.randint(0, 5 if rng.random() < 0.7 else 14))
+                texts.add(" ".join(["User uses kafka"] + words + (["kafka"] * rng.choice([0] * 12 + [1, 2]))))
+            if i == 0:
+                texts |= {"User uses grafana " + " ".join(rng.sample(WORDS[2:15], 9)) for _ in range(30)}
+            store.save([_fact(t) for t in sorted(texts)], scope, Provenance(f"w{i}"))
+        with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+            conn.execute("UPDATE facts SET superseded_at = now() WHERE content LIKE '%%redis%%' AND "
+                         "length(content) < 40")
+        queries = ("kafka", "where is the kafka based", "kafka billing", "redis kafka", "grafana kafka",
+                   "grafana", "kafka -redis", "mobile payments gateway kafka", "kafka api or grafana",
+                   'user uses grafana or "uses kafka"', "grafana or billing", "redis or kafka -grafana")
+        with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+            where, params = fact_filters("a1", "t1")
+            built = bm25.bm25_query(conn, where, {**params, "q": "kafka", "n": 10}, "kafka", "fact_terms")
+            assert built is not None and "w0_2" in built[0]  # the step walks
+        for query in queries:
+            for n in (10, 40):
+                hits = search(store, query, agent_id="a1", team_id="t1", mode="bm25", k=n)
+                expected = _oracle(db_url, query, n, websearch=any(op in query for op in (" or ", "-", '"')))
+                assert [round(h.bm25_score or 0, 6) for h in hits] == [round(s, 6) for _, s in expected], query
+                assert all(h.agent_id == "a1" or h.visibility != "private" for h in hits)
+                assert all(h.team_id == "t1" or h.visibility == "global" for h in hits)
+                assert all(h.superseded_at is None for h in hits)
     finally:
         store.close()
 

@@ -17,6 +17,17 @@ a common lexeme, the ``n`` shortest of its documents are scored first (a seed: r
 scores, so a valid ``theta``), so that ``theta`` prunes the scoring of the others even when the earlier
 steps found fewer than ``n`` documents.
 
+Finding the ``n`` shortest used to mean reading every visible document of the lexeme for its length: at 1M
+facts, "where is the user based" read 36k of them (16k pages) to score 40. Where the lexeme is common enough
+(:data:`WALK_VISIBLE`), the seed now comes from a *walk*: the caller's global, team and private rows are read
+in order of length from the lexeme's shortest document (one btree per visibility, migration 0019), each
+until ``n`` of them hold the lexeme (and none before it) or a span of rows is read. A walk that found ``n``
+has seen every document of its visibility shorter than its ``n``-th; one that stopped at its span, every
+document shorter than the span-th row of its index; one that ran out, all. So every document the walks did
+not score is at least as long as the shortest of those three lengths, and the step reads the lexeme's
+documents (by the scoped text index, as any step) only if the bound at that length beats ``theta`` - for the
+query above, never: its 40 seeds all tie at the shortest length.
+
 All statistics (document frequencies, corpus size, average length) are read once, by the first of the two
 statements, and handed to the second as parameters: the bounds and the scores use the same numbers even
 when facts are written meanwhile, and the second statement's text depends only on its shape, so that a
@@ -32,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .scope import scope_keys
+from .scope import rule_cases, scope_keys
 
 __all__ = ["BM25_K1", "BM25_B", "bm25_query", "bm25_ranks", "bm25_ranks_sized", "SCOPED_TSV"]
 
@@ -42,6 +53,7 @@ BM25_B = 0.75
 # Queries with operators ("quotes", -not, or) keep the web-search meaning: every candidate matches this.
 _WEBSEARCH = "websearch_to_tsquery('english', %(q)s)"
 _OPERATORS = re.compile(r'(^|\s)-\S|"|\bor\b', re.IGNORECASE)
+_NEGATION = re.compile(r'(^|\s)-\S')
 
 # The term statistics of each searched table: facts (and their narrow copy) and episodes.
 _STATS = {"facts": "bm25", "fact_terms": "bm25", "turns": "episode_bm25"}
@@ -51,6 +63,14 @@ _SCOPED_TABLES = ("fact_terms", "turns")
 # A step whose lexeme is in more than this many documents (all scopes) scores its n shortest documents
 # first (a seed for theta): without one, a step after too few matches would score every document it reads.
 SEED_DF = 2000
+# A seeded step of a caller with a scope may find its seed by walking the caller's rows of each visibility in
+# order of length (migration 0019's indexes), reading at most WALK_SPAN n / share rows of each (share: the
+# lexeme's share of all documents), ~WALK_SPAN times what a walk needs where the lexeme is spread evenly. It
+# does where that is less than what reading the lexeme's documents costs, taking a caller to see
+# WALK_VISIBLE of the table (the bench's agents see ~12%: the global rows, their team's, their own): at 1M
+# documents for a lexeme in more than ~3.5% of them ("user": 59%, "weekend": 3.3%), at 100k above ~11%.
+WALK_SPAN = 3
+WALK_VISIBLE = 0.1
 
 # The statistics are the folded base plus the deltas that writers appended since (migration 0016); the
 # views {stats}_terms / {stats}_corpus say the same, but a join would aggregate the whole view first.
@@ -148,8 +168,37 @@ def _bound_params(terms: Sequence[_Term], avgdl: float) -> dict[str, Any]:
     out: dict[str, Any] = {"bm25_norm": BM25_K1 * BM25_B / avgdl}
     for i, t in enumerate(terms):
         out.update({f"bm25_num{i}": t.num, f"bm25_c{i}": t.c, f"bm25_slope{i}": t.slope,
-                    f"bm25_mindl{i}": float(t.min_dl)})
+                    f"bm25_mindl{i}": float(t.min_dl), f"bm25_from{i}": t.min_dl})
     return out
+
+
+def _walk_span(term: _Term, corpus: int, n: int) -> int | None:
+    """How many rows of each visibility the walk of ``term``'s step may read; None: the step reads every
+    document of the lexeme instead (see :data:`WALK_VISIBLE`): the three walks would read more."""
+    span = math.ceil(WALK_SPAN * n * max(corpus, 1) / max(term.df, 1))
+    return span if 3 * span <= term.df * WALK_VISIBLE else None
+
+
+def _walk(table: str, case: str, filters: str, gate: str, j: int) -> tuple[str, str]:
+    """SQL for one visibility ``case`` of a walked step ``j``: (its documents holding lexeme ``j`` and none
+    before it among the first ``%(bm25_span{j})s`` visible rows in order of length from the lexeme's shortest
+    document, at most ``%(n)s``, shortest first; the length below which the walk has seen every row of the
+    case). The second is the length of the n-th document found if the walk found n, else of the span-th row of
+    the case's index (every row before it was read; infinite if there is none): what the walk has not read is
+    at least that long.
+
+    The limits are subqueries: the planner cannot read them and assumes a tenth of the rows, which keeps the
+    walk an ordered scan of the length index. Given the number, it read and sorted every row of the case
+    once the span came near a sixth of its estimate (a third of the case, for the length condition)."""
+    rows = (f"SELECT f.id, f.tsv, length(f.tsv) AS dl FROM {table} f WHERE {case} "
+            f"AND length(f.tsv) >= %(bm25_from{j})s::int AND {filters}{gate} ORDER BY length(f.tsv) "
+            f"LIMIT (SELECT %(bm25_span{j})s::int)")
+    hold = f"ts_match_vq(w.tsv, %(bm25_l{j})s::tsquery)"
+    if j:
+        hold += f" AND NOT ts_match_vq(w.tsv, %(bm25_p{j})s::tsquery)"
+    found = f"SELECT w.id, w.tsv, w.dl FROM ({rows}) w WHERE {hold} ORDER BY w.dl LIMIT %(n)s"
+    return found, (f"SELECT length(f.tsv) FROM {table} f WHERE {case} AND length(f.tsv) >= %(bm25_from{j})s::int"
+                   f"{gate} ORDER BY length(f.tsv) OFFSET (SELECT %(bm25_span{j})s::int - 1) LIMIT 1")
 
 
 def _scored(scan: str) -> str:
@@ -187,7 +236,8 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
     params["bm25_lexemes"] = [t.lexeme for t in terms]
     params["bm25_idf"] = [t.idf for t in terms]
     params.update(_bound_params(terms, avgdl))
-    extra = f" AND ts_match_vq(f.tsv, {_WEBSEARCH})" if _OPERATORS.search(query) else ""
+    # (SELECT ...): the query is parsed once per step, not once per row
+    extra = f" AND ts_match_vq(f.tsv, (SELECT {_WEBSEARCH}))" if _OPERATORS.search(query) else ""
     def match(i: int) -> str:
         if keys is not None:
             params[f"bm25_t{i}"] = _scoped_tsquery_text(terms[i].lexeme, keys)
@@ -202,13 +252,59 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
     found: list[str] = []
     last = len(terms)
     for j in range(last):
-        scan = base.format(match=match(j))
+        gate = ""
+        if extra and not _NEGATION.search(query):
+            # A query of and/or (no negation) that even a document holding every lexeme from j on but none
+            # before cannot match ("user prefer (python | mariadb)" once python and mariadb had their steps)
+            # leaves step j nothing: skipped without a row read. That document has no positions, so a phrase
+            # (<->, <N>) is asked as an and, which every document matching the phrase matches too.
+            params[f"bm25_rest{j}"] = [t.lexeme for t in terms[j:]]
+            gate = (f" AND ts_match_vq(array_to_tsvector(%(bm25_rest{j})s::text[]), "
+                    f"regexp_replace(({_WEBSEARCH})::text, '<(-|[0-9]+)>', '&', 'g')::tsquery)")
+        theta = ""
+        if found:  # the whole step is skipped when even its shortest document could not reach theta
+            # theta once per step (a CTE), however many conditions of the step compare with it
+            ctes.append(f"t{j} AS MATERIALIZED (SELECT {_theta(found)} AS v)")
+            theta = f"(SELECT v FROM t{j})"
+            gate += f" AND {_beats(j, last, f'%(bm25_mindl{j})s::float8', theta)}"
+        scan = base.format(match=match(j)) + gate
         if j:
             params[f"bm25_p{j}"] = _tsquery_text([t.lexeme for t in terms[:j]])
             scan += f" AND NOT ts_match_vq(f.tsv, %(bm25_p{j})s::tsquery)"
-        if found:  # the whole step is skipped when even its shortest document could not reach theta
-            scan += f" AND {_beats(j, last, f'%(bm25_mindl{j})s::float8', _theta(found))}"
-        if terms[j].df > SEED_DF:
+        span = _walk_span(terms[j], corpus, params["n"]) if keys is not None and terms[j].df > SEED_DF else None
+        if span is not None:
+            # A common lexeme, and a caller with a scope: the seed comes from a walk of the caller's rows of
+            # each visibility by length, and the rest of the lexeme's documents are read only if the bound at
+            # the length the walks stopped at, or the lexeme's shortest, whichever is longer, beats theta.
+            params[f"bm25_span{j}"] = span
+            params[f"bm25_l{j}"] = _quote(terms[j].lexeme)
+            walks, frontiers = [], []
+            for c, case in enumerate(rule_cases("f")):
+                found_c, frontier = _walk(table, case, where + extra, gate, j)
+                ctes.append(f"w{j}_{c} AS MATERIALIZED ({found_c})")
+                walks.append(f"SELECT id, tsv FROM w{j}_{c}")
+                frontiers.append(f"CASE WHEN (SELECT count(*) FROM w{j}_{c}) >= %(n)s "
+                                 f"THEN (SELECT max(dl) FROM w{j}_{c})::float8 "
+                                 f"ELSE coalesce(({frontier})::float8, 'Infinity') END")
+            ctes.append(f"seed{j} AS MATERIALIZED ({_scored(' UNION ALL '.join(walks))})")
+            ctes.append(f"e{j} AS MATERIALIZED (SELECT greatest(least({', '.join(frontiers)}), "
+                        f"%(bm25_mindl{j})s::float8) AS dl)")
+            ctes.append(f"u{j} AS MATERIALIZED (SELECT {_theta([*found, f'seed{j}'])} AS v)")
+            rest = base.format(match=match(j)) + gate
+            if j:
+                rest += f" AND NOT ts_match_vq(f.tsv, %(bm25_p{j})s::tsquery)"
+            rest += (f" AND {_beats(j, last, f'(SELECT dl FROM e{j})', f'(SELECT v FROM u{j})')}"
+                     f" AND {_beats(j, last, 'length(f.tsv)', f'(SELECT v FROM u{j})')}")
+            # What the walks left is read as an unwalked common lexeme's documents are, shortest scored first:
+            # walks that found few (the lexeme in longer documents than its shortest) leave theta low.
+            ctes.append(f"c{j} AS MATERIALIZED (SELECT s.id, s.tsv, length(s.tsv) AS dl FROM ({rest}) s)")
+            ctes.append(f"seedc{j} AS MATERIALIZED "
+                        f"({_scored(f'SELECT id, tsv FROM c{j} ORDER BY dl LIMIT %(n)s')})")
+            pruned = (f"SELECT id, tsv FROM c{j} "
+                      f"WHERE {_beats(j, last, 'dl', _theta([*found, f'seed{j}', f'seedc{j}']))}")
+            ctes.append(f"r{j} AS MATERIALIZED ({_scored(pruned)})")
+            found.extend([f"seed{j}", f"seedc{j}"])
+        elif terms[j].df > SEED_DF:
             # A common lexeme: its documents are read once; the n shortest (the highest bounds) are scored
             # first, so that theta prunes the scoring of the others.
             ctes.append(f"c{j} AS MATERIALIZED (SELECT s.id, s.tsv, length(s.tsv) AS dl FROM ({scan}) s)")
@@ -219,7 +315,7 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
             found.append(f"seed{j}")
         else:
             if found:
-                scan += f" AND {_beats(j, last, 'length(f.tsv)', _theta(found))}"
+                scan += f" AND {_beats(j, last, 'length(f.tsv)', theta)}"
             ctes.append(f"r{j} AS MATERIALIZED ({_scored(scan)})")
         found.append(f"r{j}")
     # a seed's documents that tie theta are in no step's result (only better ones are): they count here

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-__all__ = ["rule_sql", "visible", "source_readable", "own_session", "fact_filters", "episode_filters", "same_scope",
+__all__ = ["rule_sql", "rule_cases", "visible", "source_readable", "own_session", "fact_filters", "episode_filters", "same_scope",
            "same_scope_as", "CONFLICT_TARGET", "scope_keys"]
 
 
@@ -33,6 +33,16 @@ def rule_sql(visibility: str, team: str, agent: str, *, scope_index: bool = Fals
                 f" OR ({visibility} = 'private' AND {agent} = %(v_agent)s))")
     return (f"(CASE {visibility} WHEN 'global' THEN true WHEN 'team' THEN {team} = %(v_team)s "
             f"WHEN 'private' THEN {agent} = %(v_agent)s ELSE false END)")
+
+
+def rule_cases(alias: str) -> tuple[str, str, str]:
+    """The visibility rule as three disjoint cases whose OR is :func:`rule_sql` for a caller: the global rows, the
+    caller's team's team rows, the caller's own private rows (against ``%(v_team)s`` / ``%(v_agent)s``). A
+    query that reads each case by its own index (the per-visibility length indexes of migration 0019) ORs
+    them with UNION ALL."""
+    a = alias
+    return (f"{a}.visibility = 'global'", f"{a}.visibility = 'team' AND {a}.team_id = %(v_team)s",
+            f"{a}.visibility = 'private' AND {a}.agent_id = %(v_agent)s")
 
 
 def visible(alias: str, agent_id: str | None, team_id: str | None, *, analyst: str = "TRUE",
