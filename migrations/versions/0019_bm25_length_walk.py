@@ -1,7 +1,7 @@
 """Document lengths an index can walk, per scope, for BM25's common lexemes.
 
 Revision ID: 0019
-Revises: 0017
+Revises: 0018
 
 Exact top-k BM25 (``factforge.storage.bm25``) scores, in the step of a common lexeme, the n shortest documents
 first: their real scores give the bar (``theta``) that lets the step skip the others. It found those n by
@@ -16,9 +16,6 @@ and length. The step now walks the caller's global, team and private rows from t
 document upwards and stops at the n-th that holds the lexeme (or after a bounded number of rows). A row is
 in exactly one of the three, so a write adds one btree entry per row; nothing else changes (no column, no
 trigger: the expression is the tsvector's own length).
-
-Revises 0017, not 0018: 0018 was being written beside this one; whichever merges second moves its
-``down_revision`` onto the other.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0019"
-down_revision = "0017"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 

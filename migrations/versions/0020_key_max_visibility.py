@@ -1,7 +1,7 @@
 """Each API key says how far the facts it writes may be shared.
 
 Revision ID: 0020
-Revises: 0018
+Revises: 0019
 
 Until now any agent key could publish a fact to every team (``visibility="global"``, or a category the server
 routes to ``global``). ``api_keys.max_visibility`` is the widest scope a key's writes may reach: a request that asks
@@ -14,7 +14,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0020"
-down_revision = "0018"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 
