@@ -631,3 +631,31 @@ def test_the_bm25_statement_is_prepared_once_its_shape_recurs(corpus: Store, db_
         assert plans and max(p[0] for p in plans) >= 3
     hits = search(corpus, "kafka billing", agent_id="a1", team_id="t1", mode="bm25", k=10)
     assert [round(h.bm25_score or 0, 6) for h in hits] == [round(s, 6) for _, s in _oracle(db_url, "kafka billing", 10)]
+
+
+def test_the_hits_rows_are_looked_up_by_a_cached_generic_plan(db_url: str, tmp_path: Path) -> None:
+    """The statements that read the hits' rows and their fact-episode links take their ids through an InitPlan:
+    given a few ids as a plain parameter, every run's own plan looked cheaper than the generic one and
+    PostgreSQL planned them anew on every search; now, as for the BM25 statement, a cached generic plan runs."""
+    from factforge.memory import Memory
+
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path),
+                                  "FACTFORGE_EMBEDDER": "none", "FACTFORGE_LLM": "off"})
+    with Memory(settings=settings, llm=None, embedder=None, background=False) as m:
+        for i, text in enumerate(["I use Neovim as my editor", "My editor at work is VS Code, sadly",
+                                  "I switched my editor theme to solarized"]):
+            m.remember(user=text, agent_id="dev", team_id="t", session_id=f"s{i}")
+        for _ in range(12):
+            hits = m.search("editor", agent_id="dev", team_id="t", k=5)
+        assert {h.kind for h in hits} == {"fact", "episode"} and any(h.related for h in hits)  # links were read
+        raw = m.store.engine.raw_connection()  # the connection the searches used (the pool is last in, first out)
+        try:
+            rows = raw.driver_connection.execute(
+                "SELECT statement, generic_plans FROM pg_prepared_statements WHERE statement LIKE "
+                "'%%FROM fact_sources s JOIN turns t%%' OR statement LIKE '%%f.content, f.category%%' "
+                "OR statement LIKE '%%user_message AS content%%'").fetchall()
+        finally:
+            raw.close()
+    lookups = {("links" if "fact_sources s JOIN" in s else "facts" if "f.content" in s else "episodes"): g
+               for s, g in rows}
+    assert set(lookups) == {"links", "facts", "episodes"} and all(g > 0 for g in lookups.values()), lookups

@@ -94,3 +94,33 @@ def test_a_turn_alone_in_its_call_is_one_statement_but_a_batch_stays_one_transac
                 conn.exec_driver_sql("SELECT 1 / 0")
         assert m.store._all("SELECT count(*) AS n FROM turns") == [{"n": 3}]
         assert m.store.queue_counts().get("pending") == 3
+
+
+def test_a_read_before_the_write_goes_alone_and_a_batch_reads_its_own_turns(db_url: str, tmp_path: Path) -> None:
+    """A bare reply reads the assistant message it answers before its turn is written. Sent while its transaction
+    has sent nothing, that read goes alone (autocommit) and the turn after it still can: two statements, no BEGIN
+    and COMMIT. Inside a batch that has begun, the read runs in the batch's transaction and sees its turns."""
+    from factforge.memory import Memory
+
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path),
+                                  "FACTFORGE_EMBEDDER": "none", "FACTFORGE_LLM": "off"})
+    with Memory(settings=settings, llm=None, embedder=None, background=False) as m:
+        m.remember(user="Which city do you think I live in?", assistant="You live in Denver, right?",
+                   agent_id="dev", session_id="s1")
+        sent: list[str] = []
+        m.store.statement_listener = sent.append
+        with m.store.unit_of_work(savepoints=False):  # as the API's Service does
+            plain = m.remember(user="Sure is", agent_id="dev", session_id="nothing-said-before")
+        assert plain.facts == ()
+        assert len(sent) == 2 and "BEGIN" not in sent and "assistant_message FROM turns" in sent[0]
+        sent.clear()
+        with m.store.unit_of_work(savepoints=False):
+            confirmed = m.remember(user="yes", agent_id="dev", session_id="s1")
+        assert [f.content for f in confirmed.facts] == ["User lives in Denver"]
+        assert "assistant_message FROM turns" in sent[0] and sent[1] == "BEGIN" and sent[-1] == "COMMIT"
+        with m.batch():  # the reply it confirms is the batch's own, not yet committed
+            m.remember(user="Which editor am I using?", assistant="You use Neovim, right?", agent_id="dev",
+                       session_id="s2")
+            batched = m.remember(user="yes", agent_id="dev", session_id="s2")
+        assert [f.content for f in batched.facts] == ["User uses Neovim"]
+        assert m.store.turn_seen(m.store._all("SELECT key FROM turns WHERE session_id = 's2' LIMIT 1")[0]["key"])

@@ -49,14 +49,14 @@ def upsert_session(store: Store, session_id: str, *, kind: str = "conversation",
 
 
 def turn_seen(store: Store, key: str) -> bool:
-    return bool(store._all("SELECT 1 AS one FROM turns WHERE key = %(k)s", {"k": key}))
+    return bool(store._read("SELECT 1 AS one FROM turns WHERE key = %(k)s", {"k": key}))
 
 
 def seen_keys(store: Store, keys: Sequence[str]) -> set[str]:
     """Which of ``keys`` are recorded turns (one query for a whole group of input lines)."""
     if not keys:
         return set()
-    return {r["key"] for r in store._all("SELECT key FROM turns WHERE key = ANY(%(k)s)", {"k": list(keys)})}
+    return {r["key"] for r in store._read("SELECT key FROM turns WHERE key = ANY(%(k)s)", {"k": list(keys)})}
 
 
 def record_turn(store: Store, key: str, *, session_id: str | None = None, activity_session: str | None = None,
@@ -125,7 +125,7 @@ def last_assistant_message(store: Store, session_id: str, *, agent_id: str, team
     Session ids are chosen by callers, so another agent (or team) can use the same one: only the caller's
     own turns count, or agent C answering "yes" in agent A's session would store A's reply as C's facts.
     """
-    rows = store._all("SELECT assistant_message FROM turns WHERE session_id = %(s)s AND agent_id = %(a)s "
+    rows = store._read("SELECT assistant_message FROM turns WHERE session_id = %(s)s AND agent_id = %(a)s "
                      "AND team_id IS NOT DISTINCT FROM %(t)s "
                      "ORDER BY created_at DESC, message_ts DESC NULLS LAST LIMIT 1",
                      {"s": session_id, "a": agent_id, "t": team_id})

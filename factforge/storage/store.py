@@ -139,6 +139,24 @@ class Tx:
             cur.execute(sql, params if params is not None else {})
         return Rows(cur)
 
+    def read(self, sql: str, params: Mapping[str, Any] | None = None) -> Rows:
+        """Run one read. While the transaction has sent nothing it goes alone, in autocommit: no BEGIN and COMMIT
+        round trips for it, and the call's write after it may still go alone (a bare "yes" reads the reply it
+        confirms, then writes its turn: one round trip each instead of four). Under READ COMMITTED a statement
+        sees the same committed rows in a transaction or out of one; once the transaction has begun, the read
+        runs in it and sees its writes (a batch's earlier turns)."""
+        if self._sent or self._ended:
+            return self.exec_driver_sql(sql, params)
+        if self._listen is not None:
+            self._listen(sql)
+        cur = self._pg.cursor()
+        self._pg.autocommit = True  # idle (nothing sent yet): this sends nothing
+        try:
+            cur.execute(sql, params if params is not None else {})
+        finally:
+            self._pg.autocommit = False
+        return Rows(cur)
+
 
 class Store:
     """The facts database. Open with :meth:`open`; it migrates a new database to the current schema."""
@@ -322,6 +340,12 @@ class Store:
     def _all(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         with self._tx() as conn:
             return [dict(r) for r in conn.exec_driver_sql(sql, dict(params or {})).mappings()]
+
+    def _read(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The rows of one read, sent as :meth:`Tx.read` sends it (alone while the transaction has sent nothing:
+        outside a unit of work, no BEGIN and COMMIT at all, as psycopg's commit of an idle connection sends none)."""
+        with self._tx() as conn:
+            return [dict(r) for r in conn.read(sql, dict(params or {})).mappings()]
 
     @property
     def claim_seconds(self) -> float:
