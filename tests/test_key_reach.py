@@ -145,11 +145,12 @@ def test_over_http_a_narrowed_key_gets_403_as_json(service: Service) -> None:
 
 def test_keys_create_takes_the_limit_and_list_shows_it(db_url: str, tmp_path: Path) -> None:
     env = {"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}
-    made = run_cli("keys", "create", "--agent", "cli-agent", "--team", "t1", "--max-visibility", "private", env=env)
+    made = run_cli("keys", "create", "--agent", "reach-cli-agent", "--team", "t1", "--max-visibility", "private",
+                   env=env)
     assert made.returncode == 0, made.stderr
     assert "writing at most private facts" in made.stdout
     listed = run_cli("keys", "list", "--json", env=env)
     rows = [json.loads(line) for line in listed.stdout.splitlines()]
-    assert [r["max_visibility"] for r in rows if r["agent_id"] == "cli-agent"] == ["private"]
+    assert [r["max_visibility"] for r in rows if r["agent_id"] == "reach-cli-agent"] == ["private"]
     bad = run_cli("keys", "create", "--agent", "bob", "--team", "t1", "--max-visibility", "public", env=env)
     assert bad.returncode != 0 and "invalid choice" in bad.stderr
