@@ -128,7 +128,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
             else:
                 for r in rows:
                     print(f"{r.id:>4}  {r.prefix}…  {r.role:<8}  agent={r.agent_id or '-'}  team={r.team_id or '-'}  "
-                          + (f"max={r.max_visibility}  " if r.role == "agent" else "") + f"created {r.created_at:%Y-%m-%d %H:%M}"
+                          + (f"max={r.max_visibility}  " if r.role == "agent" else "")
+                          + f"created {r.created_at:%Y-%m-%d %H:%M}"
                           + (f"  last used {r.last_used_at:%Y-%m-%d %H:%M}" if r.last_used_at else "")
                           + (f"  REVOKED {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at else "")
                           + (f"  ({r.name})" if r.name else ""))

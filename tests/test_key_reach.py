@@ -112,8 +112,8 @@ def test_the_llms_later_facts_keep_the_keys_limit(service: Service, fake: FakeOl
     assert result["queued"]
     fake.script(Reply(json.dumps(LLM_REPLY)))
     assert service.memory.drain().stored_facts == 1
-    assert {(r["method"], r["visibility"]) for r in service.memory.store._all("SELECT extraction_method AS method, visibility FROM facts")
-            } == {("llm", "team")}
+    rows = service.memory.store._all("SELECT extraction_method AS method, visibility FROM facts")
+    assert {(r["method"], r["visibility"]) for r in rows} == {("llm", "team")}
 
 
 def test_the_library_refuses_a_visibility_wider_than_its_limit(service: Service) -> None:

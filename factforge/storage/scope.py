@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-__all__ = ["rule_sql", "rule_cases", "visible", "source_readable", "own_session", "fact_filters", "episode_filters", "same_scope",
-           "same_scope_as", "CONFLICT_TARGET", "scope_keys"]
+__all__ = ["rule_sql", "rule_cases", "visible", "source_readable", "own_session", "fact_filters", "episode_filters",
+           "same_scope", "same_scope_as", "CONFLICT_TARGET", "scope_keys"]
 
 
 def rule_sql(visibility: str, team: str, agent: str, *, scope_index: bool = False) -> str:

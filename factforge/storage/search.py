@@ -596,7 +596,8 @@ def _links(conn: Any, order: Sequence[UUID], kind_of: dict[UUID, str]) -> dict[U
     links: dict[UUID, set[UUID]] = {}
     for fid, eid in conn.execute(
             "SELECT s.fact_id, t.id FROM fact_sources s JOIN turns t ON t.key = s.source_key "
-            f"WHERE s.fact_id = ANY({_ids('f')}) AND t.id = ANY({_ids('e')})", {"f": facts, "e": episodes}).fetchall():
+            f"WHERE s.fact_id = ANY({_ids('f')}) AND t.id = ANY({_ids('e')})",
+            {"f": facts, "e": episodes}).fetchall():
         links.setdefault(fid, set()).add(eid)
         links.setdefault(eid, set()).add(fid)
     return links
