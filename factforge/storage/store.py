@@ -130,14 +130,18 @@ class Tx:
             cur.executemany(sql, params)
         elif alone:
             self._ended = True
-            self._pg.autocommit = True  # idle (nothing sent yet): this sends nothing
-            try:
-                cur.execute(sql, params if params is not None else {})
-            finally:
-                self._pg.autocommit = False
+            self._alone(cur, sql, params)
         else:  # always with parameters, as SQLAlchemy does: "%%" is one "%" in every statement
             cur.execute(sql, params if params is not None else {})
         return Rows(cur)
+
+    def _alone(self, cur: Any, sql: str, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None) -> None:
+        """Send one statement outside the transaction, committed by the server as it ends (autocommit)."""
+        self._pg.autocommit = True  # idle (nothing sent yet): this sends nothing
+        try:
+            cur.execute(sql, params if params is not None else {})
+        finally:
+            self._pg.autocommit = False
 
     def read(self, sql: str, params: Mapping[str, Any] | None = None) -> Rows:
         """Run one read. While the transaction has sent nothing it goes alone, in autocommit: no BEGIN and COMMIT
@@ -150,11 +154,7 @@ class Tx:
         if self._listen is not None:
             self._listen(sql)
         cur = self._pg.cursor()
-        self._pg.autocommit = True  # idle (nothing sent yet): this sends nothing
-        try:
-            cur.execute(sql, params if params is not None else {})
-        finally:
-            self._pg.autocommit = False
+        self._alone(cur, sql, params)
         return Rows(cur)
 
 
