@@ -261,15 +261,18 @@ class Writer:
         visibility shares its episode as far as its facts; never further than ``widest``."""
         if not extraction.gate.passed or not provenance.user_message or provenance.user_message == DROPPED:
             return None
-        vis = within(requested or self.settings.episode_visibility, widest)
-        return "private" if vis == "team" and not team_id else vis
+        return _narrowed(requested or self.settings.episode_visibility, widest, team_id)
 
     def visibility_for(self, fact: Fact, requested: str | None, team_id: str | None,
                        widest: str | None = None) -> str:
-        vis = within(requested or self.settings.default_visibility.get(fact.category, "private"), widest)
-        if vis == "team" and not team_id:
-            return "private"
-        return vis
+        return _narrowed(requested or self.settings.default_visibility.get(fact.category, "private"), widest,
+                         team_id)
+
+
+def _narrowed(visibility: str, widest: str | None, team_id: str | None) -> str:
+    """``visibility`` held to ``widest``; a team scope without a team is the agent's own."""
+    vis = within(visibility, widest)
+    return "private" if vis == "team" and not team_id else vis
 
 
 def _spoken_of(text: str | None, ts: datetime | None) -> dict[str, Any]:
