@@ -290,11 +290,8 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
             ctes.append(f"e{j} AS MATERIALIZED (SELECT greatest(least({', '.join(frontiers)}), "
                         f"%(bm25_mindl{j})s::float8) AS dl)")
             ctes.append(f"u{j} AS MATERIALIZED (SELECT {_theta([*found, f'seed{j}'])} AS v)")
-            rest = base.format(match=match(j)) + gate
-            if j:
-                rest += f" AND NOT ts_match_vq(f.tsv, %(bm25_p{j})s::tsquery)"
-            rest += (f" AND {_beats(j, last, f'(SELECT dl FROM e{j})', f'(SELECT v FROM u{j})')}"
-                     f" AND {_beats(j, last, 'length(f.tsv)', f'(SELECT v FROM u{j})')}")
+            rest = (scan + f" AND {_beats(j, last, f'(SELECT dl FROM e{j})', f'(SELECT v FROM u{j})')}"
+                    f" AND {_beats(j, last, 'length(f.tsv)', f'(SELECT v FROM u{j})')}")
             # What the walks left is read as an unwalked common lexeme's documents are, shortest scored first:
             # walks that found few (the lexeme in longer documents than its shortest) leave theta low.
             ctes.append(f"c{j} AS MATERIALIZED (SELECT s.id, s.tsv, length(s.tsv) AS dl FROM ({rest}) s)")
