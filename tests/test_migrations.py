@@ -222,3 +222,61 @@ def test_0018_hides_other_agents_sessions_from_the_reader_and_goes_back(pg_serve
     finally:
         with psycopg.connect(db.conninfo(pg_server_url), autocommit=True) as admin:
             admin.execute("DROP DATABASE IF EXISTS ffsessions WITH (FORCE)")
+
+
+# Documents for factforge_scoped_tsv: a fact's and an episode's words, none, positions and weights, a lexeme with a
+# line break, one over 1,000 bytes, and lexemes over 1,000 bytes together; each in every scope (and none).
+_SCOPED_DOCS = (
+    "to_tsvector('english', 'User prefers PostgreSQL over MySQL for billing work')",
+    "to_tsvector('english', 'By the way, we migrated the search service from Elasticsearch to OpenSearch "
+    "since last week - https://example.org/a/b?c=1 and mail ops@example.org')",
+    "''::tsvector", "'a:1A b:2,3B c'::tsvector", "E'''a\\nb'' c d'::tsvector",
+    "('''' || repeat('x', 1500) || ''' short')::tsvector",
+    "array_to_tsvector(ARRAY(SELECT 'w' || i || repeat('y', 40) FROM generate_series(1, 40) i))",
+    "NULL::tsvector",
+)
+_SCOPES = (("'global'", "NULL", "NULL"), ("'team'", "'t1'", "'a'"), ("'team'", "NULL", "NULL"),
+           ("'private'", "'t1'", "'agent-7'"), ("'private'", "NULL", "NULL"), ("NULL", "NULL", "NULL"))
+
+
+def _scoped_tsv(url: str) -> tuple[tuple[object, ...], list[object]]:
+    """factforge_scoped_tsv's declaration (language, volatility, parallel safety, cost) and its value for every
+    document in every scope."""
+    with psycopg.connect(db.conninfo(url)) as conn:
+        declared = conn.execute(
+            "SELECT l.lanname, p.provolatile, p.proparallel, p.procost, p.proisstrict FROM pg_proc p "
+            "JOIN pg_language l ON l.oid = p.prolang WHERE p.proname = 'factforge_scoped_tsv'").fetchone()
+        values = [conn.execute(f"SELECT factforge_scoped_tsv({doc}, {vis}, {team}, {agent})::text").fetchone()[0]
+                  for doc in _SCOPED_DOCS for vis, team, agent in _SCOPES]
+    return declared, values
+
+
+def test_0021_computes_the_same_scoped_tsvector_without_a_subquery_and_goes_back(fresh_cluster: str,
+                                                                                 tmp_path: Path) -> None:
+    """Head: factforge_scoped_tsv in PL/pgSQL (no executor per row), declared as before (IMMUTABLE, PARALLEL
+    SAFE, COST 1000), with 0006's SQL body's value for every document and scope; a fact stored before the
+    upgrade is found through the scoped index after it; back at 0020 the SQL body; and up again."""
+    url, settings = _new_database(fresh_cluster, "ffscoped", tmp_path)
+    db.upgrade(url, settings)
+    head_declared, head_values = _scoped_tsv(url)
+    assert head_declared == ("plpgsql", "i", "s", 1000.0, False)
+    db.downgrade(url, "0020")
+    back_declared, back_values = _scoped_tsv(url)
+    assert back_declared == ("sql", "i", "s", 1000.0, False)
+    assert head_values == back_values
+    assert head_values[0] is not None and head_values[-1] is None
+    with psycopg.connect(db.conninfo(url)) as conn:  # a fact indexed by the SQL body
+        conn.execute("INSERT INTO facts (content, category, confidence, extraction_method, agent_id, team_id, "
+                     "visibility, content_hash) VALUES ('User prefers Redis', 'preference', 0.9, 'pattern', 'a', "
+                     "'t1', 'team', 'h')")
+    db.upgrade(url, settings)
+    assert _scoped_tsv(url) == (head_declared, head_values)
+    with psycopg.connect(db.conninfo(url)) as conn:
+        conn.execute("SET enable_seqscan = off")
+        key = conn.execute("SELECT quote_literal('t' || md5('t1') || ' redi')").fetchone()[0]
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN SELECT id FROM fact_terms WHERE factforge_scoped_tsv(tsv, visibility, team_id, agent_id) "
+            "@@ %s::tsquery", (key,)).fetchall())
+        assert "fact_terms_scoped_gin" in plan
+        assert conn.execute("SELECT count(*) FROM fact_terms WHERE factforge_scoped_tsv(tsv, visibility, team_id, "
+                            "agent_id) @@ %s::tsquery", (key,)).fetchone() == (1,)
