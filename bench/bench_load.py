@@ -41,8 +41,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_search as bs  # noqa: E402
 
-_GRAPH = ("CREATE INDEX facts_embedding_shared_hnsw ON facts USING hnsw ((embedding::halfvec({dim})) "
-          "halfvec_cosine_ops) WITH (m = 16, ef_construction = {ef}) WHERE visibility <> 'private'")
 _BTREES = ("facts_category_idx", "facts_created_idx", "facts_scope_idx", "facts_subject_relation_idx",
            "facts_source_session_idx", "facts_superseded_by_idx")
 _UNIQUES = ("facts_current_global_uq", "facts_current_private_uq", "facts_current_team_uq")
@@ -92,10 +90,11 @@ VARIANTS: dict[str, list[str]] = {
     "sql_scoped_tsv": [_SCOPED_TSV_0006],
     # the scoped text index's pending list at PostgreSQL's default (4MB; 0006 made it 256kB for searches)
     "scoped_gin_4mb": ["ALTER INDEX fact_terms_scoped_gin SET (gin_pending_list_limit = 4096)"],
-    # the graph's build-time candidate list (migration 0015 made it 128; recall at 1M is why)
-    "graph_ef112": ["DROP INDEX facts_embedding_shared_hnsw", _GRAPH.format(dim=bs.DIM, ef=112)],
-    "graph_ef96": ["DROP INDEX facts_embedding_shared_hnsw", _GRAPH.format(dim=bs.DIM, ef=96)],
-    "graph_ef64": ["DROP INDEX facts_embedding_shared_hnsw", _GRAPH.format(dim=bs.DIM, ef=64)],
+    # the graph's candidate list at an insert (migration 0015 made it 128 for recall at 1M, 0021 112)
+    "graph_ef128": ["ALTER INDEX facts_embedding_shared_hnsw SET (ef_construction = 128)"],
+    "graph_ef112": ["ALTER INDEX facts_embedding_shared_hnsw SET (ef_construction = 112)"],
+    "graph_ef96": ["ALTER INDEX facts_embedding_shared_hnsw SET (ef_construction = 96)"],
+    "graph_ef64": ["ALTER INDEX facts_embedding_shared_hnsw SET (ef_construction = 64)"],
 }
 
 
