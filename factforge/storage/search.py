@@ -221,7 +221,7 @@ COVERED_MAX_DIM = 512
 # is 64). Migration 0015 made it 128: at 1M facts + 1M episodes, recall@10 under a scope by distance (200
 # queries) 0.856 -> 0.905 at ef_search 400, 0.915 -> 0.969 at 1000. Migration 0021 made it 112: the graph's
 # inserts are ~86% of a load's CPU with every index in place, and 112 takes 5.5% of their buffer accesses off
-# (bench/bench_load.py) with recall@10 at 100k unchanged (bench_peers: 0.994 and 0.992 against 0.992; recall at
+# (bench/bench_load.py) with recall@10 at 100k as before (bench_peers: 0.994, 0.987 against 0.992; recall at
 # 1M not measured again). Agent graphs keep 128 (graphs.AGENT_GRAPH_EF_CONSTRUCTION).
 GRAPH_EF_CONSTRUCTION = 112
 
