@@ -7,7 +7,10 @@ statements run on the empty copy first (drop an index, disable a trigger, rebuil
 parameters); ``all`` runs none: the schema as the migrations leave it. Per run it prints
 
 * facts/s (wall time of the load; on a machine shared with other work, this moves with its load),
-* the server's CPU seconds (every process of the embedded server, from ``/proc``: Linux only),
+* CPU seconds per 1,000 facts: the load's server backends' (each read from ``/proc`` before it closes: Linux
+  only) and the client's (this process); the machine's load moves these far less than facts/s,
+* the server's CPU seconds in all (every process of the embedded server, once the load's backends are reaped:
+  autovacuum workers and the WAL writer too, so it varies more),
 * its buffer accesses (``blks_hit + blks_read`` of the copy's database): a count of the work done that the
   machine's load does not move, ~90% of it the HNSW graph's when the graph is in place,
 * the WAL it wrote.
@@ -38,12 +41,23 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_search as bs  # noqa: E402
 
-_GRAPH = ("CREATE INDEX facts_embedding_shared_hnsw ON facts USING hnsw ((embedding::halfvec({dim})) "
-          "halfvec_cosine_ops) WITH (m = 16, ef_construction = {ef}) WHERE visibility <> 'private'")
 _BTREES = ("facts_category_idx", "facts_created_idx", "facts_scope_idx", "facts_subject_relation_idx",
            "facts_source_session_idx", "facts_superseded_by_idx")
 _UNIQUES = ("facts_current_global_uq", "facts_current_private_uq", "facts_current_team_uq")
 _GINS = ("facts_tsv_gin", "fact_terms_scoped_gin", "facts_entities_gin")
+
+
+_SCOPED_TSV_0006 = """
+CREATE OR REPLACE FUNCTION factforge_scoped_tsv(tsv tsvector, visibility text, team_id text, agent_id text)
+RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE COST 1000 AS $$
+    SELECT tsv || array_to_tsvector(ARRAY(
+        SELECT k.key || ' ' || CASE WHEN octet_length(l) > 1000 THEN md5(l) ELSE l END
+        FROM unnest(tsvector_to_array(tsv)) l,
+             (SELECT CASE visibility WHEN 'global' THEN 'g'
+                                     WHEN 'team' THEN 't' || md5(coalesce(team_id, ''))
+                                     WHEN 'private' THEN 'p' || md5(coalesce(agent_id, ''))
+                                     ELSE 'n' END AS key) k))
+$$"""
 
 
 def _drop(*indexes: str) -> list[str]:
@@ -72,9 +86,15 @@ VARIANTS: dict[str, list[str]] = {
                    *_disable("facts_bm25_ins", "facts_terms_ins")],
     "bare": [*_drop("facts_embedding_shared_hnsw", "facts_private_agent_idx", *_GINS, *_BTREES, *_UNIQUES),
              *_disable("facts_bm25_ins", "facts_terms_ins")],
-    # the graph's build-time candidate list (migration 0015 made it 128; recall at 1M is why)
-    "graph_ef96": ["DROP INDEX facts_embedding_shared_hnsw", _GRAPH.format(dim=bs.DIM, ef=96)],
-    "graph_ef64": ["DROP INDEX facts_embedding_shared_hnsw", _GRAPH.format(dim=bs.DIM, ef=64)],
+    # factforge_scoped_tsv as migration 0006 wrote it (0021 made it PL/pgSQL; the same tsvector)
+    "sql_scoped_tsv": [_SCOPED_TSV_0006],
+    # the scoped text index's pending list at PostgreSQL's default (4MB; 0006 made it 256kB for searches)
+    "scoped_gin_4mb": ["ALTER INDEX fact_terms_scoped_gin SET (gin_pending_list_limit = 4096)"],
+    # the graph's candidate list at an insert (migration 0015 made it 128 for recall at 1M, 0021 112)
+    "graph_ef128": ["ALTER INDEX facts_embedding_shared_hnsw SET (ef_construction = 128)"],
+    "graph_ef112": ["ALTER INDEX facts_embedding_shared_hnsw SET (ef_construction = 112)"],
+    "graph_ef96": ["ALTER INDEX facts_embedding_shared_hnsw SET (ef_construction = 96)"],
+    "graph_ef64": ["ALTER INDEX facts_embedding_shared_hnsw SET (ef_construction = 64)"],
 }
 
 
@@ -149,9 +169,12 @@ def main() -> int:
                                          "WHERE datname = current_database()").fetchone()[0]
                 load0 = os.getloadavg()[0]
                 cpu0 = server_cpu_seconds(pgdata)
-                secs = bs.load(copy, facts, vectors, args.batch, args.streams)
+                client0 = time.process_time()
+                backends: list[float] = []
+                secs = bs.load(copy, facts, vectors, args.batch, args.streams, backends)
+                client = time.process_time() - client0
+                time.sleep(1.5)  # the load's backends report their counters as they exit, and are reaped
                 cpu = server_cpu_seconds(pgdata) - cpu0
-                time.sleep(1.5)  # the load's backends report their counters as they exit
                 with psycopg.connect(copy, autocommit=True) as conn:
                     wal = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), %s)",
                                        (lsn0,)).fetchone()[0]
@@ -159,22 +182,27 @@ def main() -> int:
                                         "WHERE datname = current_database()").fetchone()[0] - blks0
                 run = {"variant": name, "facts": args.facts, "streams": args.streams, "batch": args.batch,
                        "facts_per_s": round(args.facts / secs), "server_cpu_s": round(cpu, 1),
+                       "backend_cpu_s": round(sum(backends), 1), "client_cpu_s": round(client, 1),
+                       "cpu_s_per_1000": round((sum(backends) + client) * 1000 / args.facts, 3),
                        "buffer_accesses_m": round(blks / 1e6, 2), "wal_mb": round(float(wal) / 2**20),
                        "load_average": [round(load0, 2), round(os.getloadavg()[0], 2)]}
                 runs.append(run)
                 print(json.dumps(run) if args.json else
-                      f"{name}: {run['facts_per_s']:,} facts/s, server CPU {run['server_cpu_s']} s, "
-                      f"{run['buffer_accesses_m']}M buffer accesses, WAL {run['wal_mb']} MB "
+                      f"{name}: {run['facts_per_s']:,} facts/s, COPY backends' CPU {run['backend_cpu_s']} s + "
+                      f"client {run['client_cpu_s']} s = {run['cpu_s_per_1000']} s per 1,000 facts (server in all "
+                      f"{run['server_cpu_s']} s), {run['buffer_accesses_m']}M buffer accesses, WAL {run['wal_mb']} MB "
                       f"(load average {load0:.1f} -> {os.getloadavg()[0]:.1f})", flush=True)
     finally:
         bs._stop_server(tmp / "ff" / "pg")
         shutil.rmtree(tmp, ignore_errors=True)
     if not args.json and args.repeat > 1:
-        print("\n| variant | facts/s (median) | server CPU s (median) | buffer accesses (M) | WAL MB |")
-        print("|---|---|---|---|---|")
+        print("\n| variant | facts/s | CPU s per 1,000 facts (COPY backends + client) | server CPU s in all "
+              "| buffer accesses (M) | WAL MB |")
+        print("|---|---|---|---|---|---|")
         for name in names:
             mine = [r for r in runs if r["variant"] == name]
             print(f"| {name} | {statistics.median(r['facts_per_s'] for r in mine):,.0f} | "
+                  f"{statistics.median(r['cpu_s_per_1000'] for r in mine):.3f} | "
                   f"{statistics.median(r['server_cpu_s'] for r in mine):.1f} | "
                   f"{statistics.median(r['buffer_accesses_m'] for r in mine):.2f} | "
                   f"{statistics.median(r['wal_mb'] for r in mine):.0f} |")

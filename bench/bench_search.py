@@ -334,10 +334,12 @@ COPY_TYPES = ["text", "text", "real", "text", "text[]", "text", "text", "text", 
               "text", "timestamptz", "timestamptz", "timestamptz"]
 
 
-def load(conninfo: str, facts: list[dict[str, Any]], vectors: Any, batch: int, streams: int = 1) -> float:
+def load(conninfo: str, facts: list[dict[str, Any]], vectors: Any, batch: int, streams: int = 1,
+         backend_cpu: list[float] | None = None) -> float:
     """Batched binary COPY, one transaction (and one statement-level BM25 trigger run) per batch, over
     ``streams`` connections at once (batch i goes to stream i mod streams), as that many writers of a live
-    system would. Returns seconds."""
+    system would. Returns seconds. ``backend_cpu``: gets each stream's server backend CPU seconds (from
+    ``/proc``, when the server runs on this machine), which autovacuum and the other sessions do not move."""
     from concurrent.futures import ThreadPoolExecutor
 
     import psycopg
@@ -360,12 +362,24 @@ def load(conninfo: str, facts: list[dict[str, Any]], vectors: Any, batch: int, s
                                           LOCAL_EMBED_MODEL, f["hash"], f["first_seen_at"], f["last_seen_at"],
                                           f["superseded_at"]))
                 conn.commit()
+            if backend_cpu is not None:
+                backend_cpu.append(_process_cpu_seconds(conn.info.backend_pid))
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(streams) as pool:
         for done in [pool.submit(stream, i) for i in range(streams)]:
             done.result()  # a stream's error ends the load with its message
     return time.perf_counter() - t0
+
+
+def _process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; NaN elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, ...
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 _OPENERS = ("", "Honestly, ", "By the way, ", "So, ", "Just so you know, ", "Quick update: ")

@@ -119,21 +119,27 @@ def test_0014_covers_the_agents_private_episodes_and_goes_back(fresh_cluster: st
 
 def test_0015_builds_the_shared_graphs_with_a_longer_candidate_list_and_goes_back(fresh_cluster: str,
                                                                                   tmp_path: Path) -> None:
-    """Head: both shared graphs with ef_construction 128 (as vector_index_ddl makes them); back at 0014:
-    pgvector's defaults, the same expression and rows; and up again."""
-    from factforge.storage.search import vector_index_ddl
+    """Head: both shared graphs with ef_construction 112 (0021; as vector_index_ddl makes them); back at 0020:
+    0015's 128; back at 0014: pgvector's defaults, the same expression and rows; and up again."""
+    from factforge.storage.search import GRAPH_EF_CONSTRUCTION, vector_index_ddl
 
     url, settings = _new_database(fresh_cluster, "ffefc", tmp_path)
     db.upgrade(url, settings)
     head = _graphs(url)
+    assert GRAPH_EF_CONSTRUCTION == 112
     for table in ("facts", "turns"):
-        assert "WITH (m='16', ef_construction='128')" in head[f"{table}_embedding_shared_hnsw"]
-        assert "ef_construction = 128" in vector_index_ddl(table, settings.embed_dim)[0]
+        assert "WITH (m='16', ef_construction='112')" in head[f"{table}_embedding_shared_hnsw"]
+        assert "ef_construction = 112" in vector_index_ddl(table, settings.embed_dim)[0]
+    db.downgrade(url, "0020")
+    at_0015 = _graphs(url)
+    assert at_0015 == {name: ddl.replace("ef_construction='112'", "ef_construction='128'")
+                       for name, ddl in head.items()}
     db.downgrade(url, "0014")
     back = _graphs(url)
     assert sorted(back) == sorted(head)
     for name, ddl in back.items():
-        assert "WITH" not in ddl and ddl.replace(" WHERE", " WITH (m='16', ef_construction='128') WHERE") == head[name]
+        assert "WITH" not in ddl
+        assert ddl.replace(" WHERE", " WITH (m='16', ef_construction='128') WHERE") == at_0015[name]
     db.upgrade(url, settings)
     assert _graphs(url) == head
 
@@ -222,3 +228,61 @@ def test_0018_hides_other_agents_sessions_from_the_reader_and_goes_back(pg_serve
     finally:
         with psycopg.connect(db.conninfo(pg_server_url), autocommit=True) as admin:
             admin.execute("DROP DATABASE IF EXISTS ffsessions WITH (FORCE)")
+
+
+# Documents for factforge_scoped_tsv: a fact's and an episode's words, none, positions and weights, a lexeme with a
+# line break, one over 1,000 bytes, and lexemes over 1,000 bytes together; each in every scope (and none).
+_SCOPED_DOCS = (
+    "to_tsvector('english', 'User prefers PostgreSQL over MySQL for billing work')",
+    "to_tsvector('english', 'By the way, we migrated the search service from Elasticsearch to OpenSearch "
+    "since last week - https://example.org/a/b?c=1 and mail ops@example.org')",
+    "''::tsvector", "'a:1A b:2,3B c'::tsvector", "E'''a\\nb'' c d'::tsvector",
+    "('''' || repeat('x', 1500) || ''' short')::tsvector",
+    "array_to_tsvector(ARRAY(SELECT 'w' || i || repeat('y', 40) FROM generate_series(1, 40) i))",
+    "NULL::tsvector",
+)
+_SCOPES = (("'global'", "NULL", "NULL"), ("'team'", "'t1'", "'a'"), ("'team'", "NULL", "NULL"),
+           ("'private'", "'t1'", "'agent-7'"), ("'private'", "NULL", "NULL"), ("NULL", "NULL", "NULL"))
+
+
+def _scoped_tsv(url: str) -> tuple[tuple[object, ...], list[object]]:
+    """factforge_scoped_tsv's declaration (language, volatility, parallel safety, cost) and its value for every
+    document in every scope."""
+    with psycopg.connect(db.conninfo(url)) as conn:
+        declared = conn.execute(
+            "SELECT l.lanname, p.provolatile, p.proparallel, p.procost, p.proisstrict FROM pg_proc p "
+            "JOIN pg_language l ON l.oid = p.prolang WHERE p.proname = 'factforge_scoped_tsv'").fetchone()
+        values = [conn.execute(f"SELECT factforge_scoped_tsv({doc}, {vis}, {team}, {agent})::text").fetchone()[0]
+                  for doc in _SCOPED_DOCS for vis, team, agent in _SCOPES]
+    return declared, values
+
+
+def test_0021_computes_the_same_scoped_tsvector_without_a_subquery_and_goes_back(fresh_cluster: str,
+                                                                                 tmp_path: Path) -> None:
+    """Head: factforge_scoped_tsv in PL/pgSQL (no executor per row), declared as before (IMMUTABLE, PARALLEL
+    SAFE, COST 1000), with 0006's SQL body's value for every document and scope; a fact stored before the
+    upgrade is found through the scoped index after it; back at 0020 the SQL body; and up again."""
+    url, settings = _new_database(fresh_cluster, "ffscoped", tmp_path)
+    db.upgrade(url, settings)
+    head_declared, head_values = _scoped_tsv(url)
+    assert head_declared == ("plpgsql", "i", "s", 1000.0, False)
+    db.downgrade(url, "0020")
+    back_declared, back_values = _scoped_tsv(url)
+    assert back_declared == ("sql", "i", "s", 1000.0, False)
+    assert head_values == back_values
+    assert head_values[0] is not None and head_values[-1] is None
+    with psycopg.connect(db.conninfo(url)) as conn:  # a fact indexed by the SQL body
+        conn.execute("INSERT INTO facts (content, category, confidence, extraction_method, agent_id, team_id, "
+                     "visibility, content_hash) VALUES ('User prefers Redis', 'preference', 0.9, 'pattern', 'a', "
+                     "'t1', 'team', 'h')")
+    db.upgrade(url, settings)
+    assert _scoped_tsv(url) == (head_declared, head_values)
+    with psycopg.connect(db.conninfo(url)) as conn:
+        conn.execute("SET enable_seqscan = off")
+        key = conn.execute("SELECT quote_literal('t' || md5('t1') || ' redi')").fetchone()[0]
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN SELECT id FROM fact_terms WHERE factforge_scoped_tsv(tsv, visibility, team_id, agent_id) "
+            "@@ %s::tsquery", (key,)).fetchall())
+        assert "fact_terms_scoped_gin" in plan
+        assert conn.execute("SELECT count(*) FROM fact_terms WHERE factforge_scoped_tsv(tsv, visibility, team_id, "
+                            "agent_id) @@ %s::tsquery", (key,)).fetchone() == (1,)
