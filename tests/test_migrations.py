@@ -119,27 +119,21 @@ def test_0014_covers_the_agents_private_episodes_and_goes_back(fresh_cluster: st
 
 def test_0015_builds_the_shared_graphs_with_a_longer_candidate_list_and_goes_back(fresh_cluster: str,
                                                                                   tmp_path: Path) -> None:
-    """Head: both shared graphs with ef_construction 112 (0021; as vector_index_ddl makes them); back at 0020:
-    0015's 128; back at 0014: pgvector's defaults, the same expression and rows; and up again."""
-    from factforge.storage.search import GRAPH_EF_CONSTRUCTION, vector_index_ddl
+    """Head: both shared graphs with ef_construction 128 (as vector_index_ddl makes them); back at 0014:
+    pgvector's defaults, the same expression and rows; and up again."""
+    from factforge.storage.search import vector_index_ddl
 
     url, settings = _new_database(fresh_cluster, "ffefc", tmp_path)
     db.upgrade(url, settings)
     head = _graphs(url)
-    assert GRAPH_EF_CONSTRUCTION == 112
     for table in ("facts", "turns"):
-        assert "WITH (m='16', ef_construction='112')" in head[f"{table}_embedding_shared_hnsw"]
-        assert "ef_construction = 112" in vector_index_ddl(table, settings.embed_dim)[0]
-    db.downgrade(url, "0020")
-    at_0015 = _graphs(url)
-    assert at_0015 == {name: ddl.replace("ef_construction='112'", "ef_construction='128'")
-                       for name, ddl in head.items()}
+        assert "WITH (m='16', ef_construction='128')" in head[f"{table}_embedding_shared_hnsw"]
+        assert "ef_construction = 128" in vector_index_ddl(table, settings.embed_dim)[0]
     db.downgrade(url, "0014")
     back = _graphs(url)
     assert sorted(back) == sorted(head)
     for name, ddl in back.items():
-        assert "WITH" not in ddl
-        assert ddl.replace(" WHERE", " WITH (m='16', ef_construction='128') WHERE") == at_0015[name]
+        assert "WITH" not in ddl and ddl.replace(" WHERE", " WITH (m='16', ef_construction='128') WHERE") == head[name]
     db.upgrade(url, settings)
     assert _graphs(url) == head
 

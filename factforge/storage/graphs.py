@@ -26,20 +26,14 @@ from typing import Any
 
 from ..errors import DatabaseError, ValidationError
 from ..settings import DEFAULT_AGENT_GRAPH_MIN_ROWS
-from .search import PRIVATE_ROWS
+from .search import GRAPH_EF_CONSTRUCTION, PRIVATE_ROWS
 
-__all__ = ["AGENT_GRAPH_MIN_ROWS", "AGENT_GRAPH_EF_SEARCH", "AGENT_GRAPH_EF_CONSTRUCTION", "GraphBuild",
-           "agent_graph_name", "agent_graph_ddl",
+__all__ = ["AGENT_GRAPH_MIN_ROWS", "AGENT_GRAPH_EF_SEARCH", "GraphBuild", "agent_graph_name", "agent_graph_ddl",
            "agent_graph_exists_sql", "graph_candidates", "build_agent_graphs", "graph_counts",
            "drop_agent_graphs"]
 
 # The default of FACTFORGE_AGENT_GRAPH_MIN_ROWS (settings.py says why 4,000).
 AGENT_GRAPH_MIN_ROWS = DEFAULT_AGENT_GRAPH_MIN_ROWS
-
-# An agent's graph's candidate list when an element goes in: the shared graph's before migration 0021 (its top
-# 10 at AGENT_GRAPH_EF_SEARCH was measured on graphs built so; the shared graph's is smaller now, see
-# search.GRAPH_EF_CONSTRUCTION).
-AGENT_GRAPH_EF_CONSTRUCTION = 128
 
 # The candidate list an agent's graph is walked with (the shared graph's grows with that graph, up to 1,000:
 # on an agent's graph that would visit most of it, 6-8 ms at 11k rows). At 200 its top 10 equalled the exact
@@ -84,7 +78,7 @@ def agent_graph_exists_sql(table: str, agent_id: str) -> str:
 
 def agent_graph_ddl(table: str, agent_id: str, dim: int) -> Any:
     """``CREATE INDEX CONCURRENTLY`` of ``agent_id``'s graph in ``table`` (a psycopg ``Composed``: the agent id
-    is a quoted literal); the graph's expression is the shared one's (``vector_index_ddl``)."""
+    is a quoted literal); the graph's shape is the shared one's (``vector_index_ddl``)."""
     from psycopg import sql
 
     cond = _check_table(table)
@@ -92,8 +86,7 @@ def agent_graph_ddl(table: str, agent_id: str, dim: int) -> Any:
                    "((embedding::halfvec({dim})) halfvec_cosine_ops) WITH (m = 16, ef_construction = {efc}) "
                    "WHERE " + cond + " AND agent_id = {agent}").format(
         name=sql.Identifier(agent_graph_name(table, agent_id)), table=sql.Identifier(table),
-        dim=sql.SQL(str(int(dim))), efc=sql.SQL(str(int(AGENT_GRAPH_EF_CONSTRUCTION))),
-        agent=sql.Literal(agent_id))
+        dim=sql.SQL(str(int(dim))), efc=sql.SQL(str(int(GRAPH_EF_CONSTRUCTION))), agent=sql.Literal(agent_id))
 
 
 _GRAPHS = ("SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "

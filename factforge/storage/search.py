@@ -217,13 +217,12 @@ def agent_graph_sql(table: str, where: str, params: dict[str, Any], dim: int) ->
 COVERED_MAX_DIM = 512
 
 
-# The shared graph's candidate list when an element goes in, at a build and at every insert (pgvector's default
-# is 64). Migration 0015 made it 128: at 1M facts + 1M episodes, recall@10 under a scope by distance (200
-# queries) 0.856 -> 0.905 at ef_search 400, 0.915 -> 0.969 at 1000. Migration 0021 made it 112: the graph's
-# inserts are ~86% of a load's CPU with every index in place, and 112 takes 5.5% of their buffer accesses off
-# (bench/bench_load.py) with recall@10 at 100k as before (bench_peers: 0.994, 0.987 against 0.992; recall at
-# 1M not measured again). Agent graphs keep 128 (graphs.AGENT_GRAPH_EF_CONSTRUCTION).
-GRAPH_EF_CONSTRUCTION = 112
+# The shared graph's build-time candidate list (migration 0015; pgvector's default is 64). At 1M facts + 1M
+# episodes, recall@10 under a scope by distance (200 queries): 0.856 -> 0.905 at ef_search 400, 0.915 -> 0.969
+# at 1000, the statement no slower; a build takes longer (312 s for the 1M facts' shared rows at load ~15).
+# 112 was measured in stop 35 (5.5% fewer buffer accesses per insert, recall@10 at 100k unchanged) and not taken:
+# its recall at 1M, where the margin is thin, was not measured (bench/README.md).
+GRAPH_EF_CONSTRUCTION = 128
 
 
 def vector_index_ddl(table: str, dim: int, ef_construction: int = GRAPH_EF_CONSTRUCTION) -> list[str]:

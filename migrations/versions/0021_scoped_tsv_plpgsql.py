@@ -1,4 +1,4 @@
-"""Cheaper writes: ``factforge_scoped_tsv`` without a subquery, the shared graphs' inserts with a shorter list.
+"""``factforge_scoped_tsv`` without a subquery: the same tsvector for a fraction of the CPU.
 
 Revision ID: 0021
 Revises: 0020
@@ -16,12 +16,6 @@ bytes together and so may hold one keyed by its md5, takes a loop over its lexem
 same tsvector for every input (tests/test_migrations.py compares the two bodies), so the indexes built on it stay
 as they are; the name, arguments, IMMUTABLE, PARALLEL SAFE and 0017's COST 1000 (a PL/pgSQL function is never
 inlined either, so the planner's estimate is the same) are kept.
-
-The shared HNSW graphs of facts and episodes add their elements with a candidate list of 112 instead of 0015's
-128 (``ALTER INDEX ... SET``: pgvector reads ``ef_construction`` at every insert; the elements already in a
-graph keep their neighbours, nothing is rebuilt). With every index in place the graph's inserts are ~86% of a
-load's CPU; 112 takes 5.5% of their buffer accesses off (bench/bench_load.py), and bench_peers' recall@10 at
-100k stayed at 0.99 (``factforge.storage.search.GRAPH_EF_CONSTRUCTION`` has the figures).
 """
 
 from __future__ import annotations
@@ -89,18 +83,9 @@ def function_sql(body: str, language: str, name: str = "factforge_scoped_tsv") -
     return f"{head} LANGUAGE {language} IMMUTABLE PARALLEL SAFE COST 1000 AS $fn${body}$fn$"
 
 
-# the shared graphs' candidate list at an insert: this migration's, and 0015's
-EF_CONSTRUCTION, EF_CONSTRUCTION_0015 = 112, 128
-_GRAPHS = ("facts_embedding_shared_hnsw", "turns_embedding_shared_hnsw")
-
-
 def upgrade() -> None:
     op.execute(function_sql(PLPGSQL_BODY, "plpgsql"))
-    for graph in _GRAPHS:
-        op.execute(f"ALTER INDEX IF EXISTS {graph} SET (ef_construction = {EF_CONSTRUCTION})")
 
 
 def downgrade() -> None:
     op.execute(function_sql(SQL_BODY, "sql"))
-    for graph in _GRAPHS:
-        op.execute(f"ALTER INDEX IF EXISTS {graph} SET (ef_construction = {EF_CONSTRUCTION_0015})")
