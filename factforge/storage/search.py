@@ -183,8 +183,8 @@ def vector_sql(table: str, where: str, params: dict[str, Any], dim: int, *, priv
     return f"SELECT id, d FROM ({' UNION ALL '.join(parts)}) x ORDER BY d LIMIT %(n)s"
 
 
-# "+ 0" keeps a private branch off any index order: an exact scan and sort
-_EXACT_ORDER = "(f.embedding <=> %(v)s) + 0"
+# A private branch's order: by the exact distance, an exact scan and sort, off any index order (see _nearest)
+_EXACT_ORDER = "exact"
 
 
 def _graph_order(dim: int) -> str:
@@ -193,6 +193,12 @@ def _graph_order(dim: int) -> str:
 
 
 def _nearest(table: str, where: str, order: str) -> str:
+    if order == _EXACT_ORDER:
+        # Each row's distance once: ordered by "(f.embedding <=> v) + 0", a row's vector was read (a fact's from
+        # TOAST) and compared twice, for the column and for the sort key (216 facts: 1,336 buffers, now 688).
+        # OFFSET 0 keeps the sort above the scan, off any index order, as the "+ 0" did.
+        return (f"(SELECT id, d FROM (SELECT f.id, f.embedding <=> %(v)s AS d FROM {table} f WHERE {where} "
+                "AND f.embedding IS NOT NULL OFFSET 0) exact ORDER BY d LIMIT %(n)s)")
     return (f"(SELECT f.id, f.embedding <=> %(v)s AS d FROM {table} f WHERE {where} AND f.embedding IS NOT NULL "
             f"ORDER BY {order} LIMIT %(n)s)")
 
