@@ -559,7 +559,7 @@ def main() -> int:
 
     from factforge.models.embed import LocalEmbedder
     from factforge.storage.scope import fact_filters
-    from factforge.storage.search import (_bm25_ranks, _vector_ranks, _VectorText, bm25_query, ef_search_sql,
+    from factforge.storage.search import (_bm25_ranks, _vector_ranks, _QueryVector, bm25_query, ef_search_sql,
                                           search, vector_sql)
     from factforge.settings import LOCAL_EMBED_MODEL
 
@@ -740,7 +740,7 @@ def main() -> int:
                 params.update(q=text, n=40)
                 with conn.transaction():
                     t0 = time.perf_counter()  # search()'s message: settings, the agent's rows, the shared ones
-                    _vector_ranks(conn, conninfo, where, params, _VectorText.of(vec), 40, None, "facts")
+                    _vector_ranks(conn, conninfo, where, params, _QueryVector.of(vec), 40, None, "facts")
                     t1 = time.perf_counter()
                     _bm25_ranks(conn, where, params, text, 40, "fact_terms")
                     t2 = time.perf_counter()

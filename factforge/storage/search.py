@@ -183,8 +183,8 @@ def vector_sql(table: str, where: str, params: dict[str, Any], dim: int, *, priv
     return f"SELECT id, d FROM ({' UNION ALL '.join(parts)}) x ORDER BY d LIMIT %(n)s"
 
 
-# "+ 0" keeps a private branch off any index order: an exact scan and sort
-_EXACT_ORDER = "(f.embedding <=> %(v)s) + 0"
+# A private branch's order: by the exact distance, an exact scan and sort, off any index order (see _nearest)
+_EXACT_ORDER = "exact"
 
 
 def _graph_order(dim: int) -> str:
@@ -193,6 +193,12 @@ def _graph_order(dim: int) -> str:
 
 
 def _nearest(table: str, where: str, order: str) -> str:
+    if order == _EXACT_ORDER:
+        # Each row's distance once: ordered by "(f.embedding <=> v) + 0", a row's vector was read (a fact's from
+        # TOAST) and compared twice, for the column and for the sort key (216 facts: 1,336 buffers, now 688).
+        # OFFSET 0 keeps the sort above the scan, off any index order, as the "+ 0" did.
+        return (f"(SELECT id, d FROM (SELECT f.id, f.embedding <=> %(v)s AS d FROM {table} f WHERE {where} "
+                "AND f.embedding IS NOT NULL OFFSET 0) exact ORDER BY d LIMIT %(n)s)")
     return (f"(SELECT f.id, f.embedding <=> %(v)s AS d FROM {table} f WHERE {where} AND f.embedding IS NOT NULL "
             f"ORDER BY {order} LIMIT %(n)s)")
 
@@ -258,69 +264,88 @@ def private_index_ddl(table: str, dim: int) -> str:
 
 
 def ef_search_sql(table: str, ef_search: int | None, n: int) -> str:
-    """The statement that sets ``hnsw.ef_search`` for the rest of its message's transaction: ``ef_search``, or
-    by default by the size of ``table``'s shared graph (see :data:`EF_SEARCH_ROWS`); never below ``n`` (past
-    the candidate list the iterative scan goes on for more rows) nor above pgvector's largest."""
+    """The statement that sets ``hnsw.ef_search`` for the rest of its transaction: ``ef_search``, or by default
+    by the size of ``table``'s shared graph (see :data:`EF_SEARCH_ROWS`); never below ``n`` (past the candidate
+    list the iterative scan goes on for more rows) nor above pgvector's largest."""
+    return f"SELECT set_config('hnsw.ef_search', {_ef_search_value(table, ef_search, n)}, true); "
+
+
+def _ef_search_value(table: str, ef_search: int | None, n: int) -> str:
     if ef_search is not None:
-        return f"SET LOCAL hnsw.ef_search = {int(min(max(ef_search, n), MAX_EF_SEARCH))}; "
+        return f"'{int(min(max(ef_search, n), MAX_EF_SEARCH))}'"
     if table not in _PRIVATE_COVER:
         raise ValidationError(f"no vectors in table {table!r}")
-    return (f"SELECT set_config('hnsw.ef_search', least({MAX_EF_SEARCH}, greatest({int(n)}, {EF_SEARCH_MIN}, "
+    return (f"least({MAX_EF_SEARCH}, greatest({int(n)}, {EF_SEARCH_MIN}, "
             f"(SELECT reltuples FROM pg_class WHERE oid = to_regclass('{table}_embedding_shared_hnsw')) / "
-            f"{EF_SEARCH_ROWS}))::int::text, true); ")
+            f"{EF_SEARCH_ROWS}))::int::text")
+
+
+def _settings_sql(table: str, ef_search: int | None, n: int, iterative: bool) -> str:
+    """One statement that sets a vector statement's HNSW settings for the rest of the transaction
+    (:func:`ef_search_sql`, and pgvector >= 0.8's iterative scan in relaxed order)."""
+    relaxed = ", set_config('hnsw.iterative_scan', 'relaxed_order', true)" if iterative else ""
+    return f"SELECT set_config('hnsw.ef_search', {_ef_search_value(table, ef_search, n)}, true){relaxed}"
 
 
 @dataclass(frozen=True, slots=True)
-class _VectorText:
-    """A query vector as its text literal, made once per search: the query names it in every branch of each
-    kind's statement, and a client-side cursor dumps a parameter at each place it appears (pgvector's dumper
-    took a third of a search's CPU)."""
+class _QueryVector:
+    """A query vector as pgvector's ``Vector``, made once per search: each statement of each kind binds it."""
 
-    text: str
+    value: Any
     dim: int
 
     @classmethod
-    def of(cls, vector: Sequence[float]) -> _VectorText:
+    def of(cls, vector: Sequence[float]) -> _QueryVector:
         import numpy as np
+        from pgvector import Vector
 
-        return cls("[" + ",".join(map(repr, np.asarray(vector, dtype=np.float32).tolist())) + "]", len(vector))
+        return cls(Vector(np.asarray(vector, dtype=np.float32)), len(vector))
 
 
-def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], vector: _VectorText, n: int,
+def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], vector: _QueryVector, n: int,
                   ef_search: int | None, table: str = "facts", own_graph: bool = True) -> dict[UUID, tuple[int, float]]:
-    import psycopg
-
-    # One round trip: the statements and their HNSW settings (local to this message's implicit transaction)
-    # in one simple-protocol message, the vector bound client-side.
-    with psycopg.ClientCursor(conn) as cur:
-        cur.execute(vector_message(table, where, params, vector.dim, n, ef_search, _has_iterative_scan(conn, source),
-                                   own_graph), {**params, "v": vector.text})
-        rows: list[tuple[Any, Any]] = []
-        while True:  # the settings' results have one column or none; the neighbours two
-            if cur.description is not None and len(cur.description) == 2:
-                rows.extend(cur.fetchall())
-            if not cur.nextset():
-                break
+    # One round trip: a pipeline of each statement after its HNSW settings, ended by one Sync, so one implicit
+    # transaction that the settings last for. Each statement is prepared, its vector bound (in binary): the
+    # server plans it on its first runs on a connection, then keeps its generic plan. Sent as one simple-protocol
+    # message with the vector as a literal, the statements were planned anew on every search: 1.5-2 ms of a
+    # kind's 4-5 ms of PostgreSQL CPU at ~1k rows (bench_api).
+    statements = vector_statements(table, where, params, vector.dim, n, ef_search,
+                                   _has_iterative_scan(conn, source), own_graph)
+    args = {**params, "v": vector.value}
+    found = []
+    with conn.pipeline():
+        for settings, query in statements:
+            conn.execute(settings, prepare=True)
+            found.append(conn.execute(query, args, prepare=True))
+    rows: list[tuple[Any, Any]] = [row for cur in found for row in cur.fetchall()]
     # relaxed_order may return neighbours slightly out of order: rank by the exact distance.
     return {fid: (rank, float(d)) for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1])[:n], 1)}
 
 
-def vector_message(table: str, where: str, params: dict[str, Any], dim: int, n: int, ef_search: int | None,
-                   iterative: bool = True, own_graph: bool = True) -> str:
-    """What one vector search of ``table`` sends, as one message: an agent's own rows (:func:`agent_graph_sql`,
-    its graph walked with :data:`~factforge.storage.graphs.AGENT_GRAPH_EF_SEARCH` candidates, or ``ef_search``)
-    and the rest (:func:`vector_sql`, the shared graph's candidate list by :func:`ef_search_sql`); the
-    neighbours of both statements, merged by distance, are the top ``n``. ``own_graph=False`` (a narrowing
-    filter): one statement, the agent's rows read exactly."""
+def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, n: int, ef_search: int | None,
+                      iterative: bool = True, own_graph: bool = True) -> list[tuple[str, str]]:
+    """What one vector search of ``table`` runs, as (settings, statement) pairs: an agent's own rows
+    (:func:`agent_graph_sql`, its graph walked with :data:`~factforge.storage.graphs.AGENT_GRAPH_EF_SEARCH`
+    candidates, or ``ef_search``) and the rest (:func:`vector_sql`, the shared graph's candidate list by
+    :func:`ef_search_sql`); the neighbours of both statements, merged by distance, are the top ``n``.
+    ``own_graph=False`` (a narrowing filter): one statement, the agent's rows read exactly. ``n`` is written
+    into the statements: a prepared statement's generic plan then knows its limit, as a one-off plan did."""
     from .graphs import AGENT_GRAPH_EF_SEARCH
 
-    relaxed = "SET LOCAL hnsw.iterative_scan = relaxed_order; " if iterative else ""
-    rest = ef_search_sql(table, ef_search, n) + relaxed
+    limit = str(int(n))
+    rest = _settings_sql(table, ef_search, n, iterative)
     if params.get("v_agent") is None or not own_graph:
-        return rest + vector_sql(table, where, params, dim)
-    own = ef_search_sql(table, AGENT_GRAPH_EF_SEARCH if ef_search is None else ef_search, n) + relaxed
-    return (own + agent_graph_sql(table, where, params, dim) + "; "
-            + rest + vector_sql(table, where, params, dim, private=False))
+        return [(rest, vector_sql(table, where, params, dim).replace("%(n)s", limit))]
+    own = _settings_sql(table, AGENT_GRAPH_EF_SEARCH if ef_search is None else ef_search, n, iterative)
+    return [(own, agent_graph_sql(table, where, params, dim).replace("%(n)s", limit)),
+            (rest, vector_sql(table, where, params, dim, private=False).replace("%(n)s", limit))]
+
+
+def vector_message(table: str, where: str, params: dict[str, Any], dim: int, n: int, ef_search: int | None,
+                   iterative: bool = True, own_graph: bool = True) -> str:
+    """:func:`vector_statements` as one text (what a search sends, to read or to explain)."""
+    return "; ".join(f"{settings}; {query}" for settings, query in
+                     vector_statements(table, where, params, dim, n, ef_search, iterative, own_graph))
 
 
 _EXECUTOR: list[ThreadPoolExecutor] = []
@@ -335,7 +360,7 @@ def _executor() -> ThreadPoolExecutor:
         return _EXECUTOR[0]
 
 
-def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], vector: _VectorText, n: int,
+def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], vector: _QueryVector, n: int,
                               ef_search: int | None, table: str = "facts",
                               own_graph: bool = True) -> dict[UUID, tuple[int, float]]:
     with _connection(source, need_vector=True) as conn:
@@ -488,7 +513,7 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
     ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]] = {}
     sizes: dict[str, int] = {}
     pending = {}
-    text = _VectorText.of(vector) if vector is not None else None
+    text = _QueryVector.of(vector) if vector is not None else None
     if text is not None and not isinstance(source, str) and (mode == "hybrid" or len(plan) > 1):
         # Other pooled connections: the HNSW queries run while this one does BM25 (hybrid), or while it does
         # the first kind's (vector: at 1M facts + 1M episodes each kind's statements take ~8-9 ms).
