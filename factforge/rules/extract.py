@@ -427,7 +427,10 @@ class Extractor:
                               for f in answered.facts)
                 return dataclasses.replace(answered, facts=facts,
                                            hints=tuple(f for f in facts if f.confidence < self.settings.high_confidence))
-        if prior_assistant and result.gate.passed and self.turns.references:
+        # A reply the gate drops as a bare reaction ("That's a great book! I love it too.") may still point at what
+        # the message before named: read it too, and keep it if the pointer gave a fact.
+        if prior_assistant and self.turns.references and (result.gate.passed or result.gate.reason not in (
+                "injection", "empty")):
             result = self._with_references(result, prior_assistant, user, timestamp)
         return result
 
@@ -455,6 +458,11 @@ class Extractor:
             f.explanation.span.start < s.end and s.start < f.explanation.span.end for s in read_spans))]
         high = self.settings.high_confidence
         facts = tuple(_dedupe([*kept, *added]))
+        if not result.gate.passed:
+            entities = self._entities(result.text, list(facts))
+            return dataclasses.replace(result, gate=GateDecision(True), facts=facts, entities=entities,
+                                       hints=tuple(f for f in facts if f.confidence < high),
+                                       needs_llm=not any(f.confidence >= high for f in added))
         return dataclasses.replace(result, facts=facts, hints=tuple(f for f in facts if f.confidence < high),
                                    needs_llm=result.needs_llm and not any(f.confidence >= high for f in added))
 
