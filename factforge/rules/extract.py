@@ -40,6 +40,7 @@ _SAYS_REF = regex.compile(r"\{(\w+)\}")
 # The question must end the assistant's reply; a few words may follow its key phrase ("... from originally?").
 _QUESTION_END = r"[^.!?\n]{0,40}\?\s*$"
 _ARTICLE_SLOT = regex.compile(r"\0\s*(\S)")
+_EMPTY_SLOT = regex.compile(r" +([.!?,])| +(?= )")
 _REPLY_END = regex.compile(r"[\s!.。！,，~]+$")
 
 
@@ -72,6 +73,7 @@ class Answer:
 def _fill_says(says: str, values: Mapping[str, str]) -> str:
     """``says`` with its {group}s filled and {a} made "a"/"an" for the word after it."""
     text = _SAYS_REF.sub(lambda m: "\0" if m.group(1) == "a" else values.get(m.group(1), ""), says)
+    text = _EMPTY_SLOT.sub(lambda m: m.group(1) or "", text)  # a group left empty leaves no gap: "I've tried X ."
     return _ARTICLE_SLOT.sub(lambda m: ("an " if m.group(1).lower() in "aeiou" else "a ") + m.group(1), text)
 
 
@@ -416,7 +418,8 @@ class Extractor:
                     for f in confirmed.facts)
                 return dataclasses.replace(confirmed, facts=facts, needs_llm=False,
                                            hints=tuple(f for f in facts if f.confidence < self.settings.high_confidence))
-        elif (prior_assistant and not result.facts and (found := self.turns.answer(prior_assistant, user))
+        # A bare "yes" to a question ("Have you tried pottery?" - "Yep!") confirms no statement but answers it.
+        if (prior_assistant and not result.facts and (found := self.turns.answer(prior_assistant, user))
               and self.gate.is_injection(prior_assistant) is None):
             # "Nurse, yes." to "What do you do for work?": the pair, restated, is the user's own statement.
             rule, said = found
