@@ -58,8 +58,9 @@ class Answer:
     def statement(self, assistant: str, user: str) -> str | None:
         """The user's reply restated as their own sentence, or None when the pair does not fit."""
         try:
-            q = own_time(lambda timeout: self.question.search(assistant[-TAIL_CHARS:], timeout=timeout))
-            a = own_time(lambda timeout: self.answer.match(user.strip(), timeout=timeout)) if q else None
+            # The reply's regex is anchored at both ends, so it is the cheap test: run it first.
+            a = own_time(lambda timeout: self.answer.match(user.strip(), timeout=timeout))
+            q = own_time(lambda timeout: self.question.search(assistant[-TAIL_CHARS:], timeout=timeout)) if a else None
         except TimeoutError:
             logger.warning("answer rule %s timed out; skipped", self.id)
             return None
@@ -89,14 +90,18 @@ class Reference:
     lower: frozenset[str] = frozenset()
     examples: tuple[Mapping[str, str], ...] = ()
     counter_examples: tuple[Mapping[str, str], ...] = ()
+    keywords: tuple[str, ...] = ()
 
     def statements(self, prior: str, user: str) -> list[tuple[str, Span]]:
         """The user's pointer sentences restated with what the message before named; none when the pair does not
         fit: a group both regexes name must agree ("that book" is no movie), and every group ``says`` uses must
         be found. Each comes with the span of the user's words it restates."""
+        # The reply is short and rarely holds a pointer: its keywords, then its regex, before the message before.
+        if self.keywords and not any(k in user[:TAIL_CHARS].casefold() for k in self.keywords):
+            return []
         try:
-            p = own_time(lambda timeout: self.prior.search(prior[-TAIL_CHARS:], timeout=timeout))
-            replies = own_time(lambda timeout: list(self.reply.finditer(user[:TAIL_CHARS], timeout=timeout))) if p else []
+            replies = own_time(lambda timeout: list(self.reply.finditer(user[:TAIL_CHARS], timeout=timeout)))
+            p = own_time(lambda timeout: self.prior.search(prior[-TAIL_CHARS:], timeout=timeout)) if replies else None
         except TimeoutError:
             logger.warning("reference rule %s timed out; skipped", self.id)
             return []
@@ -286,7 +291,8 @@ def _reference_rules(specs: Sequence[ReferenceSpec], parts: Mapping[str, str], w
             continue
         out.append(Reference(spec.id, prior, reply, spec.says, frozenset(spec.lower),
                              tuple(e.model_dump() for e in spec.examples),
-                             tuple(e.model_dump() for e in spec.counter_examples)))
+                             tuple(e.model_dump() for e in spec.counter_examples),
+                             tuple(k.casefold() for k in spec.keywords)))
     return tuple(out)
 
 

@@ -472,6 +472,7 @@ class ReferenceSpec(Spec):
     lower: list[str] = []
     examples: list[ReferenceExampleSpec] = []
     counter_examples: list[ReferenceCounterSpec] = []
+    keywords: list[str] = []
 
 
 class TurnsFileSpec(Spec):
