@@ -18,7 +18,7 @@ import regex
 
 from ..inputs import check_text, check_timestamp
 from .rulefile import Problems, compile_regex, default_patterns_dir, own_time, safe_finditer
-from .schema import AnswerSpec, SpeakersSpec, TurnsFileSpec, read
+from .schema import AnswerSpec, ReferenceSpec, SpeakersSpec, TurnsFileSpec, read
 from ..settings import Settings, get_settings
 from ..types import Entity, Extraction, Fact, GateDecision, Relationship, Span
 
@@ -40,6 +40,7 @@ _SAYS_REF = regex.compile(r"\{(\w+)\}")
 # The question must end the assistant's reply; a few words may follow its key phrase ("... from originally?").
 _QUESTION_END = r"[^.!?\n]{0,40}\?\s*$"
 _ARTICLE_SLOT = regex.compile(r"\0\s*(\S)")
+_EMPTY_SLOT = regex.compile(r" +([.!?,])| +(?= )")
 _REPLY_END = regex.compile(r"[\s!.。！,，~]+$")
 
 
@@ -57,8 +58,9 @@ class Answer:
     def statement(self, assistant: str, user: str) -> str | None:
         """The user's reply restated as their own sentence, or None when the pair does not fit."""
         try:
-            q = own_time(lambda timeout: self.question.search(assistant[-TAIL_CHARS:], timeout=timeout))
-            a = own_time(lambda timeout: self.answer.match(user.strip(), timeout=timeout)) if q else None
+            # The reply's regex is anchored at both ends, so it is the cheap test: run it first.
+            a = own_time(lambda timeout: self.answer.match(user.strip(), timeout=timeout))
+            q = own_time(lambda timeout: self.question.search(assistant[-TAIL_CHARS:], timeout=timeout)) if a else None
         except TimeoutError:
             logger.warning("answer rule %s timed out; skipped", self.id)
             return None
@@ -66,15 +68,60 @@ class Answer:
             return None
         values = {k: v.strip().lower() if k in self.lower else v.strip()
                   for k, v in {**q.groupdict(), **a.groupdict()}.items() if v}
+        return _fill_says(self.says, values)
 
-        def fill(m: regex.Match[str]) -> str:
-            name = m.group(1)
-            if name == "a":
-                return ""  # resolved below, once the next word is known
-            return values.get(name, "")
 
-        text = _SAYS_REF.sub(lambda m: "\0" if m.group(1) == "a" else fill(m), self.says)
-        return _ARTICLE_SLOT.sub(lambda m: ("an " if m.group(1).lower() in "aeiou" else "a ") + m.group(1), text)
+def _fill_says(says: str, values: Mapping[str, str]) -> str:
+    """``says`` with its {group}s filled and {a} made "a"/"an" for the word after it."""
+    text = _SAYS_REF.sub(lambda m: "\0" if m.group(1) == "a" else values.get(m.group(1), ""), says)
+    text = _EMPTY_SLOT.sub(lambda m: m.group(1) or "", text)  # a group left empty leaves no gap: "I've tried X ."
+    return _ARTICLE_SLOT.sub(lambda m: ("an " if m.group(1).lower() in "aeiou" else "a ") + m.group(1), text)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reference:
+    """One reference rule of ``turns.yaml``: the reply names what the message before it named only by a pointer
+    ("I love that book!" after '... "Becoming Nicole" ...'); the pair makes one sentence of the user's."""
+
+    id: str
+    prior: regex.Pattern[str]
+    reply: regex.Pattern[str]
+    says: str
+    lower: frozenset[str] = frozenset()
+    examples: tuple[Mapping[str, str], ...] = ()
+    counter_examples: tuple[Mapping[str, str], ...] = ()
+    keywords: tuple[str, ...] = ()
+
+    def statements(self, prior: str, user: str) -> list[tuple[str, Span]]:
+        """The user's pointer sentences restated with what the message before named; none when the pair does not
+        fit: a group both regexes name must agree ("that book" is no movie), and every group ``says`` uses must
+        be found. Each comes with the span of the user's words it restates."""
+        # The reply is short and rarely holds a pointer: its keywords, then its regex, before the message before.
+        if self.keywords and not any(k in user[:TAIL_CHARS].casefold() for k in self.keywords):
+            return []
+        try:
+            replies = own_time(lambda timeout: list(self.reply.finditer(user[:TAIL_CHARS], timeout=timeout)))
+            p = own_time(lambda timeout: self.prior.search(prior[-TAIL_CHARS:], timeout=timeout)) if replies else None
+        except TimeoutError:
+            logger.warning("reference rule %s timed out; skipped", self.id)
+            return []
+        if p is None:
+            return []
+        out = []
+        for r in replies:
+            values = {k: v.strip() for k, v in p.groupdict().items() if v}
+            clash = False
+            for k, v in r.groupdict().items():
+                if not v:
+                    continue
+                if k in values and values[k].casefold() != v.strip().casefold():
+                    clash = True
+                values[k] = v.strip()
+            values = {k: v.lower() if k in self.lower else v for k, v in values.items()}
+            if clash or any(m.group(1) not in values for m in _SAYS_REF.finditer(self.says) if m.group(1) != "a"):
+                continue
+            out.append((_fill_says(self.says, values), Span(r.start(), r.end(), r.group())))
+        return out
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,6 +135,7 @@ class TurnRules:
     speaker_rx: regex.Pattern[str] | None = None
     not_speakers: frozenset[str] = frozenset()
     answers: tuple[Answer, ...] = ()
+    references: tuple[Reference, ...] = ()
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> TurnRules:
@@ -124,6 +172,15 @@ class TurnRules:
                 return rule, said
         return None
 
+    def referred(self, prior: str, user: str) -> list[tuple[Reference, str, Span]]:
+        """Every (reference rule, restated sentence, span of the pointer) the pair fits; a sentence said once."""
+        out: list[tuple[Reference, str, Span]] = []
+        for rule in self.references:
+            for said, span in rule.statements(prior, user):
+                if all(said != s for _, s, _ in out):
+                    out.append((rule, said, span))
+        return out
+
     def speakers(self, text: str) -> list[Span]:
         """Names at the start of "Name: text" lines, headings and other ``not_names`` left out."""
         if self.speaker_rx is None or ":" not in text:
@@ -159,12 +216,14 @@ def _turn_rules(patterns_dir: str) -> TurnRules:
     swaps = {k.lower(): v for k, v in file.person_swaps.items()}
     speaker_rx, not_speakers = _speaker_rules(file.speakers, path.name, problems)
     answers = _answer_rules(file.answers, file.answer_parts, path.name, problems)
+    references = _reference_rules(file.references, file.reference_parts, path.name, problems)
     problems.raise_if_any(f"invalid turn rules in {path}")
     keys = sorted(swaps, key=len, reverse=True) or ["(?!)"]
     alternation = "|".join(regex.escape(k) for k in keys)
     # Latin words need word boundaries; CJK words have none.
     swap_rx = regex.compile(rf"(?<![\p{{Latin}}'])(?:{alternation})(?![\p{{Latin}}'])", regex.IGNORECASE)
-    rules = TurnRules(frozenset(confirmations), tuple(tags), swap_rx, swaps, speaker_rx, not_speakers, answers)
+    rules = TurnRules(frozenset(confirmations), tuple(tags), swap_rx, swaps, speaker_rx, not_speakers, answers,
+                      references)
     if file.speakers is not None:
         _check_speakers(rules, file.speakers, path.name, problems)
     problems.raise_if_any(f"invalid turn rules in {path}")
@@ -205,6 +264,35 @@ def _answer_rules(specs: Sequence[AnswerSpec], parts: Mapping[str, str], where: 
             continue
         out.append(Answer(spec.id, question, answer, spec.says, frozenset(spec.lower),
                           tuple(e.model_dump() for e in spec.examples)))
+    return tuple(out)
+
+
+def _reference_rules(specs: Sequence[ReferenceSpec], parts: Mapping[str, str], where: str,
+                     problems: Problems) -> tuple[Reference, ...]:
+    """The ``references`` section, with ``{{part}}`` fragments of ``reference_parts`` expanded."""
+    out = []
+    for spec in specs:
+        at = f"{where}: reference {spec.id}"
+        texts = [spec.prior, spec.reply]
+        for _ in range(3):  # a part may use parts of its own ("one_named" uses "kinds"), two levels deep
+            texts = [_PART_REF.sub(lambda m: parts.get(m.group(1), m.group(0)), t) for t in texts]
+        missing = sorted({m.group(1) for t in texts for m in _PART_REF.finditer(t)})
+        if missing:
+            problems.add(at, f"uses undefined (or too deeply nested) reference_parts {missing}")
+            continue
+        prior = compile_regex(texts[0], f"{at}: prior", problems, regex.IGNORECASE)
+        reply = compile_regex(texts[1], f"{at}: reply", problems, regex.IGNORECASE)
+        if prior is None or reply is None:
+            continue
+        groups = set(prior.groupindex) | set(reply.groupindex) | {"a"}
+        unknown = sorted({m.group(1) for m in _SAYS_REF.finditer(spec.says)} - groups)
+        if unknown:
+            problems.add(at, f"says names {unknown}, which are no groups of prior or reply")
+            continue
+        out.append(Reference(spec.id, prior, reply, spec.says, frozenset(spec.lower),
+                             tuple(e.model_dump() for e in spec.examples),
+                             tuple(e.model_dump() for e in spec.counter_examples),
+                             tuple(k.casefold() for k in spec.keywords)))
     return tuple(out)
 
 
@@ -336,7 +424,8 @@ class Extractor:
                     for f in confirmed.facts)
                 return dataclasses.replace(confirmed, facts=facts, needs_llm=False,
                                            hints=tuple(f for f in facts if f.confidence < self.settings.high_confidence))
-        elif (prior_assistant and not result.facts and (found := self.turns.answer(prior_assistant, user))
+        # A bare "yes" to a question ("Have you tried pottery?" - "Yep!") confirms no statement but answers it.
+        if (prior_assistant and not result.facts and (found := self.turns.answer(prior_assistant, user))
               and self.gate.is_injection(prior_assistant) is None):
             # "Nurse, yes." to "What do you do for work?": the pair, restated, is the user's own statement.
             rule, said = found
@@ -347,9 +436,44 @@ class Extractor:
                               for f in answered.facts)
                 return dataclasses.replace(answered, facts=facts,
                                            hints=tuple(f for f in facts if f.confidence < self.settings.high_confidence))
+        # A reply the gate drops as a bare reaction ("That's a great book! I love it too.") may still point at what
+        # the message before named: read it too, and keep it if the pointer gave a fact.
+        if prior_assistant and self.turns.references and (result.gate.passed or result.gate.reason not in (
+                "injection", "empty")):
+            result = self._with_references(result, prior_assistant, user, timestamp)
         return result
 
     # -- helpers -------------------------------------------------------------------------------------
+
+    def _with_references(self, result: Extraction, prior: str, user: str, timestamp: datetime | None) -> Extraction:
+        """``result`` with the facts of the user's pointers to what ``prior`` named ("I love that book!")."""
+        found = self.turns.referred(prior, user)
+        if not found or self.gate.is_injection(prior) is not None:
+            return result
+        added: list[Fact] = []
+        read_spans: list[Span] = []
+        for rule, said, span in found:
+            read = self.extract(said, timestamp=timestamp)
+            if not read.gate.passed or not read.facts:
+                continue
+            note = f"a pointer to the message before ({rule.id}), read as {said!r}"
+            added += [dataclasses.replace(f, explanation=dataclasses.replace(f.explanation, note=note, span=span))
+                      for f in read.facts]
+            read_spans.append(span)
+        if not added:
+            return result
+        # A fact of the same words with the pointer left in ("That song brings User peace") gives way to the reading.
+        kept = [f for f in result.facts if not (f.explanation.span and any(
+            f.explanation.span.start < s.end and s.start < f.explanation.span.end for s in read_spans))]
+        high = self.settings.high_confidence
+        facts = tuple(_dedupe([*kept, *added]))
+        if not result.gate.passed:
+            entities = self._entities(result.text, list(facts))
+            return dataclasses.replace(result, gate=GateDecision(True), facts=facts, entities=entities,
+                                       hints=tuple(f for f in facts if f.confidence < high),
+                                       needs_llm=not any(f.confidence >= high for f in added))
+        return dataclasses.replace(result, facts=facts, hints=tuple(f for f in facts if f.confidence < high),
+                                   needs_llm=result.needs_llm and not any(f.confidence >= high for f in added))
 
     def _entities(self, text: str, facts: list[Fact]) -> tuple[Entity, ...]:
         found = list(self.ner.find(text))

@@ -448,6 +448,33 @@ class AnswerSpec(Spec):
     examples: list[AnswerExampleSpec] = []
 
 
+class ReferenceExampleSpec(Spec):
+    label: ClassVar[str] = "example"
+    key: ClassVar[str] = ""
+    prior: str
+    reply: str
+    fact: str
+
+
+class ReferenceCounterSpec(Spec):
+    label: ClassVar[str] = "counter-example"
+    key: ClassVar[str] = ""
+    prior: str
+    reply: str
+
+
+class ReferenceSpec(Spec):
+    label: ClassVar[str] = "reference"
+    id: str
+    prior: str
+    reply: str
+    says: str
+    lower: list[str] = []
+    examples: list[ReferenceExampleSpec] = []
+    counter_examples: list[ReferenceCounterSpec] = []
+    keywords: list[str] = []
+
+
 class TurnsFileSpec(Spec):
     kind: str | None = None
     confirmations: dict[str, list[str]] = {}
@@ -457,6 +484,8 @@ class TurnsFileSpec(Spec):
     examples: Any = None
     answers: list[AnswerSpec] = []
     answer_parts: dict[str, str] = {}
+    references: list[ReferenceSpec] = []
+    reference_parts: dict[str, str] = {}
 
 
 # ----------------------------------------------------------------------------------- data/*.yaml word lists
