@@ -31,9 +31,9 @@ def test_local_embedder_is_normalised_and_semantic() -> None:
     assert e.embed([]) == []
 
 
-def test_concurrent_calls_share_runs_and_get_the_vectors_of_their_own() -> None:
-    """Calls made while another runs wait and share one run: each still gets its texts' vectors, bit for bit
-    those of a call alone, and a failed run fails every call that shared it."""
+def test_concurrent_calls_share_runs_and_get_the_vectors_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls made while the runs allowed at once are busy wait and share one run: each still gets its texts'
+    vectors, bit for bit those of a call alone, and a failed run fails every call that shared it."""
     import threading
 
     e = LocalEmbedder()
@@ -50,6 +50,7 @@ def test_concurrent_calls_share_runs_and_get_the_vectors_of_their_own() -> None:
         return inner(batch)
 
     e._run = counted  # type: ignore[method-assign]
+    monkeypatch.setattr("factforge.models.embed.SHARED_RUNS", 1)
     got: dict[int, list[list[float]]] = {}
     threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, e.embed(texts[i]))) for i in range(len(texts))]
     for t in threads:
@@ -70,6 +71,39 @@ def test_concurrent_calls_share_runs_and_get_the_vectors_of_their_own() -> None:
         e.embed(["x"])
     e._run = inner  # type: ignore[method-assign]
     assert e.embed(texts[0]) == alone[0]
+
+
+def test_runs_at_once_never_lose_a_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With two runs at once, a call another run has taken is waited for, never run again or left unanswered."""
+    import threading
+    import time
+
+    e = LocalEmbedder()
+    e.embed(["load the model"])
+    monkeypatch.setattr("factforge.models.embed.SHARED_RUNS", 2)
+
+    def fake(batch: list[str]) -> list[list[float]]:
+        time.sleep(0.001)
+        return [[float(len(t))] for t in batch]
+
+    e._run = fake  # type: ignore[method-assign]
+    wrong: list[str] = []
+
+    def caller(c: int) -> None:
+        for j in range(40):
+            texts = ["x" * (c * 100 + j + k) for k in range(1 + j % 3)]
+            try:
+                if e.embed(texts) != [[float(len(t))] for t in texts]:
+                    wrong.append(f"{c}/{j}")
+            except Exception as exc:  # noqa: BLE001 - a thread's failure is reported by the assertion below
+                wrong.append(f"{c}/{j}: {exc!r}")
+
+    threads = [threading.Thread(target=caller, args=(c,)) for c in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == [] and e._running == 0 and e._waiting == []
 
 
 def test_ollama_embedder_through_the_client(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ Storing the vectors (the background pass, backfill, switching models) is storage
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -28,6 +29,9 @@ logger = logging.getLogger("factforge.embed")
 MAX_TOKENS = 128  # facts are one sentence; longer input is truncated
 BATCH = 32
 SHARED_RUN_MAX = 8  # calls of at most this many texts share runs (LocalEmbedder.embed)
+# Runs of such calls at once, one a core: a call waits only when all are busy (one may be a background pass's), and a
+# busy process keeps as many threads running the model as before on a machine that other processes load too.
+SHARED_RUNS = max(2, os.cpu_count() or 1)
 
 
 class Embedder(Protocol):
@@ -47,10 +51,10 @@ class LocalEmbedder:
         self._session: Any = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()
-        # Small calls made while one runs (the facts of concurrent remembers, new search queries) wait for it and
-        # then share one run: see embed().
+        # Small calls made while the runs allowed at once are busy (the facts of concurrent remembers, new search
+        # queries) wait and then share one run: see embed().
         self._turn = threading.Condition()
-        self._running = False
+        self._running = 0
         self._waiting: list[_Call] = []
 
     def _load(self) -> None:
@@ -78,9 +82,9 @@ class LocalEmbedder:
             self._tokenizer, self._session = tokenizer, session
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """The vectors of ``texts``. A call of a few texts made while another such call runs waits for it, then
-        runs with every call that came meanwhile, in one batch: a run of the model costs ~5 ms of CPU whatever its
-        size (it reads all 42 MB of weights) besides ~0.5 ms per token, so on two cores eight concurrent callers of
+        """The vectors of ``texts``. A call of a few texts made while :data:`SHARED_RUNS` such calls run waits for
+        one to end, then runs with every call that came meanwhile, in one batch: a run of the model costs ~5 ms of
+        CPU whatever its size (it reads all 42 MB of weights) besides ~0.5 ms per token, so concurrent callers of
         one text each pay that once per batch instead of once each. A text's vector does not depend on the texts
         it shares a batch with (padding is masked): the vectors are the same, bit for bit."""
         if not texts:
@@ -91,14 +95,15 @@ class LocalEmbedder:
         call = _Call(list(texts))
         with self._turn:
             self._waiting.append(call)
-            while self._running and call.vectors is None and call.error is None:
+            while call.vectors is None and call.error is None and (call.taken or self._running >= SHARED_RUNS):
                 self._turn.wait()
-            if call.vectors is None and call.error is None:
-                # No run in progress: this thread runs every call waiting, its own among them.
-                self._running = True
+            calls = []
+            if not call.taken:
+                # A run is free: this thread runs every call waiting, its own among them.
+                self._running += 1
                 calls, self._waiting = self._waiting, []
-            else:
-                calls = []
+                for c in calls:
+                    c.taken = True
         if calls:
             try:
                 vectors = self._run([t for c in calls for t in c.texts])
@@ -110,7 +115,7 @@ class LocalEmbedder:
                     c.error = exc
             finally:
                 with self._turn:
-                    self._running = False
+                    self._running -= 1
                     self._turn.notify_all()
         if call.error is not None:
             raise call.error
@@ -154,6 +159,7 @@ class _Call:
     """One caller's texts waiting for a shared run of the model, and what the run gave it."""
 
     texts: list[str]
+    taken: bool = False  # a run has it
     vectors: list[list[float]] | None = None
     error: BaseException | None = None
 
