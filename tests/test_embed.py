@@ -31,6 +31,81 @@ def test_local_embedder_is_normalised_and_semantic() -> None:
     assert e.embed([]) == []
 
 
+def test_concurrent_calls_share_runs_and_get_the_vectors_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls made while the runs allowed at once are busy wait and share one run: each still gets its texts'
+    vectors, bit for bit those of a call alone, and a failed run fails every call that shared it."""
+    import threading
+
+    e = LocalEmbedder()
+    texts = [["Team uses Clerk"], ["User prefers tabs over spaces in every project", "User's dog is Rex"], ["tea"],
+             ["I deploy on Fridays and the pipeline takes forty minutes"], ["Team switched from JWT to Clerk"]]
+    alone = [e.embed(t) for t in texts]
+    runs: list[int] = []
+    inner = e._run
+    gate = threading.Event()
+
+    def counted(batch: list[str]) -> list[list[float]]:
+        runs.append(len(batch))
+        gate.wait(5)  # the first run holds on until every other call waits for it
+        return inner(batch)
+
+    e._run = counted  # type: ignore[method-assign]
+    monkeypatch.setattr("factforge.models.embed.SHARED_RUNS", 1)
+    got: dict[int, list[list[float]]] = {}
+    threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, e.embed(texts[i]))) for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    while len(e._waiting) < len(texts) - 1:
+        threading.Event().wait(0.01)
+    gate.set()
+    for t in threads:
+        t.join()
+    assert [got[i] for i in range(len(texts))] == alone
+    assert len(runs) == 2 and sorted(runs)[0] <= 2  # the first call alone, then all the others in one run
+
+    def broken(batch: list[str]) -> list[list[float]]:
+        raise EmbedderError("local embedding failed: boom")
+
+    e._run = broken  # type: ignore[method-assign]
+    with pytest.raises(EmbedderError, match="boom"):
+        e.embed(["x"])
+    e._run = inner  # type: ignore[method-assign]
+    assert e.embed(texts[0]) == alone[0]
+
+
+def test_runs_at_once_never_lose_a_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With two runs at once, a call another run has taken is waited for, never run again or left unanswered."""
+    import threading
+    import time
+
+    e = LocalEmbedder()
+    e.embed(["load the model"])
+    monkeypatch.setattr("factforge.models.embed.SHARED_RUNS", 2)
+
+    def fake(batch: list[str]) -> list[list[float]]:
+        time.sleep(0.001)
+        return [[float(len(t))] for t in batch]
+
+    e._run = fake  # type: ignore[method-assign]
+    wrong: list[str] = []
+
+    def caller(c: int) -> None:
+        for j in range(40):
+            texts = ["x" * (c * 100 + j + k) for k in range(1 + j % 3)]
+            try:
+                if e.embed(texts) != [[float(len(t))] for t in texts]:
+                    wrong.append(f"{c}/{j}")
+            except Exception as exc:  # noqa: BLE001 - a thread's failure is reported by the assertion below
+                wrong.append(f"{c}/{j}: {exc!r}")
+
+    threads = [threading.Thread(target=caller, args=(c,)) for c in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == [] and e._running == 0 and e._waiting == []
+
+
 def test_ollama_embedder_through_the_client(tmp_path: Path) -> None:
     with FakeOllama(embed_dim=768) as fake:
         s = Settings.from_env({"OLLAMA_HOST": fake.url, "FACTFORGE_EMBEDDER": "ollama",
