@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,6 +68,13 @@ def pg_server_url() -> Iterator[str]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# Tables a test's data never goes into: the schema's own records, and the API keys (tests make their own).
+KEPT_TABLES = frozenset({"alembic_version", "factforge_meta", "fact_categories", "api_keys"})
+# Per database and set of tables: the rows of the tables a TRUNCATE leaves non-empty (the bm25 corpus totals its
+# trigger writes back), as they were right after the last TRUNCATE.
+_EMPTIED: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
+
+
 @pytest.fixture
 def db_url(pg_server_url: str) -> Iterator[str]:
     """The session database, emptied before each test."""
@@ -79,6 +87,36 @@ def db_url(pg_server_url: str) -> Iterator[str]:
         extra = sorted(existing - set(DATA_TABLES) - {"alembic_version", "factforge_meta", "fact_categories"})
         # Tables added by later migrations are emptied too.
         tables += [t for t in extra if t.startswith("ff_")]  # bm25_* follow facts via its TRUNCATE trigger
-        if tables:
+        key = (conninfo, frozenset(existing))
+        checked = sorted(existing - KEPT_TABLES)
+        if tables and (key not in _EMPTIED or _changed_since_emptied(conn, checked, _EMPTIED[key])):
             conn.execute("TRUNCATE " + ", ".join(tables) + " RESTART IDENTITY CASCADE")
+            _EMPTIED[key] = {t: rows for t in checked if (rows := _rows(conn, t)) is not None}
     yield pg_server_url
+
+
+def _rows(conn: Any, table: str) -> str | None:
+    """Every row of ``table`` as text, in a fixed order (None when it has none)."""
+    return conn.execute(f'SELECT string_agg(x::text, chr(10) ORDER BY x::text) FROM "{table}" x').fetchone()[0]
+
+
+def _changed_since_emptied(conn: Any, tables: list[str], emptied: dict[str, str]) -> bool:
+    """Whether any of ``tables`` differs from how the last TRUNCATE left it (``emptied``: the rows of those it left
+    non-empty; the others empty), or a sequence of theirs (a serial or identity column's) has handed out a value.
+
+    TRUNCATE gives every table and index new files, ~0.15 s a test with the suite's two processes on 2 cores, and
+    most tests that take ``db_url`` follow one that wrote nothing (or one that took ``db_url`` and emptied the
+    database already): when nothing changed since the last TRUNCATE, ``TRUNCATE ... RESTART IDENTITY`` would change
+    nothing either.
+    """
+    differs = " OR ".join(
+        f'(SELECT string_agg(x::text, chr(10) ORDER BY x::text) FROM "{t}" x) IS DISTINCT FROM %s' if t in emptied
+        else f'EXISTS (SELECT FROM "{t}")' for t in tables)
+    changed = conn.execute(
+        f"SELECT ({differs}) OR EXISTS (SELECT FROM pg_sequences s JOIN pg_class q ON q.relname = s.sequencename "
+        "  AND q.relnamespace = 'public'::regnamespace "
+        "JOIN pg_depend d ON d.objid = q.oid AND d.deptype IN ('a', 'i') "
+        "JOIN pg_class t ON t.oid = d.refobjid "
+        "WHERE s.schemaname = 'public' AND s.last_value IS NOT NULL AND t.relname = ANY(%s))",
+        [*(emptied[t] for t in tables if t in emptied), tables]).fetchone()
+    return bool(changed[0])
