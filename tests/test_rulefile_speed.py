@@ -169,7 +169,8 @@ def test_a_catastrophic_turn_rule_is_refused_at_load(tmp_path: Path) -> None:
         TurnRules.from_dir(d)
 
 
-def test_a_slow_verdict_is_never_remembered_and_a_pass_is_remembered_by_content(tmp_path: Path) -> None:
+def test_a_slow_verdict_is_never_remembered(tmp_path: Path) -> None:
+    """A refused rule file is refused again from a new folder with the same content (no verdict cache serves it)."""
     d = _without_fact_rules(tmp_path)
     (d / "evil.yaml").write_text(EVIL_FACTS % ("again", r"(?P<word>(a+)+)$"), encoding="utf-8")
     for attempt in (d, tmp_path / "second"):
