@@ -157,14 +157,18 @@ def run(coro: Any) -> Any:
     return uvloop.run(coro)
 
 
-def settle(pid: int, most_s: float = 120.0) -> None:
-    """Wait until the server's processes use under a tenth of a core (its background embedder has caught up)."""
+def settle(*pids: int, most_s: float = 120.0) -> None:
+    """Wait until the processes ``pids`` (with their children) use under a tenth of a core together for two
+    readings in a row: the API server's background embedder has caught up and PostgreSQL has written what it
+    sent (watching the API process alone, a phase could start while the last vectors were still being stored)."""
     deadline = time.monotonic() + most_s
-    last = cpu(pid)
+    last = sum(cpu(p) for p in pids)
+    quiet = 0
     while time.monotonic() < deadline:
         time.sleep(0.5)
-        now = cpu(pid)
-        if now - last < 0.05:
+        now = sum(cpu(p) for p in pids)
+        quiet = quiet + 1 if now - last < 0.05 else 0
+        if quiet >= 2:
             return
         last = now
 
@@ -274,7 +278,7 @@ def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
                 ("search new", lambda i, c: ("POST", "/v1/search",
                                              {"query": " ".join(rng.sample(words, 3)), "k": 10})),
             ):
-                settle(proc.pid)  # the previous phase's episodes are embedded in the background: not this phase's CPU
+                settle(proc.pid, server.get_pid())  # the last phase's episodes embedded and stored first
                 load_before = os.getloadavg()[0]
                 before = cpu(proc.pid), cpu(server.get_pid()), time.process_time()
                 row = run(load(url, key, clients, args.seconds, args.requests, make))
