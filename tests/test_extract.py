@@ -165,6 +165,27 @@ def test_speaker_counter_example_that_fails_is_a_load_error(tmp_path: Path) -> N
         TurnRules.from_dir(_folder(tmp_path, broken))
 
 
+def test_answer_and_reference_rules_with_undefined_parts_or_groups_are_one_error(tmp_path: Path) -> None:
+    """A rule of either pair section that uses a part no ``*_parts`` defines, or whose ``says`` names a group neither
+    of its regexes has, is refused at load, each problem named with its rule."""
+    text = (default_patterns_dir() / "turns.yaml").read_text(encoding="utf-8")
+    broken = text.replace("""    says: "I'm {a} {x}."\n""", """    says: "I'm {a} {x} {nope}."\n""", 1).replace(
+        "    prior: '{{one_quoted}}'\n", "    prior: '{{one_quoted}}{{no_such_part}}'\n", 1)
+    broken = broken.replace(
+        "answers:\n", "answers:\n  - id: answer.broken\n    question: 'where{{missing_part}}'\n    answer: 'x'\n"
+        "    says: 'x'\n", 1).replace(
+        "references:\n", "references:\n  - id: reference.broken\n    prior: '(?P<a1>x)'\n    reply: 'y'\n"
+        "    says: '{b1}'\n", 1)
+    assert broken.count("{nope}") == 1 and broken.count("{{no_such_part}}") == 1
+    with pytest.raises(PatternError) as info:
+        TurnRules.from_dir(_folder(tmp_path, broken))
+    message = str(info.value)
+    for fragment in ("answer answer.job: says names ['nope']", "answer answer.broken: uses undefined",
+                     "['missing_part']", "reference reference.object.quoted: uses undefined", "['no_such_part']",
+                     "reference reference.broken: says names ['b1']"):
+        assert fragment in message, (fragment, message)
+
+
 def _answer_cases() -> list[tuple[str, str, str]]:
     return [(ex["question"], ex["answer"], ex["fact"]) for rule in TURNS.answers for ex in rule.examples]
 
