@@ -242,28 +242,40 @@ def _speaker_rules(spec: SpeakersSpec | None, where: str,
     return rx, frozenset(n.strip().casefold() for n in spec.not_names)
 
 
+def _rule_pair(at: str, section: str, labels: tuple[str, str], texts: tuple[str, str], says: str,
+               parts: Mapping[str, str], problems: Problems) -> tuple[regex.Pattern[str], regex.Pattern[str]] | None:
+    """The two regexes of a rule of ``answers`` or ``references``, its ``{{part}}`` fragments expanded from
+    ``section`` (a part may use parts of its own, two levels deep), checked like the rule's ``says``: each of its
+    {groups} must be a group of one of them. None, with the problems noted, when the rule does not load."""
+    expanded = list(texts)
+    for _ in range(3):
+        expanded = [_PART_REF.sub(lambda m: parts.get(m.group(1), m.group(0)), t) for t in expanded]
+    missing = sorted({m.group(1) for t in expanded for m in _PART_REF.finditer(t)})
+    if missing:
+        problems.add(at, f"uses undefined (or too deeply nested) {section} {missing}")
+        return None
+    first, second = (compile_regex(t, f"{at}: {label}", problems, regex.IGNORECASE)
+                     for t, label in zip(expanded, labels))
+    if first is None or second is None:
+        return None
+    unknown = sorted({m.group(1) for m in _SAYS_REF.finditer(says)}
+                     - set(first.groupindex) - set(second.groupindex) - {"a"})
+    if unknown:
+        problems.add(at, f"says names {unknown}, which are no groups of {labels[0]} or {labels[1]}")
+        return None
+    return first, second
+
+
 def _answer_rules(specs: Sequence[AnswerSpec], parts: Mapping[str, str], where: str,
                   problems: Problems) -> tuple[Answer, ...]:
     """The ``answers`` section, with ``{{part}}`` fragments of ``answer_parts`` expanded."""
     out = []
     for spec in specs:
-        at = f"{where}: answer {spec.id}"
-        missing = sorted({m.group(1) for k in (spec.question, spec.answer) for m in _PART_REF.finditer(k)} - set(parts))
-        if missing:
-            problems.add(at, f"uses undefined answer_parts {missing}")
-            continue
-        expand = lambda text: _PART_REF.sub(lambda m: parts[m.group(1)], text)  # noqa: E731
-        question = compile_regex(expand(spec.question) + _QUESTION_END, f"{at}: question", problems, regex.IGNORECASE)
-        answer = compile_regex(expand(spec.answer), f"{at}: answer", problems, regex.IGNORECASE)
-        if question is None or answer is None:
-            continue
-        groups = set(question.groupindex) | set(answer.groupindex) | {"a"}
-        unknown = sorted({m.group(1) for m in _SAYS_REF.finditer(spec.says)} - groups)
-        if unknown:
-            problems.add(at, f"says names {unknown}, which are no groups of question or answer")
-            continue
-        out.append(Answer(spec.id, question, answer, spec.says, frozenset(spec.lower),
-                          tuple(e.model_dump() for e in spec.examples)))
+        pair = _rule_pair(f"{where}: answer {spec.id}", "answer_parts", ("question", "answer"),
+                          (spec.question + _QUESTION_END, spec.answer), spec.says, parts, problems)
+        if pair is not None:
+            out.append(Answer(spec.id, *pair, spec.says, frozenset(spec.lower),
+                              tuple(e.model_dump() for e in spec.examples)))
     return tuple(out)
 
 
@@ -272,27 +284,13 @@ def _reference_rules(specs: Sequence[ReferenceSpec], parts: Mapping[str, str], w
     """The ``references`` section, with ``{{part}}`` fragments of ``reference_parts`` expanded."""
     out = []
     for spec in specs:
-        at = f"{where}: reference {spec.id}"
-        texts = [spec.prior, spec.reply]
-        for _ in range(3):  # a part may use parts of its own ("one_named" uses "kinds"), two levels deep
-            texts = [_PART_REF.sub(lambda m: parts.get(m.group(1), m.group(0)), t) for t in texts]
-        missing = sorted({m.group(1) for t in texts for m in _PART_REF.finditer(t)})
-        if missing:
-            problems.add(at, f"uses undefined (or too deeply nested) reference_parts {missing}")
-            continue
-        prior = compile_regex(texts[0], f"{at}: prior", problems, regex.IGNORECASE)
-        reply = compile_regex(texts[1], f"{at}: reply", problems, regex.IGNORECASE)
-        if prior is None or reply is None:
-            continue
-        groups = set(prior.groupindex) | set(reply.groupindex) | {"a"}
-        unknown = sorted({m.group(1) for m in _SAYS_REF.finditer(spec.says)} - groups)
-        if unknown:
-            problems.add(at, f"says names {unknown}, which are no groups of prior or reply")
-            continue
-        out.append(Reference(spec.id, prior, reply, spec.says, frozenset(spec.lower),
-                             tuple(e.model_dump() for e in spec.examples),
-                             tuple(e.model_dump() for e in spec.counter_examples),
-                             tuple(k.casefold() for k in spec.keywords)))
+        pair = _rule_pair(f"{where}: reference {spec.id}", "reference_parts", ("prior", "reply"),
+                          (spec.prior, spec.reply), spec.says, parts, problems)
+        if pair is not None:
+            out.append(Reference(spec.id, *pair, spec.says, frozenset(spec.lower),
+                                 tuple(e.model_dump() for e in spec.examples),
+                                 tuple(e.model_dump() for e in spec.counter_examples),
+                                 tuple(k.casefold() for k in spec.keywords)))
     return tuple(out)
 
 
