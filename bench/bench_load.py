@@ -47,17 +47,21 @@ _UNIQUES = ("facts_current_global_uq", "facts_current_private_uq", "facts_curren
 _GINS = ("facts_tsv_gin", "fact_terms_scoped_gin", "facts_entities_gin")
 
 
-_SCOPED_TSV_0006 = """
-CREATE OR REPLACE FUNCTION factforge_scoped_tsv(tsv tsvector, visibility text, team_id text, agent_id text)
-RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE COST 1000 AS $$
-    SELECT tsv || array_to_tsvector(ARRAY(
-        SELECT k.key || ' ' || CASE WHEN octet_length(l) > 1000 THEN md5(l) ELSE l END
-        FROM unnest(tsvector_to_array(tsv)) l,
-             (SELECT CASE visibility WHEN 'global' THEN 'g'
-                                     WHEN 'team' THEN 't' || md5(coalesce(team_id, ''))
-                                     WHEN 'private' THEN 'p' || md5(coalesce(agent_id, ''))
-                                     ELSE 'n' END AS key) k))
-$$"""
+def _migration_0021() -> Any:
+    """migrations/versions/0021_scoped_tsv_plpgsql.py as a module (its name is no importable identifier)."""
+    import importlib.util
+
+    path = bs.ROOT / "migrations" / "versions" / "0021_scoped_tsv_plpgsql.py"
+    spec = importlib.util.spec_from_file_location("migration_0021", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# factforge_scoped_tsv as migrations 0006 and 0017 left it: the SQL body, which 0021's downgrade restores
+_m0021 = _migration_0021()
+_SCOPED_TSV_0006 = _m0021.function_sql(_m0021.SQL_BODY, "sql")
 
 
 def _drop(*indexes: str) -> list[str]:
