@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -234,7 +235,11 @@ def test_no_graphs_when_the_threshold_is_zero_and_a_bad_threshold_is_refused(sto
 def test_a_narrowing_filter_reads_the_agents_rows_exactly(store: Store, db_url: str) -> None:
     """A category, date, entity or method filter may match few of an agent's rows: a graph walk could stop
     before it meets them, so such a search reads the agent's rows exactly, graph or not."""
-    from factforge.storage.search import _kinds, vector_message
+    from factforge.storage.search import _kinds, vector_statements
+
+    def sent(kind: Any, **options: Any) -> str:
+        return "; ".join(f"{settings}; {query}" for settings, query in
+                         vector_statements("facts", kind.where, kind.params, DIM, 10, None, **options))
 
     store.build_graphs(min_rows=40)
     plain, = _kinds(["fact"], "a1", "t1", [], False, None, None, None, None)
@@ -242,8 +247,8 @@ def test_a_narrowing_filter_reads_the_agents_rows_exactly(store: Store, db_url: 
     episodes, = _kinds(["episode"], "a1", "t1", [], False, None, None, "Kafka", None)
     assert (plain.narrowed, narrow.narrowed, episodes.narrowed) == (False, True, True)
     graph = agent_graph_name("facts", "a1")
-    assert graph in vector_message("facts", plain.where, plain.params, DIM, 10, None)
-    assert "_agent_" not in vector_message("facts", narrow.where, narrow.params, DIM, 10, None, own_graph=False)
+    assert graph in sent(plain)
+    assert "_agent_" not in sent(narrow, own_graph=False)
     query = _unit(np.random.default_rng(5), 1)[0]
     hits = search(store, "s", agent_id="a1", team_id="t1", mode="vector", k=10, kinds=["fact"],
                   categories=["technology"], embedder=_Fixed(query.tolist()), max_distance=None)

@@ -341,13 +341,6 @@ def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, 
             (rest, vector_sql(table, where, params, dim, private=False).replace("%(n)s", limit))]
 
 
-def vector_message(table: str, where: str, params: dict[str, Any], dim: int, n: int, ef_search: int | None,
-                   iterative: bool = True, own_graph: bool = True) -> str:
-    """:func:`vector_statements` as one text (what a search sends, to read or to explain)."""
-    return "; ".join(f"{settings}; {query}" for settings, query in
-                     vector_statements(table, where, params, dim, n, ef_search, iterative, own_graph))
-
-
 _EXECUTOR: list[ThreadPoolExecutor] = []
 _EXECUTOR_LOCK = threading.Lock()
 
