@@ -262,3 +262,26 @@ def test_senses_and_places_are_checked_data() -> None:
     assert "Lisbon" in places.places["Portugal"]
     with pytest.raises(ValueError):
         validate._SensesSpec.model_validate({"ended": ["quit"], "wishes": ["want"]})  # an unknown key is named
+
+
+# Stop 36: shapes of bench/validate_blind.py / validate_blind2.py failures, in turns written for these tests (not
+# taken from the case sets), each (turn, fact, kept, reason of a rejection or "").
+SHAPES = [
+    # a fact without a content word (a number word, a short name) still meets the clause checks
+    ("My cousin just had triplets, we're all in shock.", "User had triplets", False, "other_subject"),
+    ("I don't own a PC, only a tablet.", "User owns a PC", False, "negation"),
+    ("I own a PC and a tablet.", "User owns a PC", True, ""),
+    # "retired" ends what it is said of ("a retired pilot"), and is a state of its own ("User is retired")
+    ("I'm a retired pilot, these days I mostly garden.", "User is a pilot", False, "negation"),
+    ("I'm a retired pilot, these days I mostly garden.", "User used to be a pilot", True, ""),
+    ("I'm retired and play golf most mornings.", "User is retired", True, ""),
+    ("I'm retired and play golf most mornings.", "User plays golf", True, ""),
+]
+
+
+@pytest.mark.parametrize(("turn", "content", "kept", "reason"), SHAPES, ids=[c for _, c, _, _ in SHAPES])
+def test_stop_36_shapes(turn: str, content: str, kept: bool, reason: str) -> None:
+    passed, explain = _check(turn, content)
+    assert passed == kept, explain
+    if not kept:
+        assert explain[0][1] == reason, explain

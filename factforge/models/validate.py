@@ -229,6 +229,7 @@ class _SensesSpec(Spec):
     """data/fact_senses.yaml: how a fact and its source agree beyond their words (see the file)."""
 
     ended: list[Text]
+    ended_states: list[Text] = []
     purpose: list[Text] = []
     present: list[Text] = []
     onset: list[Text] = []
@@ -263,11 +264,12 @@ class _Senses:
     wish: Any
     bounded: Any  # regex: a past that is over ("for a few years", "when I was younger")
     duration: Any  # regex: "for" and a length of time ("for a few years", "for 20 years")
-    exempt: frozenset[str]  # single ended words: checked as ended, not as content words
+    exempt: frozenset[str]  # single ended words: checked as ended, not as content words (but ``ended_states``)
     possessives: frozenset[str]
     purpose: frozenset[str]
     negated_prefix: tuple[str, ...]
     transitions: tuple[Any, ...] = ()  # compiled regexes with groups "old" and "new"
+    ended_frame: Any = None  # regex: the ended words but ``ended_states``, left out of a fact's content words
 
 
 @lru_cache(maxsize=1)
@@ -284,16 +286,21 @@ def _derivation() -> tuple[tuple[str, ...], int]:
 @lru_cache(maxsize=1)
 def _senses() -> _Senses:
     spec = _senses_spec()
-    ended = _polarity(spec.ended).pattern
+    states = {w.casefold() for w in spec.ended_states}
+    ended = _polarity([w for w in spec.ended if w.casefold() not in states]).pattern
+    if states:  # "a retired firefighter" ends the firefighting; "User is retired" ends nothing
+        ended = rf"{ended}|(?:{_polarity(sorted(states)).pattern})(?=\s+\p{{L}})"
     if spec.purpose:
         ended = rf"(?:{ended})(?!\s+(?:{_polarity(spec.purpose).pattern}))"
     return _Senses(regex.compile(ended, regex.IGNORECASE), _polarity(spec.ended), frozenset(w.casefold() for w in spec.present),
                    _polarity(spec.onset), _polarity(spec.plan), _polarity(spec.wish), _polarity(spec.bounded),
                    regex.compile(rf"(?<![\p{{L}}])for\s+(?:[\p{{L}}\p{{N}}]+\s+){{0,2}}?(?:{_polarity(spec.durations).pattern})",
                                  regex.IGNORECASE),
-                   frozenset(w.casefold() for w in spec.ended if regex.fullmatch(r"\p{Latin}+", w)),
+                   frozenset(w.casefold() for w in spec.ended if regex.fullmatch(r"\p{Latin}+", w))
+                   - {w.casefold() for w in spec.ended_states},
                    frozenset(w.casefold() for w in spec.possessives), frozenset(w.casefold() for w in spec.purpose),
-                   tuple(p.casefold() for p in spec.negated_prefix), _transitions(spec.transitions))
+                   tuple(p.casefold() for p in spec.negated_prefix), _transitions(spec.transitions),
+                   _polarity([w for w in spec.ended if w.casefold() not in {s.casefold() for s in spec.ended_states}]))
 
 
 def _transitions(patterns: list[str]) -> tuple[Any, ...]:
@@ -498,7 +505,7 @@ def _negated(text: str, checks: _FactChecks) -> bool:
 def _unframed(content: str, checks: _FactChecks) -> str:
     """``content`` without its liking and negation phrases ("no longer", "can't stand") and its numbers, which are
     checked as polarity, negation and numbers ("twenty" by "20"), not as words the source must contain."""
-    for rx in (checks.negative, checks.positive, _senses().ended_any, checks.negation, checks.light_phrases,
+    for rx in (checks.negative, checks.positive, _senses().ended_frame, checks.negation, checks.light_phrases,
                checks.number_rx):
         if rx is not None:
             content = rx.sub(" ", content)
@@ -598,6 +605,16 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
             continue
         return None
     return problem
+
+
+def _clue_words(content: str, source: _Source, checks: _FactChecks) -> list[str]:
+    """The words that find a fact's clause when it has no content word - its number words and its short names and
+    acronyms, that the source has ("User had twins", "User owns a TV") - so that such a fact meets the clause
+    checks (negation, someone else) too."""
+    words = [m.group() for m in _WORD.finditer(content) if m.start() > 0]
+    return [w for w in dict.fromkeys(x.casefold() for x in words
+                                     if x.casefold() in checks.numbers or x[:1].isupper())
+            if w not in source.stopwords and source.has_term(w)]
 
 
 def _changes(text: str) -> list[tuple[str, str]]:
@@ -1201,7 +1218,7 @@ def _fact_rejection(
     turned = _reversed(content, source)
     if turned is not None:
         return "ungrounded", f"unsupported: {turned}", spans, grounded
-    contradiction = _negation_or_other(content, grounded, source, checks, subjects)
+    contradiction = _negation_or_other(content, grounded or _clue_words(content, source, checks), source, checks, subjects)
     if contradiction is not None:
         return contradiction[0], contradiction[1], spans, grounded
     if _trivial_rx().search(content):
