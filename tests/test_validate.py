@@ -276,6 +276,26 @@ SHAPES = [
     ("I'm a retired pilot, these days I mostly garden.", "User used to be a pilot", True, ""),
     ("I'm retired and play golf most mornings.", "User is retired", True, ""),
     ("I'm retired and play golf most mornings.", "User plays golf", True, ""),
+    # a liking is grounded by being into a thing, collecting it, giving one's time to it, and "rather" likes the
+    # thing before "than" over what follows it
+    ("I got really into pottery last winter.", "User enjoys pottery", True, ""),
+    ("I collect old maps, mostly of Scotland.", "User likes old maps", True, ""),
+    ("These days I spend most of my time sailing.", "User likes sailing", True, ""),
+    ("I'd rather read at home than go clubbing.", "User likes reading", True, ""),
+    ("I'd rather read at home than go clubbing.", "User loves clubbing", False, "ungrounded"),
+    ("I got a new blender last winter.", "User enjoys the blender", False, "ungrounded"),
+    # someone else after a verb is an object, not the clause's subject: the speaker does it
+    ("Planning to ask my landlord for a parking spot.", "User plans to ask for a parking spot", True, ""),
+    ("My boss wants a weekly report.", "User wants a weekly report", False, "other_subject"),
+    ("Thinking about asking my boss for a weekly report.", "User is thinking about asking for a weekly report", True,
+     ""),
+    # what is still to be done is no deed in the past tense, unless the fact is a plan too
+    ("I'm about to email the dean about it.", "User emailed the dean", False, "ungrounded"),
+    ("We need to add an index to the orders table.", "Team added an index to the orders table", False, "ungrounded"),
+    ("We need to add an index to the orders table.", "Team needs to add an index to the orders table", True, ""),
+    ("I'll paint the fence this weekend.", "User painted the fence", False, "ungrounded"),
+    ("I'll paint the fence this weekend.", "User will paint the fence this weekend", True, ""),
+    ("I painted the fence and will stain it next.", "User painted the fence", True, ""),
 ]
 
 

@@ -235,6 +235,7 @@ class _SensesSpec(Spec):
     onset: list[Text] = []
     plan: list[Text] = []
     wish: list[Text] = []
+    unrealised: list[Text] = []
     bounded: list[Text] = []
     durations: list[Text] = []
     possessives: list[Text] = []
@@ -270,6 +271,7 @@ class _Senses:
     negated_prefix: tuple[str, ...]
     transitions: tuple[Any, ...] = ()  # compiled regexes with groups "old" and "new"
     ended_frame: Any = None  # regex: the ended words but ``ended_states``, left out of a fact's content words
+    unrealised: Any = None  # regex: what is still to be done ("I'll", "need to")
 
 
 @lru_cache(maxsize=1)
@@ -300,7 +302,8 @@ def _senses() -> _Senses:
                    - {w.casefold() for w in spec.ended_states},
                    frozenset(w.casefold() for w in spec.possessives), frozenset(w.casefold() for w in spec.purpose),
                    tuple(p.casefold() for p in spec.negated_prefix), _transitions(spec.transitions),
-                   _polarity([w for w in spec.ended if w.casefold() not in {s.casefold() for s in spec.ended_states}]))
+                   _polarity([w for w in spec.ended if w.casefold() not in {s.casefold() for s in spec.ended_states}]),
+                   _polarity(spec.unrealised))
 
 
 def _transitions(patterns: list[str]) -> tuple[Any, ...]:
@@ -603,8 +606,18 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
                 and not senses.plan.search(content):
             problem = problem or ("ungrounded", f"unsupported: only wished for in {clause.text!r}")
             continue
+        if _unrealised(content, clause.text, senses):
+            problem = problem or ("ungrounded", f"unsupported: done in the fact, still to be done in {clause.text!r}")
+            continue
         return None
     return problem
+
+
+def _unrealised(content: str, clause: str, senses: _Senses) -> bool:
+    """Whether the fact says in the past tense what the clause says is still to be done ("User called the city"
+    from "I'm about to call the city"); a fact that is a plan itself, or a clause with a past of its own, is fine."""
+    return senses.unrealised.search(clause) is not None and _tense(content, senses)[1] \
+        and not senses.plan.search(content) and not _tense(clause, senses)[1]
 
 
 def _clue_words(content: str, source: _Source, checks: _FactChecks) -> list[str]:
@@ -714,7 +727,9 @@ def _past_form(word: str) -> bool:
 def _inflected(word: str, tag: str) -> bool:
     """Whether ``word`` is a past form (``tag`` "VBD") or a third-person present (``tag`` "VBZ") of an irregular
     verb of data/word_forms.tsv ("taught" is past; "was" is no -s form)."""
-    return word in (_word_forms()[2] if tag == "VBD" else _word_forms()[3])
+    if tag == "VBD":  # "are" and "am" are forms of "be" in neither -s nor -ing, and present (fact_senses `present`)
+        return word in _word_forms()[2] and word not in _senses().present
+    return word in _word_forms()[3]
 
 
 def _ended_differs(content: str, clause: _Source, senses: _Senses) -> str | None:
@@ -755,10 +770,17 @@ _OBJECT_SPEAKER = frozenset({"me", "us", "myself"})
 _PASSIVE = frozenset({"was", "were", "is", "are", "got", "gets", "has", "have", "had", "been", "being"})
 
 
+def _verb_form(word: str) -> bool:
+    """Whether ``word`` reads as a verb form: -ing ("thinking"), a past form ("took", "moved") or another form of
+    an irregular verb of data/word_forms.tsv. Before the word for someone else, it makes that one an object
+    ("Thinking about asking my boss ...": the speaker asks), not the clause's subject."""
+    return (word.endswith("ing") and len(word) > 4) or _past_form(word) or word in _word_forms()[1]
+
+
 def _opening_other(words: list[str], checks: _FactChecks) -> int | None:
     """Where the word for someone else that opens a clause is ("my wife left me": 1), or None."""
     for i, word in enumerate(words[:4]):
-        if word in _FIRST_PERSON and word not in _DETERMINERS:
+        if word in _FIRST_PERSON and word not in _DETERMINERS or _verb_form(word):
             return None
         at = i + 1 if word in _DETERMINERS else i
         for j in range(at, min(at + 2, len(words))):
@@ -802,8 +824,8 @@ def _other_subject(clause: str, checks: _FactChecks) -> str | None:
     the speaker joins it ("my partner and I") or appears after it ("my grandpa taught me"); else None."""
     words = [w.casefold() for w in _WORD.findall(clause)]
     for i, word in enumerate(words[:4]):
-        if word in _FIRST_PERSON and word not in _DETERMINERS:
-            return None  # the speaker opens the clause
+        if word in _FIRST_PERSON and word not in _DETERMINERS or _verb_form(word):
+            return None  # the speaker opens the clause, or a verb does ("Thinking about asking my boss ...")
         at = i + 1 if word in _DETERMINERS else i
         # "my sister", "my little sister", "our dog Max", "she"
         for j in range(at, min(at + 2, len(words))):
