@@ -296,6 +296,27 @@ SHAPES = [
     ("I'll paint the fence this weekend.", "User painted the fence", False, "ungrounded"),
     ("I'll paint the fence this weekend.", "User will paint the fence this weekend", True, ""),
     ("I painted the fence and will stain it next.", "User painted the fence", True, ""),
+    # everyday synonyms and broader words (data/fact_checks.yaml related / broader)
+    ("We rent a tiny flat near the station.", "User rents a small apartment", True, ""),
+    ("I play tennis twice a week.", "User plays a sport", True, ""),
+    ("I play tennis twice a week.", "User plays golf", False, "ungrounded"),
+    ("I'm learning Portuguese on my commute.", "User is learning a language", True, ""),
+    # a relative clause is about the one it follows
+    ("I have an aunt who runs a bakery in Lyon.", "User runs a bakery", False, "other_subject"),
+    ("I have an aunt who runs a bakery in Lyon.", "User's aunt runs a bakery in Lyon", True, ""),
+    ("My grandpa was the one who taught me to swim.", "User can swim", True, ""),
+    # a named doer must be in the clause that says the deed (or a pronoun that may stand for it there)
+    ("Priya will run the retro this week, Omar is out sick.", "Omar will run the retro", False, "other_subject"),
+    ("Priya will run the retro this week, Omar is out sick.", "Priya will run the retro this week", True, ""),
+    ("We hired Omar in May, he's joining the data team.", "Omar is joining the data team", True, ""),
+    ("We're staying on Node 18 for now; 20 breaks our build.", "Node 20 breaks Team's build", True, ""),
+    # a liking of what every clause naming it dislikes, a dislike of what they all like
+    ("Big Lakers fan, but I can't stand the Celtics.", "User is a Celtics fan", False, "ungrounded"),
+    ("Big Lakers fan, but I can't stand the Celtics.", "User dislikes the Lakers", False, "ungrounded"),
+    ("Big Lakers fan, but I can't stand the Celtics.", "User dislikes the Celtics", True, ""),
+    # a name said only negated is negated
+    ("Alerts go to Slack now, not email.", "Team's alerts go to Slack", True, ""),
+    ("Alerts go to Slack now, not Discord.", "Team's alerts go to Discord", False, "negation"),
 ]
 
 

@@ -236,6 +236,7 @@ class _SensesSpec(Spec):
     plan: list[Text] = []
     wish: list[Text] = []
     unrealised: list[Text] = []
+    relatives: list[Text] = []
     bounded: list[Text] = []
     durations: list[Text] = []
     possessives: list[Text] = []
@@ -348,7 +349,7 @@ def _places() -> tuple[Mapping[str, frozenset[str]], Mapping[str, Any]]:
 def _clause_rx(negation: NegationSpec | None) -> Any:
     """Where a clause ends: punctuation, a break word, or a break word that needs a new subject after it
     ("so I'm careful" ends a clause, "not so sure" does not)."""
-    parts = [r"[,;:.!?()\n\u2014]+|\s-\s"]
+    parts = [r"(?:[;:!?()\n\u2014]|\.(?!\d)|,(?!\d{3}))+|\s-\s"]  # not inside "3.12" or "1,000"
     if negation is not None and negation.clause_breaks:
         parts.append(_polarity(negation.clause_breaks).pattern)
     if negation is not None and negation.subject_breaks and negation.subjects:
@@ -380,6 +381,26 @@ def _split_joined(part: str) -> list[str]:
             out.append(part[start:m.start()])
             start = m.end()
     return [*out, part[start:]]
+
+
+@lru_cache(maxsize=1)
+def _relative_rx() -> Any:
+    return _polarity(_senses_spec().relatives)
+
+
+def _split_relative(part: str) -> list[tuple[str, str | None]]:
+    """``part`` cut before a relative word of data/fact_senses.yaml, the relative clause with the word it is about:
+    "I have a twin brother who lives in Australia" -> ("I have a twin brother", None), ("who lives in
+    Australia", "brother"). One said of the speaker ("I, who ...") or with the speaker in it ("she was the one who
+    taught me") is not cut: the clause checks read it whole."""
+    m = _relative_rx().search(part)
+    before = _WORD.findall(part[:m.start()]) if m is not None else []
+    if m is None or not before:
+        return [(part, None)]
+    antecedent = _POSSESSIVE.sub("", before[-1].casefold())
+    speaker = antecedent in _FIRST_PERSON or any(w.casefold() in _FIRST_PERSON and w.casefold() not in _DETERMINERS
+                                                 for w in _WORD.findall(part[m.end():]))
+    return [(part, None)] if speaker else [(part[:m.start()], None), (part[m.start():], antecedent)]
 
 
 def _polarity(words: list[str]) -> Any:
@@ -532,6 +553,28 @@ def _in_words(content: str, source: _Source, checks: _FactChecks) -> str:
     return content
 
 
+def _liking_turned(content: str, terms: list[str], source: _Source, checks: _FactChecks) -> str | None:
+    """What is wrong when the fact likes a thing that every clause of the source naming it dislikes ("User is a
+    Bears fan" from "I can't stand the Bears"), or dislikes what every such clause likes; None otherwise."""
+    if checks.positive is None or checks.negative is None:
+        return None
+    fact_dislikes = checks.negative.search(content) is not None
+    if not fact_dislikes and checks.positive.search(content) is None:
+        return None
+    liked = checks.praise or checks.positive
+    for t in terms:
+        having = [c.text for c in source.clauses(checks) if c.has_term(t, checks.related)]
+        if not having:
+            continue
+        dislike = [checks.negative.search(c) is not None for c in having]
+        like = [liked.search(checks.negative.sub(" ", c)) is not None for c in having]
+        if not fact_dislikes and all(d and not lk for d, lk in zip(dislike, like)):
+            return f"a liking of {t!r}, which the source dislikes"
+        if fact_dislikes and all(lk and not d for d, lk in zip(dislike, like)):
+            return f"a dislike of {t!r}, which the source likes"
+    return None
+
+
 def _liked_less(content: str, terms: list[str], source: _Source, checks: _FactChecks) -> str | None:
     """A liking of what the source likes less ("User prefers coffee" from "I prefer tea over coffee"): the term,
     or None. The fact's own "over ..." part is left out, so "User prefers tea over coffee" is no such liking."""
@@ -572,6 +615,7 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
     top = max(scores)
     if top == 0:
         return None
+    names = {_POSSESSIVE.sub("", m.group()).casefold() for m in _NAME.finditer(content) if m.start() > 0} - subjects
     fact_negated = checks.negation is not None and _negated(content, checks)
     if fact_negated and _negated_scope(content, clauses, checks):
         return None  # "Burger King is not User's dream job" from "it's not my dream job"
@@ -579,9 +623,15 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
         for t in terms:  # "User's dream job is ..." from "it's not my dream job" (not "User drinks tea" from
             # "I never drink coffee, just tea": a part of the fact, two of its words, must be said only negated)
             having = [c for c in clauses if c.has_term(t, checks.related, checks.phrases)]
-            if having and all(_negated(c.text, checks) and scores[clauses.index(c)] >= 2 for c in having):
+            # A name said only negated is negated on its own: "Team uses Opsgenie" from "PagerDuty now, not Opsgenie".
+            enough = 1 if t in names else 2
+            if having and all(_negated(c.text, checks) and scores[clauses.index(c)] >= enough for c in having):
                 return "negation", f"{t!r} only in a negated clause: {having[0].text!r}"
     best = [c for c, n in zip(clauses, scores) if n == top]
+    doer = _named_subject(content, terms, source)
+    if not about_speaker and doer is not None and not any(
+            any(c.has_term(d) or d in c.words for d in doer) or _PRONOUN_OPENS.match(c.text) for c in best):
+        return "other_subject", f"{doer[0]!r} is not in the clause that says it: {best[0].text!r}"
     fact_words = _Source(content, frozenset())
     senses = _senses()
     problem: tuple[str, str] | None = None
@@ -611,6 +661,27 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
             continue
         return None
     return problem
+
+
+def _named_subject(content: str, terms: list[str], source: _Source) -> list[str] | None:
+    """The fact's opening name, when its first word is one of the fact's terms and a name - a word the source writes
+    capitalised inside a sentence ("..., Tom is moving") - with the capitalised words and numbers that follow it
+    ("Python 3.12"), casefolded; else None. The clause that says the rest of the fact must name one of them too,
+    or open with a pronoun that may stand for it ("Tom owns the auth service" is not "Lena will own the auth
+    service, Tom is moving")."""
+    words = [m.group() for m in _WORD.finditer(content)]
+    if not words or words[0].casefold() not in terms:
+        return None
+    word = _POSSESSIVE.sub("", words[0])
+    inside = rf"(?<=[\p{{L}}\p{{N}},;'’\x22)]\s+){regex.escape(word)}(?![\p{{L}}\p{{N}}])"
+    if not word[:1].isupper() or regex.search(inside, source.text) is None:
+        return None
+    out = [word.casefold()]
+    for w in words[1:]:
+        if not (w[:1].isupper() or any(ch.isdigit() for ch in w)):
+            break
+        out.append(_POSSESSIVE.sub("", w).casefold())
+    return out
 
 
 def _unrealised(content: str, clause: str, senses: _Senses) -> bool:
@@ -766,6 +837,8 @@ def _swapped(content: str, terms: list[str], clause: _Source, checks: _FactCheck
     return first if between.has_term(first) else None
 
 
+# A clause opening with a pronoun of a third person may be about any name said before it ("he's moving to ...").
+_PRONOUN_OPENS = regex.compile(r"(?:he|she|they|he['’]s|she['’]s|they['’]re|they['’]ve)(?![\p{L}])", regex.IGNORECASE)
 _OBJECT_SPEAKER = frozenset({"me", "us", "myself"})
 _PASSIVE = frozenset({"was", "were", "is", "are", "got", "gets", "has", "have", "had", "been", "being"})
 
@@ -970,10 +1043,11 @@ class _Source:
         if self._clauses is None:
             self._clauses = []
             parts = checks.clause.split(self.text) if checks.clause is not None else [self.text]
-            for part in (piece for p in parts if p for piece in _split_joined(p)):
+            for part, antecedent in (cut for p in parts if p for piece in _split_joined(p)
+                                     for cut in _split_relative(piece)):
                 if part and part.strip():
                     clause = _Source(part.strip(), self.stopwords)
-                    clause.other = _other_subject(part, checks)
+                    clause.other = antecedent or _other_subject(part, checks)
                     if self._clauses and _bare_ended(clause.text):
                         self._clauses[-1].ended = True  # "I taught for years, but then I quit to travel"
                     self._clauses.append(clause)
@@ -1234,6 +1308,9 @@ def _fact_rejection(
     specific = _specifics_unsupported(said, source, checks, subjects)
     if specific is not None:
         return "ungrounded", "unsupported: " + specific, spans, grounded
+    turned_liking = _liking_turned(content, grounded, source, checks)
+    if turned_liking is not None:
+        return "ungrounded", f"unsupported: {turned_liking}", spans, grounded
     less = _liked_less(content, grounded, source, checks)
     if less is not None:
         return "ungrounded", f"unsupported: a liking of {less!r}, which the source likes less", spans, grounded
