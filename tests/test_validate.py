@@ -317,6 +317,18 @@ SHAPES = [
     # a name said only negated is negated
     ("Alerts go to Slack now, not email.", "Team's alerts go to Slack", True, ""),
     ("Alerts go to Slack now, not Discord.", "Team's alerts go to Discord", False, "negation"),
+    # "haven't ... since" says it ended then, not that it never was; the old side of a change ended
+    ("I haven't skied since college, my knees won't let me.", "User skied in college", True, ""),
+    ("I haven't skied since college, my knees won't let me.", "User used to ski", True, ""),
+    ("I haven't skied since college, my knees won't let me.", "User skis", False, "negation"),
+    ("We moved the wiki from Confluence to Notion last year.", "Team used to use Confluence", True, ""),
+    ("We moved the wiki from Confluence to Notion last year.", "Team used to use Notion", False, "negation"),
+    # the speaker's own thing in someone else's clause, the speaker's deed on someone else's thing
+    ("My roommate's been watering my plants while I travel.", "User has plants", True, ""),
+    ("My roommate's been watering my plants while I travel.", "User waters plants", False, "other_subject"),
+    ("I drive my sister's car to work most days.", "User drives a car to work", True, ""),
+    ("I drive my sister's car to work most days.", "User has a car", False, "other_subject"),
+    ("We moved to Leeds for my wife's job.", "User moved for their own job", False, "other_subject"),
 ]
 
 

@@ -230,6 +230,7 @@ class _SensesSpec(Spec):
 
     ended: list[Text]
     ended_states: list[Text] = []
+    ended_since: list[Text] = []
     purpose: list[Text] = []
     present: list[Text] = []
     onset: list[Text] = []
@@ -519,11 +520,23 @@ def _negated_liking(negation: str, liked: str) -> Any:
 
 
 def _negated(text: str, checks: _FactChecks) -> bool:
-    """Whether ``text`` negates (a dislike does not count: "can't stand" is a liking, checked as one)."""
+    """Whether ``text`` negates (a dislike does not count: "can't stand" is a liking, checked as one; nor does a
+    negation of data/fact_senses.yaml ``ended_since``: "haven't played since", checked as ended)."""
     if checks.negative is not None:
         text = checks.negative.sub(" ", text)
     text = _senses().ended_any.sub(" ", text)  # "no longer" says it ended (checked as such), not "no"
+    text = _ended_since_rx().sub(" ", text)
     return checks.negation.search(text) is not None
+
+
+@lru_cache(maxsize=1)
+def _ended_since_rx() -> Any:
+    """A negation and, at most five words on, a word of data/fact_senses.yaml ``ended_since``."""
+    words, checks = _senses_spec().ended_since, _fact_checks()
+    if not words or checks.negation is None:
+        return regex.compile("(?!)")
+    return regex.compile(rf"(?:{checks.negation.pattern})(?:\s+[\p{{L}}'’]+){{0,5}}?\s+(?:{_polarity(words).pattern})",
+                         regex.IGNORECASE)
 
 
 def _unframed(content: str, checks: _FactChecks) -> str:
@@ -628,6 +641,7 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
             if having and all(_negated(c.text, checks) and scores[clauses.index(c)] >= enough for c in having):
                 return "negation", f"{t!r} only in a negated clause: {having[0].text!r}"
     best = [c for c, n in zip(clauses, scores) if n == top]
+    replaced = any(_Source(old, frozenset()).has_term(t) for old, _ in source.changes() for t in terms)
     doer = _named_subject(content, terms, source)
     if not about_speaker and doer is not None and not any(
             any(c.has_term(d) or d in c.words for d in doer) or _PRONOUN_OPENS.match(c.text) for c in best):
@@ -639,7 +653,8 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
         other = clause.other if about_speaker else None
         # A fact may name the other one by a broader word: "User has a child" from "my daughter lost a tooth".
         if other is not None and not fact_words.has_term(other, checks.related) and not any(
-                _Source(other, frozenset()).has_term(t, checks.related) for t in terms):
+                _Source(other, frozenset()).has_term(t, checks.related) for t in terms) \
+                and not _speakers_own(terms, clause):
             problem = problem or ("other_subject", f"said of {other!r}: {clause.text!r}")
             continue
         if about_speaker and (swapped := _swapped(content, terms, clause, checks)) is not None:
@@ -648,7 +663,7 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
         if checks.negation is not None and fact_negated != _negated(clause.text, checks):
             problem = problem or ("negation", f"negation differs from {clause.text!r}")
             continue
-        ended = _ended_differs(content, clause, senses)
+        ended = _ended_differs(content, clause, senses, replaced)
         if ended is not None:
             problem = problem or ("negation", f"{ended}: {clause.text!r}")
             continue
@@ -803,17 +818,19 @@ def _inflected(word: str, tag: str) -> bool:
     return word in _word_forms()[3]
 
 
-def _ended_differs(content: str, clause: _Source, senses: _Senses) -> str | None:
+def _ended_differs(content: str, clause: _Source, senses: _Senses, replaced: bool = False) -> str | None:
     """What is wrong when the fact and its clause disagree on whether it ended ("User has a dog" from "I used to
-    have a dog", "User started smoking" from "I quit smoking", "User no longer smokes" from "I smoke")."""
-    fact_ended = senses.ended.search(content) is not None
-    clause_ended = clause.ended or senses.ended.search(clause.text) is not None
+    have a dog", "User started smoking" from "I quit smoking", "User no longer smokes" from "I smoke").
+    ``replaced``: the source has what the fact says ended as the old side of a change ("from MySQL to Postgres")."""
+    since = _ended_since_rx()
+    fact_ended = senses.ended.search(content) is not None or since.search(content) is not None
+    clause_ended = clause.ended or senses.ended.search(clause.text) is not None or since.search(clause.text) is not None
     if clause_ended and not fact_ended:
         if senses.onset.search(content):
             return "begun in the fact, ended in the source"
         if _tense(content, senses)[0]:
             return "holds now in the fact, ended in the source"
-    if fact_ended and not clause_ended and not (
+    if fact_ended and not clause_ended and not replaced and not (
             _tense(clause.text, senses)[1] and (senses.bounded.search(clause.text) or senses.duration.search(clause.text))):
         return "ended in the fact, not in the source"
     return None
@@ -864,6 +881,25 @@ def _opening_other(words: list[str], checks: _FactChecks) -> int | None:
     return None
 
 
+def _speakers_own(terms: list[str], clause: _Source) -> bool:
+    """Whether every term of the fact that ``clause`` has is the speaker's there ("my fish" of "My neighbor's been
+    feeding my fish": "User has fish"; not "feeding", so not "User feeds fish")."""
+    words = [w.casefold() for w in _WORD.findall(clause.text)]
+    found = False
+    for t in terms:
+        keys = _keys(t)
+        at = [i for i, w in enumerate(words) if w == t or not keys.isdisjoint(_keys(w))]
+        if not at:
+            continue
+        found = True
+        if not all(any(words[j] in _SPEAKERS_OWN for j in range(max(0, i - 2), i)) for i in at):
+            return False
+    return found
+
+
+_SPEAKERS_OWN = frozenset({"my", "our"})
+
+
 def _given_to_other(content: str, terms: list[str], source: _Source, checks: _FactChecks) -> str | None:
     """A word of a speaker fact that the source has only as someone else's ("her triplets"), when the fact names
     no one else; else None."""
@@ -878,9 +914,30 @@ def _given_to_other(content: str, terms: list[str], source: _Source, checks: _Fa
         keys = _keys(term)
         at = [i for i, w in enumerate(words) if w == term or not keys.isdisjoint(_keys(w))]
         if at and all(i > 0 and (words[i - 1] in senses.possessives or _POSSESSIVE.search(words[i - 1])
-                                  and _POSSESSIVE.sub("", words[i - 1]) in checks.others) for i in at):
+                                  and _POSSESSIVE.sub("", words[i - 1]) in checks.others) for i in at) \
+                and (_theirs(content, term) or not _speakers_deed(term, terms, source, checks)):
             return term
     return None
+
+
+def _theirs(content: str, term: str) -> bool:
+    """Whether the fact gives ``term`` to the user ("their own job"), which the source gives to someone else."""
+    words = [w.casefold() for w in _WORD.findall(content)]
+    keys = _keys(term)
+    return any(not keys.isdisjoint(_keys(w)) and "their" in words[max(0, i - 3):i] for i, w in enumerate(words))
+
+
+def _speakers_deed(term: str, terms: list[str], source: _Source, checks: _FactChecks) -> bool:
+    """Whether a clause that the speaker opens has ``term`` with another of the fact's terms: the fact is then the
+    speaker's deed on the other one's thing ("I coach my daughter's soccer team": "User coaches soccer"; not "I'm
+    babysitting my neighbor's twins": "User has twins", whose only term is the twins)."""
+    rest = [t for t in terms if t != term]
+    for clause in source.clauses(checks):
+        first = _WORD.match(clause.text)
+        if first is not None and first.group().casefold() in _FIRST_PERSON - _DETERMINERS and clause.has_term(term) \
+                and any(clause.has_term(t, checks.related) for t in rest):
+            return True
+    return False
 
 
 def _periods(text: str, said_at: datetime) -> list[tuple[datetime, datetime]]:
