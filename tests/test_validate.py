@@ -329,6 +329,13 @@ SHAPES = [
     ("I drive my sister's car to work most days.", "User drives a car to work", True, ""),
     ("I drive my sister's car to work most days.", "User has a car", False, "other_subject"),
     ("We moved to Leeds for my wife's job.", "User moved for their own job", False, "other_subject"),
+    # light words: a problem, a role, a place, times carry no claim beside the words they frame
+    ("My laptop keeps overheating, the fan is shot.", "User's laptop has an overheating problem", True, ""),
+    ("I'm head chef now at the new bistro.", "User's new role is head chef", True, ""),
+    ("Two tries but I finally passed the bar.", "User took the bar two times", True, ""),
+    ("Two tries but I finally passed the bar.", "User took the bar three times", False, "ungrounded"),
+    # talking with someone is an event of the world; talking to the assistant is about this chat
+    ("Ran into my old coach Rita, we talked for an hour.", "User talked with Rita for an hour", True, ""),
 ]
 
 
@@ -338,3 +345,9 @@ def test_stop_36_shapes(turn: str, content: str, kept: bool, reason: str) -> Non
     assert passed == kept, explain
     if not kept:
         assert explain[0][1] == reason, explain
+
+
+def test_talking_with_someone_is_no_talk_about_this_chat() -> None:
+    trivial = validate._trivial_rx()
+    assert trivial.search("User talked about their weekend") and trivial.search("User talked to the assistant")
+    assert not trivial.search("User talked with Rita for an hour") and not trivial.search("User talks to their mom daily")
