@@ -336,6 +336,17 @@ SHAPES = [
     ("Two tries but I finally passed the bar.", "User took the bar three times", False, "ungrounded"),
     # talking with someone is an event of the world; talking to the assistant is about this chat
     ("Ran into my old coach Rita, we talked for an hour.", "User talked with Rita for an hour", True, ""),
+    # a hedge negates nothing of what follows it
+    ("I'm not sure why baking bread calms me down so much.", "Baking bread calms User down", True, ""),
+    ("I'm not sure why baking bread calms me down so much.", "User does not bake bread", False, "negation"),
+    # "least favorite" is a dislike
+    ("My least favorite chore is ironing shirts.", "User dislikes ironing shirts", True, ""),
+    ("My least favorite chore is ironing shirts.", "User loves ironing shirts", False, "ungrounded"),
+    # a hyphenated compound is its joined word too; "part of" is joining
+    ("I'm now part of the search-and-rescue team up north.", "User joined the search-and-rescue team", True, ""),
+    ("Guess what, I'm a part-timer at the library now.", "User is a parttimer at the library", True, ""),
+    # what a verb opens is the speaker's deed, even on someone else's things
+    ("Busy week - coaching kids on their free throws at the gym.", "User coaches kids on free throws", True, ""),
 ]
 
 

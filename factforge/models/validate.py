@@ -103,6 +103,7 @@ _SUFFIXES = ("ations", "ation", "ings", "ing", "ers", "ied", "ies", "ed", "er", 
 # A sentence or line of the source; the best-matching one becomes a fact's span.
 _SENTENCE = regex.compile(r"[^\n.!?。！？]+[.!?。！？]*")
 _LABEL_OK = regex.compile(r"[a-z][a-z0-9_]*")
+_HYPHENATED = regex.compile(r"\p{L}+(?:-\p{L}+)+")
 
 
 
@@ -152,6 +153,7 @@ class _FactChecks:
     # A phrase of a related group written in a fact stands for the group's first word ("passed away" -> "die").
     fact_phrases: Any = None
     phrase_heads: Mapping[str, str] = field(default_factory=dict)
+    hedges: Any = None  # regex: phrases with a negation word that negate nothing ("not sure")
 
 
 def _cues(category: str, spec: CuesSpec, problems: Problems) -> tuple[frozenset[str], tuple[Any, ...]]:
@@ -222,7 +224,8 @@ def _fact_checks() -> _FactChecks:
                        _polarity(polarity.contrast) if polarity.contrast else None,
                        {k: _polarity(v) for k, v in phrases.items() if v},
                        _polarity([w for w in grounding.light if " " in w.strip()]),
-                       _polarity(list(heads)) if heads else None, heads)
+                       _polarity(list(heads)) if heads else None, heads,
+                       _polarity(negation.hedges) if negation is not None and negation.hedges else None)
 
 
 class _SensesSpec(Spec):
@@ -526,6 +529,8 @@ def _negated(text: str, checks: _FactChecks) -> bool:
         text = checks.negative.sub(" ", text)
     text = _senses().ended_any.sub(" ", text)  # "no longer" says it ended (checked as such), not "no"
     text = _ended_since_rx().sub(" ", text)
+    if checks.hedges is not None:
+        text = checks.hedges.sub(" ", text)
     return checks.negation.search(text) is not None
 
 
@@ -928,13 +933,14 @@ def _theirs(content: str, term: str) -> bool:
 
 
 def _speakers_deed(term: str, terms: list[str], source: _Source, checks: _FactChecks) -> bool:
-    """Whether a clause that the speaker opens has ``term`` with another of the fact's terms: the fact is then the
-    speaker's deed on the other one's thing ("I coach my daughter's soccer team": "User coaches soccer"; not "I'm
+    """Whether a clause that the speaker or a verb opens ("helping people with their ...") has ``term`` with another
+    of the fact's terms: the fact is then the speaker's deed on the other one's thing ("I coach my daughter's soccer team": "User coaches soccer"; not "I'm
     babysitting my neighbor's twins": "User has twins", whose only term is the twins)."""
     rest = [t for t in terms if t != term]
     for clause in source.clauses(checks):
         first = _WORD.match(clause.text)
-        if first is not None and first.group().casefold() in _FIRST_PERSON - _DETERMINERS and clause.has_term(term) \
+        opener = first.group().casefold() if first is not None else ""
+        if (opener in _FIRST_PERSON - _DETERMINERS or _verb_form(opener)) and clause.has_term(term) \
                 and any(clause.has_term(t, checks.related) for t in rest):
             return True
     return False
@@ -1068,6 +1074,8 @@ class _Source:
         self.stems: set[str] = set()
         for w in _LETTERS.findall(text):
             self.stems |= _keys(w.casefold())
+        for w in _HYPHENATED.findall(text):  # "fire-fighting" as "firefighting" too: "firefighter"
+            self.stems |= _keys(w.replace("-", "").casefold())
         self.stopwords = stopwords
         self._numbers: set[str] | None = None
         self._clauses: list[_Source] | None = None
