@@ -347,6 +347,17 @@ SHAPES = [
     ("Guess what, I'm a part-timer at the library now.", "User is a parttimer at the library", True, ""),
     # what a verb opens is the speaker's deed, even on someone else's things
     ("Busy week - coaching kids on their free throws at the gym.", "User coaches kids on free throws", True, ""),
+    # more ways to say a change: "off X to Y", "picked Y over X", "drop X and move to Y"
+    ("The app is moving off Heroku to Fly this month.", "The app is moving from Fly to Heroku", False, "ungrounded"),
+    ("The app is moving off Heroku to Fly this month.", "The app is moving from Heroku to Fly", True, ""),
+    ("We picked Svelte over Vue for the dashboard.", "Team chose Vue over Svelte", False, "ungrounded"),
+    ("We picked Svelte over Vue for the dashboard.", "Team chose Svelte over Vue", True, ""),
+    ("We'll drop Travis and move builds to Buildkite.", "Team will move builds from Buildkite to Travis", False,
+     "ungrounded"),
+    # a word of letters and digits is said as written (spaces between its runs allowed)
+    ("The p95 latency of checkout is 300 ms.", "Checkout's p99 latency is 300 ms", False, "ungrounded"),
+    ("The p95 latency of checkout is 300 ms.", "Checkout's p95 latency is 300ms", True, ""),
+    ("Standup moved to 10 am on Mondays.", "Standup is at 10am on Mondays", True, ""),
 ]
 
 

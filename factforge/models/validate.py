@@ -491,6 +491,11 @@ def _numbers(text: str, checks: _FactChecks) -> set[str]:
 
 
 _NAME = regex.compile(r"(?<![\p{L}\p{N}'’])\p{Lu}[\p{L}\p{N}-]*")
+# A word of letters and digits ("p99", "v2", "t3.medium", "Q3"), and its letter / digit runs; the source must have it,
+# spaces between the runs allowed ("2 pm" for "2pm").
+_CODE = regex.compile(r"(?<![\p{L}\p{N}])(?=[\p{L}\p{N}.]*\p{L})(?=[\p{L}\p{N}.]*\p{N})[\p{L}\p{N}]+(?:\.[\p{L}\p{N}]+)*")
+_CODE_PARTS = regex.compile(r"\p{L}+|\p{N}+|\.")
+_CODE_SAID = r"(?<![\p{{L}}\p{{N}}]){}(?![\p{{L}}\p{{N}}])"
 _POSSESSIVE = regex.compile(r"['’]s$")
 
 
@@ -499,6 +504,10 @@ def _specifics_unsupported(content: str, source: _Source, checks: _FactChecks, s
     missing = sorted(_numbers(content, checks) - source.numbers(checks))
     if missing:
         return "number " + ", ".join(missing)
+    for m in _CODE.finditer(content):  # "p50", "v2", "t3.medium": letters and digits, said as written
+        if not regex.search(_CODE_SAID.format(r"\s*".join(regex.escape(p) for p in _CODE_PARTS.findall(m.group()))),
+                            source.text, regex.IGNORECASE):
+            return f"name {m.group()}"
     for m in _NAME.finditer(content):
         if m.start() == 0:
             continue  # the first word is capitalised anyway
