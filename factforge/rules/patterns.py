@@ -366,9 +366,7 @@ class PatternLibrary:
         if not rule.allow_questions and sentences.is_question(start, end) and not self._statement_before_break(
                 m.string, m.end(), end):
             return []
-        if rule.blockers is not None and rule.blockers.search(
-            m.string, self._clause_start(m.string, start, m.start(), end), max(start, m.start())
-        ):
+        if rule.blockers is not None and self._blocked(rule.blockers, m.string, start, m.start(), end):
             return []
         # A rule without its own time slot is dated by a time expression anywhere in its sentence. In an
         # event (category temporal) a relative one is cut out of the slots so the stored text does not go
@@ -482,6 +480,19 @@ class PatternLibrary:
             return own_time(lambda timeout: breaks.search(text, pos, end, timeout=timeout)) is not None
         except TimeoutError:
             return False  # unsure: the whole sentence counts as a question, as before
+
+    def _blocked(self, blockers: regex.Pattern[str], text: str, start: int, pos: int, end: int) -> bool:
+        """Whether a blocker occurs in the clause before a match at ``pos`` (its sentence is ``text[start:end]``).
+
+        The sentence before the match is searched first: a search from a later position tries a subset of the same
+        positions (a look-behind reads the text before ``pos`` either way), so when the sentence holds no blocker
+        neither does the clause, and where the clause starts (a scan for clause breaks) is not worked out."""
+        stop = max(start, pos)
+        found = blockers.search(text, start, stop)
+        if found is None:
+            return False
+        clause = self._clause_start(text, start, pos, end)
+        return found.start() >= clause or blockers.search(text, clause, stop) is not None
 
     def _clause_start(self, text: str, start: int, pos: int, end: int) -> int:
         """Where the clause holding ``pos`` starts (a blocker before it belongs to another clause), in the sentence
