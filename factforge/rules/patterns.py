@@ -31,7 +31,7 @@ from typing import Any, cast
 
 import regex
 
-from .literals import clause_checks, meets, required
+from .literals import Branches, clause_checks, meets, required
 from .rulefile import (Problems, compile_regex, compiled_once, default_patterns_dir, grammar_words, keyword_automaton,
                        own_time, read_yaml, remember, safe_finditer, verified_folder, yaml_files)
 from .ner import FILE_NAME as ENTITIES_FILE, EntityRecognizer
@@ -262,6 +262,14 @@ class PatternLibrary:
     # Rendered content -> whether it is broken (``broken_ending``, ``broken_start``, ``broken_content``): long
     # regexes, ~45 us a fact, and a third of the facts say what another message said before ("User likes hiking").
     broken_cache: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # ``broken_content`` and ``dangling_inside`` as the yes/no checks they are, run part by part (derived).
+    broken_parts: Branches | None = field(default=None, init=False, repr=False, compare=False)
+    dangling_parts: Branches | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name, rx in (("broken_parts", self.broken_content), ("dangling_parts", self.dangling_inside)):
+            if rx is not None:
+                object.__setattr__(self, name, Branches(rx))
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> PatternLibrary:
@@ -433,7 +441,7 @@ class PatternLibrary:
         for v in values:
             found = cache.get(v)
             if found is None:
-                end, inside, begin = self.dangling_ref, self.dangling_inside, self.dangling_start
+                end, inside, begin = self.dangling_ref, self.dangling_parts, self.dangling_start
                 found = bool((end is not None and end.match(v)) or (begin is not None and begin.match(v))
                              or (inside is not None and inside.search(v)))
                 remember(cache, v, found)
@@ -448,7 +456,7 @@ class PatternLibrary:
         if found is None:
             found = bool((self.broken_ending is not None and self.broken_ending.match(content)) or (
                 self.broken_start is not None and self.broken_start.match(content)) or (
-                self.broken_content is not None and self.broken_content.search(content)))
+                self.broken_parts is not None and self.broken_parts.search(content)))
             remember(self.broken_cache, content, found)
         return found
 
