@@ -242,6 +242,16 @@ def vector_index_ddl(table: str, dim: int, ef_construction: int = GRAPH_EF_CONST
             private_index_ddl(table, dim)]
 
 
+def vector_storage_ddl(table: str) -> str:
+    """The statement that keeps ``table``'s vectors in their rows (migration 0022): pgvector's types are ``STORAGE
+    EXTERNAL``, so a fact of ~2.2 KB had its vector in the TOAST table, and the exact read of an agent's private
+    facts fetched every one through the TOAST index (~900 facts: 2,788 instead of 288 buffers, 1.5 instead of
+    0.5 ms). Remaking the column (a new dimension) resets its storage to the type's: state it again after."""
+    if table not in _PRIVATE_COVER:
+        raise ValidationError(f"no vectors in table {table!r}")
+    return f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE MAIN"
+
+
 # The condition every read of an agent's private rows states, per table (an episode is a turn with words): the
 # covering index's and the agent graphs' (factforge.storage.graphs) conditions, which the planner proves from it.
 PRIVATE_ROWS = {"facts": "visibility = 'private'", "turns": "visibility = 'private' AND tsv IS NOT NULL"}
