@@ -640,8 +640,12 @@ def _ids(name: str) -> str:
     PostgreSQL planned the prepared statement anew on every search, never settling on its generic plan
     (bench_api, 8 clients: the three lookups planned 3,096 times in 2,458 searches, an eighth of search's time
     in PostgreSQL; 116 times in 1,179 searches with this). Through an InitPlan the array is unknown to both plans
-    alike, and after five runs the generic plan is kept: the same plan (the unique index), not planned again."""
-    return f"CAST((SELECT %({name})s::uuid[]) AS uuid[])"
+    alike, and after five runs the generic plan is kept: the same plan (the unique index), not planned again.
+
+    Sent in binary (``%b``, 16 bytes an id): in text, psycopg ran a regex over each id (does it need quotes?) and
+    PostgreSQL parsed it; with 70 ids a lookup cost 140 us of Python and 60 us of PostgreSQL CPU so, 50 and 20-27
+    us in binary."""
+    return f"CAST((SELECT %({name})b::uuid[]) AS uuid[])"
 
 
 def _links(conn: Any, order: Sequence[UUID], kind_of: dict[UUID, str]) -> dict[UUID, set[UUID]]:
