@@ -280,3 +280,41 @@ def test_0021_computes_the_same_scoped_tsvector_without_a_subquery_and_goes_back
         assert "fact_terms_scoped_gin" in plan
         assert conn.execute("SELECT count(*) FROM fact_terms WHERE factforge_scoped_tsv(tsv, visibility, team_id, "
                             "agent_id) @@ %s::tsquery", (key,)).fetchone() == (1,)
+
+
+def _vectors_inline(url: str) -> tuple[dict[str, str], list[bool]]:
+    """Each table's storage of its vectors, and for each fact (in content order) whether its vector is in its row."""
+    with psycopg.connect(db.conninfo(url)) as conn:
+        storage = dict(conn.execute("SELECT attrelid::regclass::text, attstorage FROM pg_attribute "
+                                    "WHERE attname = 'embedding' AND attrelid IN ('facts'::regclass, 'turns'::regclass)"
+                                    ).fetchall())
+        inline = [r[0] for r in conn.execute("SELECT pg_column_toast_chunk_id(embedding) IS NULL FROM facts "
+                                             "ORDER BY content").fetchall()]
+    return storage, inline
+
+
+def _insert_wide_fact(url: str, dim: int, content: str) -> None:
+    """A fact over 2 KB: its vector, and ~1,500 bytes of text that does not compress (hex digits)."""
+    with psycopg.connect(db.conninfo(url)) as conn:
+        conn.execute("INSERT INTO facts (content, category, confidence, extraction_method, agent_id, team_id, "
+                     "visibility, content_hash, embedding) VALUES (%s || (SELECT string_agg(md5(%s || i), '') "
+                     "FROM generate_series(1, 47) i), 'other', 0.9, 'pattern', 'a', 't', 'private', %s, %s::vector)",
+                     (content, content, content, str([0.1] * dim)))
+
+
+def test_0022_keeps_the_vectors_in_their_rows_and_goes_back(fresh_cluster: str, tmp_path: Path) -> None:
+    """Head: facts' and episodes' vectors are STORAGE MAIN, so a wide fact's vector stays in its row (its other
+    text goes to TOAST); back at 0021: pgvector's EXTERNAL, a wide fact's vector out of line; and up again,
+    where the fact written meanwhile keeps its vector where it was until rewritten (VACUUM FULL)."""
+    url, settings = _new_database(fresh_cluster, "ffinline", tmp_path)
+    db.upgrade(url, settings)
+    _insert_wide_fact(url, settings.embed_dim, "a")
+    assert _vectors_inline(url) == ({"facts": "m", "turns": "m"}, [True])
+    db.downgrade(url, "0021")
+    _insert_wide_fact(url, settings.embed_dim, "b")
+    assert _vectors_inline(url) == ({"facts": "e", "turns": "e"}, [True, False])
+    db.upgrade(url, settings)
+    assert _vectors_inline(url) == ({"facts": "m", "turns": "m"}, [True, False])
+    with psycopg.connect(db.conninfo(url), autocommit=True) as conn:
+        conn.execute("VACUUM FULL facts")
+    assert _vectors_inline(url)[1] == [True, True]

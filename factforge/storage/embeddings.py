@@ -11,7 +11,7 @@ from uuid import UUID
 from ..errors import ValidationError
 from ..settings import get_settings
 from .graphs import AGENT_GRAPH_MIN_ROWS, GraphBuild, build_agent_graphs, drop_agent_graphs
-from .search import vector_index_ddl
+from .search import vector_index_ddl, vector_storage_ddl
 
 if TYPE_CHECKING:
     from .store import Store
@@ -81,6 +81,7 @@ def reset_embedding_column(store: Store, dim: int, model: str) -> int:
                 drop_agent_graphs(conn.exec_driver_sql, table)
                 conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) "
                                      "USING NULL")
+                conn.exec_driver_sql(vector_storage_ddl(table))  # the new type's storage was pgvector's
                 conn.exec_driver_sql(f"UPDATE {table} SET embedding_model = NULL")
                 for ddl in vector_index_ddl(table, dim):
                     conn.exec_driver_sql(ddl)
