@@ -20,7 +20,7 @@ answering each call after --llm-ms; prints items/s and checks every item was don
 
     .venv/bin/python bench/bench_api.py [--clients 1,8,32] [--seconds 10] [--requests 3000] [--embedder local|none]
                                         [--embed-in api|worker] [--embed-workers 1]
-                                        [--serve-workers N] [--statements] [--workers 1,2,4] [--items 200] [--llm-ms 50] [--skip-api|--skip-workers]
+                                        [--serve-workers N] [--phases remember,search] [--statements] [--workers 1,2,4] [--items 200] [--llm-ms 50] [--skip-api|--skip-workers]
 """
 
 from __future__ import annotations
@@ -288,6 +288,8 @@ def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
                 ("search new", lambda i, c: ("POST", "/v1/search",
                                              {"query": " ".join(rng.sample(words, 3)), "k": 10})),
             ):
+                if args.phases and phase not in args.phases:
+                    continue
                 pids = (proc.pid, server.get_pid(), *(e.pid for e in embedders))
                 settle(*pids)  # the last phase's episodes embedded and stored first
                 load_before = os.getloadavg()[0]
@@ -391,6 +393,8 @@ def main() -> None:
                    help="FACTFORGE_EMBED_IN of the server; worker: --embed-workers `factforge worker`s embed beside it")
     p.add_argument("--embed-workers", type=int, default=1, help="with --embed-in worker: how many (default 1)")
     p.add_argument("--serve-workers", type=int, help="factforge serve --workers N (default: serve's, one per core)")
+    p.add_argument("--phases", type=lambda s: s.split(","), help="only these API phases (healthz,remember,search,"
+                   "search new); default all")
     p.add_argument("--statements", action="store_true", help="list the statements of one library remember")
     p.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
     p.add_argument("--items", type=int, default=200)
