@@ -140,9 +140,9 @@ def test_backfill_then_reset_to_another_dimension(db_url: str, tmp_path: Path) -
             # the graph is remade for the new dimension, as search walks it (migration 0013's expression)
             assert [r[0] for r in conn.execute("SELECT indexdef FROM pg_indexes WHERE indexdef LIKE '%hnsw%' "
                                                "AND tablename = 'facts'")] == [
-                "CREATE INDEX facts_embedding_shared_hnsw ON public.facts USING hnsw "
-                "(((embedding)::halfvec(768)) halfvec_cosine_ops) WITH (m='16', ef_construction='128') "
-                "WHERE (visibility <> 'private'::text)"]
+                "CREATE INDEX facts_embedding_global_hnsw ON public.facts USING hnsw "
+                "(((embedding)::halfvec(768)) halfvec_cosine_ops) WITH (m='16', ef_construction='400') "
+                "WHERE (visibility = 'global'::text)"]
             # 768 numbers do not fit a btree entry beside the agent: the agent's index holds the agent only
             assert "INCLUDE" not in conn.execute("SELECT indexdef FROM pg_indexes "
                                                  "WHERE indexname = 'facts_private_agent_idx'").fetchone()[0]
