@@ -35,17 +35,19 @@ RRF_K = 60
 MODES = ("hybrid", "vector", "bm25")
 KINDS = ("fact", "episode")
 MAX_K = 1000  # the most hits one search returns
-# The shared graph's candidate list (hnsw.ef_search) by default grows with the graph: one candidate per
-# EF_SEARCH_ROWS rows in it (the index's pg_class.reltuples, read in the query's own message), at least
-# EF_SEARCH_MIN, at most pgvector's largest. Recall@10 under a scope (bench/bench_search.py data, by id): at
-# 100k facts (~43k shared) 0.982 at 400 and 0.986 at 1000, vector p50 6.0-7.7 vs 9.6-9.7 ms (load 1-2); at 1M
-# facts (426k shared) + 1M episodes 0.86 at 400 and 0.954 at 1000 (0.97 by distance), so 1000 is needed there
-# and costs ~3 ms for nothing at 100k. Episodes are mostly private: their shared graph at 1M + 1M holds 100k
-# rows, and 400 candidates (by the table's size it was 1000).
+# The candidate list (hnsw.ef_search) of the global and team graphs by default grows with the global graph: one
+# candidate per EF_SEARCH_ROWS rows in it (the index's pg_class.reltuples, read in the query's own message), at
+# least EF_SEARCH_MIN, at most pgvector's largest. Before migration 0022 one shared graph held every team's rows
+# and the global ones, and a caller's scope was ~30% of it at 100k facts, ~25% at 1M: there recall@10 under a
+# scope was 0.86 at 400 and 0.954 at 1000 (by id), so 1000 was needed. Every graph now holds rows the caller may
+# see only, and these rows repeat the same sentences with small differences (near-duplicate vectors): at 1M facts
+# (bench_search data, 100 questions, private rows exact) recall@10 by id / distance with the team's and the
+# global graph at 400 is 0.958 / 0.973 (600: 0.971 / 0.986); a team graph alone (35k rows) 0.918 at 200, 0.995
+# at 400. An agent's graph is walked in a statement of its own, with AGENT_GRAPH_EF_SEARCH (graphs.py).
 EF_SEARCH_MIN = 400
 EF_SEARCH_ROWS = 400
 MAX_EF_SEARCH = 1000
-EF_SEARCH = None  # search()'s default: by the shared graph's size, as above
+EF_SEARCH = None  # search()'s default: by the global graph's size, as above
 # How search() fuses the rank lists of the kinds (LoCoMo dev, conversation 1, evidence recall@10 LLM off:
 # calibrated 0.71, per-kind 0.68, joint 0.59; see bench/eval_locomo.py):
 # - calibrated: RRF over each kind's vector and BM25 lists, a kind's rank scaled by (all documents / that kind's
@@ -235,7 +237,8 @@ def graph_sql(table: str, kind: str, where: str, params: dict[str, Any], dim: in
 COVERED_MAX_DIM = 512
 
 
-# The shared graph's build-time candidate list (migration 0015; pgvector's default is 64). At 1M facts + 1M
+# The agents' and teams' graphs' build-time candidate list; the shared graph's before migration 0022 (0015;
+# pgvector's default is 64). At 1M facts + 1M
 # episodes, recall@10 under a scope by distance (200 queries): 0.856 -> 0.905 at ef_search 400, 0.915 -> 0.969
 # at 1000, the statement no slower; a build takes longer (312 s for the 1M facts' shared rows at load ~15).
 # 112 was measured in stop 35 (5.5% fewer buffer accesses per insert, recall@10 at 100k unchanged) and not taken:
@@ -293,7 +296,7 @@ def private_index_ddl(table: str, dim: int) -> str:
 
 def ef_search_sql(table: str, ef_search: int | None, n: int) -> str:
     """The statement that sets ``hnsw.ef_search`` for the rest of its transaction: ``ef_search``, or by default
-    by the size of ``table``'s shared graph (see :data:`EF_SEARCH_ROWS`); never below ``n`` (past the candidate
+    by the size of ``table``'s global graph (see :data:`EF_SEARCH_ROWS`); never below ``n`` (past the candidate
     list the iterative scan goes on for more rows) nor above pgvector's largest."""
     return f"SELECT set_config('hnsw.ef_search', {_ef_search_value(table, ef_search, n)}, true); "
 
@@ -447,11 +450,10 @@ def search(
     ``max_distance``: vector neighbours farther than this (cosine distance) that BM25 did not find are left
     out, so fewer, better facts come back; "auto" is ``LOCAL_MAX_DISTANCE`` for the local embedder, else none.
 
-    ``ef_search``: the HNSW candidate list of the shared graph (the caller's private rows are read exactly);
-    None: by the table's size, one per :data:`EF_SEARCH_ROWS` rows, 400 to 1000. The caller's team and global
-    rows are ~30% of that graph; at 100k facts (bench/bench_search.py data), recall@10 under a scope is 0.932
-    at 100, 0.960 at 200, 0.973 at 300 and 0.986 at 400, for 0.8 -> 2.7 ms; at 1M facts + 1M episodes 0.86 at
-    400 and 0.95 at 1000 (the most pgvector allows).
+    ``ef_search``: the HNSW candidate list of every graph walked (the global one, the team's and the agent's);
+    None: the global and team graphs by the global graph's size, one per :data:`EF_SEARCH_ROWS` rows, 400 to
+    1000, and an agent's graph :data:`~factforge.storage.graphs.AGENT_GRAPH_EF_SEARCH`. At 1M facts
+    (bench/bench_search.py data) recall@10 under a scope is 0.958 by id at 400 (see :data:`EF_SEARCH_MIN`).
 
     ``source`` is a :class:`~factforge.store.Store` (its pooled connections are reused: no connection
     set-up per query) or a database URL (one connection for this call). ``kinds``: "fact", "episode" or both
