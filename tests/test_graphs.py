@@ -267,13 +267,19 @@ def _exact_for(db_url: str, query: np.ndarray, agent: str, team: str, k: int) ->
 
 
 @pytest.fixture
-def teams(store: Store) -> Store:
-    """The store above, plus 40 team facts of t2 (by a3) and 40 global facts, all with vectors."""
+def teams(store: Store, db_url: str) -> Store:
+    """The store above, plus 40 team facts of t2 (by a3), 40 global facts and 40 team episodes of t2, all with
+    vectors."""
     rng = np.random.default_rng(23)
     for i, scope in ((4, Scope("a3", "t2", "team")), (5, Scope("a3", "t2", "global"))):
         store.save([_fact(f"Team uses service {i}-{j}") for j in range(40)], scope, Provenance(f"g{i}"))
     rows = store.facts_without_embedding(1000)
     store.set_embeddings([(fid, v.tolist()) for (fid, _), v in zip(rows, _unit(rng, len(rows)))], "fixed")
+    with psycopg.connect(conninfo(db_url)) as conn:
+        for j, v in enumerate(_unit(rng, 40)):
+            conn.execute("INSERT INTO turns (key, agent_id, team_id, user_message, visibility, embedding) "
+                         "VALUES (%s, 'a3', 't2', %s, 'team', %s::vector)",
+                         (f"t{j}", f"the team runs job {j}", str(v.tolist())))
     return store
 
 
@@ -283,9 +289,9 @@ def test_teams_over_the_threshold_get_a_graph_each_and_a_caller_walks_its_own_te
     never the other team's, and answers as the exact read of everything the caller may see."""
     assert teams.build_graphs(min_rows=1000, team_min_rows=41) == []
     built = teams.build_graphs(min_rows=1000, team_min_rows=40)
-    assert sorted((b.table, b.kind, b.owner, b.rows) for b in built) == [("facts", "team", "t1", 40),
-                                                                           ("facts", "team", "t2", 40)]
-    assert teams.stats()["team_graphs"] == {"facts": 2, "turns": 0}
+    assert sorted((b.table, b.kind, b.owner, b.rows) for b in built) == [
+        ("facts", "team", "t1", 40), ("facts", "team", "t2", 40), ("turns", "team", "t2", 40)]
+    assert teams.stats()["team_graphs"] == {"facts": 2, "turns": 1}
     assert teams.stats()["agent_graphs"] == {"facts": 0, "turns": 0}
     with psycopg.connect(conninfo(db_url)) as conn:
         assert graph_candidates(conn, "facts", 1, kind="team") == []
@@ -301,6 +307,14 @@ def test_teams_over_the_threshold_get_a_graph_each_and_a_caller_walks_its_own_te
             # never the other team's rows: t1's team facts are 3-*, t2's 4-*, global ones 5-*
             assert not any(h.content.split()[-1].startswith("4-" if team == "t1" else "3-") for h in hits)
             assert all(h.team_id == team for h in hits if h.visibility == "team")
+    # episodes too: t2's team episodes by their graph, never by a caller of t1
+    plan = _plan(db_url, "turns", "a3", queries[1], "team", "t2")
+    assert f"Index Scan using {team_graph_name('turns', 't2')}" in plan, plan
+    for agent, team, seen in (("a3", "t2", 40), ("a1", "t1", 40)):  # a1 sees its own 40 private episodes
+        hits = search(teams, "s", agent_id=agent, team_id=team, mode="vector", k=100, kinds=["episode"],
+                      embedder=_Fixed(queries[1].tolist()), max_distance=None)
+        assert len(hits) == seen and all(h.team_id == team for h in hits)
+        assert all(h.visibility == ("team" if team == "t2" else "private") for h in hits)
     # a caller without a team walks no team graph and sees no team rows
     hits = search(teams, "s", agent_id="a1", team_id=None, mode="vector", k=100, kinds=["fact"],
                   embedder=_Fixed(queries[0].tolist()), max_distance=None)

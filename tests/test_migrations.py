@@ -172,7 +172,8 @@ def test_0022_walks_the_global_rows_alone_and_gives_large_teams_graphs_and_goes_
         assert head[f"{table}_embedding_global_hnsw"].endswith(
             f"USING hnsw (((embedding)::halfvec({settings.embed_dim})) halfvec_cosine_ops) "
             "WITH (m='16', ef_construction='400') WHERE (visibility = 'global'::text)")
-        assert "WHERE ((visibility = 'team'::text)" in head[team_graph_name(table, "big")]
+        assert "WITH (m='16', ef_construction='400') WHERE ((visibility = 'team'::text)" in head[
+            team_graph_name(table, "big")]
         assert "(team_id = 'big'::text))" in head[team_graph_name(table, "big")]
     with psycopg.connect(db.conninfo(url)) as conn:
         assert conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'facts_team_idx'").fetchone()[0].endswith(

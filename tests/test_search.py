@@ -590,7 +590,7 @@ def test_a_search_waits_for_the_server_once_per_statement_and_leaves_no_setting_
 
 
 def test_the_default_candidate_list_grows_with_the_global_graph(db_url: str) -> None:
-    """ef_search by default: 400 for a small graph, one per 400 rows of the table's global graph from 160k on,
+    """ef_search by default: 200 for a small graph, one per 250 rows of the table's global graph from 50k on,
     1000 at most, whatever the private and team rows; never below the rows asked for; an explicit value is kept
     (capped at 1000)."""
     from factforge.storage.search import ef_search_sql
@@ -601,13 +601,13 @@ def test_the_default_candidate_list_grows_with_the_global_graph(db_url: str) -> 
             conn.execute(ef_search_sql(table, ef_search, n))
             return str(conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0])
 
-        assert [ef("facts", None, 10), ef("turns", None, 10), ef("facts", None, 900)] == ["400", "400", "900"]
+        assert [ef("facts", None, 10), ef("turns", None, 10), ef("facts", None, 900)] == ["200", "200", "900"]
         assert [ef("facts", 700, 10), ef("facts", 5000, 10), ef("facts", 40, 100)] == ["700", "1000", "100"]
-        for rows, expected in ((100_000, "400"), (240_000, "600"), (2_000_000, "1000")):
+        for rows, expected in ((30_000, "200"), (76_000, "304"), (150_000, "600"), (2_000_000, "1000")):
             conn.execute("UPDATE pg_class SET reltuples = %s WHERE oid = 'facts_embedding_global_hnsw'::regclass",
                          (rows,))
             conn.execute("UPDATE pg_class SET reltuples = 10000000 WHERE oid = 'turns'::regclass")
-            assert (ef("facts", None, 10), ef("turns", None, 10)) == (expected, "400"), rows
+            assert (ef("facts", None, 10), ef("turns", None, 10)) == (expected, "200"), rows
         conn.rollback()  # the row counts were make-believe
         with pytest.raises(ValidationError):
             ef_search_sql("api_keys", None, 10)

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import DatabaseError, ValidationError
 from ..settings import DEFAULT_AGENT_GRAPH_MIN_ROWS
-from .search import GRAPH_EF_CONSTRUCTION, PRIVATE_ROWS, TEAM_ROWS
+from .search import GLOBAL_GRAPH_EF_CONSTRUCTION, GRAPH_EF_CONSTRUCTION, PRIVATE_ROWS, TEAM_ROWS
 
 __all__ = ["AGENT_GRAPH_MIN_ROWS", "AGENT_GRAPH_EF_SEARCH", "OWNER_KINDS", "GraphBuild", "graph_name",
            "agent_graph_name", "team_graph_name", "graph_exists_sql", "graph_ddl", "graph_candidates",
@@ -50,6 +50,9 @@ AGENT_GRAPH_EF_SEARCH = 200
 OWNER_KINDS = ("agent", "team")
 _ROWS = {"agent": PRIVATE_ROWS, "team": TEAM_ROWS}
 _COLUMN = {"agent": "agent_id", "team": "team_id"}
+# The build-time candidate list per kind: a team's rows, like the global ones, repeat sentences said in many
+# scopes (near-duplicate vectors), where a better-built graph needs a shorter walk (search.py says how much).
+_EF_CONSTRUCTION = {"agent": GRAPH_EF_CONSTRUCTION, "team": GLOBAL_GRAPH_EF_CONSTRUCTION}
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +101,8 @@ def graph_exists_sql(table: str, kind: str, owner: str) -> str:
 
 def graph_ddl(table: str, kind: str, owner: str, dim: int, *, concurrently: bool = True) -> Any:
     """``CREATE INDEX [CONCURRENTLY]`` of ``owner``'s graph in ``table`` (a psycopg ``Composed``: the id is a
-    quoted literal); the graph's shape is the global one's (``vector_index_ddl``). Migration 0022 builds in
-    its transaction, so not concurrently."""
+    quoted literal); the graph's shape is the global one's (``vector_index_ddl``), an agent's built with a
+    shorter candidate list. Migration 0022 builds in its transaction, so not concurrently."""
     from psycopg import sql
 
     cond = _condition(table, kind)
@@ -108,7 +111,7 @@ def graph_ddl(table: str, kind: str, owner: str, dim: int, *, concurrently: bool
                    "((embedding::halfvec({dim})) halfvec_cosine_ops) WITH (m = 16, ef_construction = {efc}) "
                    "WHERE " + cond + " AND " + _COLUMN[kind] + " = {owner}").format(
         name=sql.Identifier(graph_name(table, kind, owner)), table=sql.Identifier(table),
-        dim=sql.SQL(str(int(dim))), efc=sql.SQL(str(int(GRAPH_EF_CONSTRUCTION))), owner=sql.Literal(owner))
+        dim=sql.SQL(str(int(dim))), efc=sql.SQL(str(int(_EF_CONSTRUCTION[kind]))), owner=sql.Literal(owner))
 
 
 _GRAPHS = ("SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "

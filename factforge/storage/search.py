@@ -39,13 +39,13 @@ MAX_K = 1000  # the most hits one search returns
 # candidate per EF_SEARCH_ROWS rows in it (the index's pg_class.reltuples, read in the query's own message), at
 # least EF_SEARCH_MIN, at most pgvector's largest. Before migration 0022 one shared graph held every team's rows
 # and the global ones, and a caller's scope was ~30% of it at 100k facts, ~25% at 1M: there recall@10 under a
-# scope was 0.86 at 400 and 0.954 at 1000 (by id), so 1000 was needed. Every graph now holds rows the caller may
-# see only, and these rows repeat the same sentences with small differences (near-duplicate vectors): at 1M facts
-# (bench_search data, 100 questions, private rows exact) recall@10 by id / distance with the team's and the
-# global graph at 400 is 0.958 / 0.973 (600: 0.971 / 0.986); a team graph alone (35k rows) 0.918 at 200, 0.995
-# at 400. An agent's graph is walked in a statement of its own, with AGENT_GRAPH_EF_SEARCH (graphs.py).
-EF_SEARCH_MIN = 400
-EF_SEARCH_ROWS = 400
+# scope was 0.83 at 400 and 0.89 at 1000 (by id; 100 questions, private rows exact). Every graph now holds rows
+# the caller may see only: at 1M facts the team's and the global graph (both built with ef_construction 400)
+# give 0.943 / 0.953 / 0.957 / 0.960 at 200 / 250 / 300 / 400 (0.958 / 0.968 / 0.972 / 0.975 by distance), so
+# 1M facts take ~300 (76k global rows); 1M episodes (32k global rows) 200: 0.965 (0.907 before at 1000). An
+# agent's graph is walked in a statement of its own, with AGENT_GRAPH_EF_SEARCH (graphs.py).
+EF_SEARCH_MIN = 200
+EF_SEARCH_ROWS = 250
 MAX_EF_SEARCH = 1000
 EF_SEARCH = None  # search()'s default: by the global graph's size, as above
 # How search() fuses the rank lists of the kinds (LoCoMo dev, conversation 1, evidence recall@10 LLM off:
@@ -244,12 +244,13 @@ COVERED_MAX_DIM = 512
 # 112 was measured in stop 35 (5.5% fewer buffer accesses per insert, recall@10 at 100k unchanged) and not taken:
 # its recall at 1M, where the margin is thin, was not measured (bench/README.md).
 GRAPH_EF_CONSTRUCTION = 128
-# The global graph's (migration 0022). Its rows repeat the same few thousand sentences with small differences
-# (bench_search's data; near-duplicate vectors), where a walk needs a long list, and a better-built graph needs
-# a shorter one: at 1M facts (77k global rows), recall@10 of the global rows alone, 100 questions, at ef_search
-# 200 / 400 / 1000: 0.852 / 0.884 / 0.977 built with 128, 0.916 / 0.952 / 0.998 with 400 (m 32 and 256: 0.840 /
-# 0.924 / 0.988). A build takes longer (109 s against 41 s there, load ~10); the global rows are a tenth of a
-# table, so a load into a table with the graph in place pays it on few rows.
+# The global graph's and the teams' graphs' (migration 0022). These rows repeat the same few thousand sentences
+# with small differences (bench_search's data: near-duplicate vectors), where a walk needs a long list, and a
+# better-built graph needs a shorter one. At 1M facts, 100 questions, recall@10 of one graph's rows alone at
+# ef_search 100 / 200 / 400 (/ 1000): the global graph (77k rows) 0.764 / 0.852 / 0.884 / 0.977 built with 128,
+# 0.818 / 0.916 / 0.952 / 0.998 with 400 (m 32 and 256: 0.737 / 0.840 / 0.924 / 0.988); a team's (35k rows)
+# 0.851 / 0.918 / 0.995 with 128, 0.924 / 0.992 / - with 400. A build takes longer (the global graph 109 s
+# against 41 s, a team's ~40 s against ~17 s, load ~10-15); an agent's graph, whose rows are one speaker's, keeps 128.
 GLOBAL_GRAPH_EF_CONSTRUCTION = 400
 
 
@@ -451,9 +452,9 @@ def search(
     out, so fewer, better facts come back; "auto" is ``LOCAL_MAX_DISTANCE`` for the local embedder, else none.
 
     ``ef_search``: the HNSW candidate list of every graph walked (the global one, the team's and the agent's);
-    None: the global and team graphs by the global graph's size, one per :data:`EF_SEARCH_ROWS` rows, 400 to
+    None: the global and team graphs by the global graph's size, one per :data:`EF_SEARCH_ROWS` rows, 200 to
     1000, and an agent's graph :data:`~factforge.storage.graphs.AGENT_GRAPH_EF_SEARCH`. At 1M facts
-    (bench/bench_search.py data) recall@10 under a scope is 0.958 by id at 400 (see :data:`EF_SEARCH_MIN`).
+    (bench/bench_search.py data) recall@10 under a scope is 0.957 by id at 300 (see :data:`EF_SEARCH_MIN`).
 
     ``source`` is a :class:`~factforge.store.Store` (its pooled connections are reused: no connection
     set-up per query) or a database URL (one connection for this call). ``kinds``: "fact", "episode" or both
