@@ -171,12 +171,12 @@ def vector_sql(table: str, where: str, params: dict[str, Any], dim: int, *, grap
     the caller may see read on its own, merged - the global rows by the global graph (migration 0022), which
     holds nothing else, and the caller's team rows and own private rows exactly (by the owner's btree, then
     sorted) or, for the owner kinds in ``graphs`` ("agent", "team"), by the owner's graph while it has a valid
-    one (:func:`graph_sql`). Every graph
-    walked holds only rows the caller may see: the walk is unfiltered, and a short candidate list finds the
-    nearest (the shared graph of every team's rows before 0022 needed 1,000 at 1M facts and still missed). The
-    analyst's view (no agent, no team) reads every private and team row exactly. The graphs hold
-    half-precision copies of the vectors: they are walked by that distance, and the rows found are ranked by
-    the full one."""
+    one (:func:`graph_sql`). Every graph walked holds only rows the caller may see: the walk is unfiltered, and a
+    short candidate list finds the nearest (the shared graph of every team's rows before 0022 needed 1,000 at 1M
+    facts and still missed). The analyst's view (no agent, no team) reads every private and team row exactly.
+    The graphs hold half-precision copies of the vectors: they are walked by that distance, and the rows found
+    are ranked by the full one. ``private=False`` leaves the caller's private rows out (a statement of their
+    own reads them, :func:`vector_statements`)."""
     scoped = "v_agent" in params or "v_team" in params
     walked = set(graphs)
     parts = []
