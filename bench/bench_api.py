@@ -5,16 +5,22 @@ API: 1, 8 and 32 concurrent clients (asyncio keep-alive connections, in this pro
 `POST /v1/remember` (each client its own session), then `POST /v1/search` with twelve recurring queries (their
 vectors cached after the first) and with queries never asked before, each phase bounded by --seconds and
 --requests. Prints requests/s, p50/p95/p99 latency, CPU per request of the API processes and of PostgreSQL
-(the figure that does not depend on what else runs on the machine) and the load average during the phase, plus
+(the figure that does not depend on what else runs on the machine; "+ after" adds what they spent once the phase
+ended until they were idle: the background embedder catching up) and the load average during the phase, plus
 two baselines that say where the time goes: `GET /healthz` (the HTTP stack alone, no database) and the same
 calls made in-process on `Memory` (the library alone, no HTTP: its CPU per call and SQL statements per call;
 --statements lists them).
+
+--embed-in worker: serve with FACTFORGE_EMBED_IN=worker (the API processes embed nothing but new queries) and
+--embed-workers `factforge worker` processes beside it giving the stored rows their vectors; their CPU per
+request is printed apart ("embed workers"), in the phase and until they are idle.
 
 Workers: --items queued turns, drained by 1, 2 and 4 `factforge worker` processes against the fake Ollama server
 answering each call after --llm-ms; prints items/s and checks every item was done exactly once.
 
     .venv/bin/python bench/bench_api.py [--clients 1,8,32] [--seconds 10] [--requests 3000] [--embedder local|none]
-                                        [--serve-workers N] [--statements] [--workers 1,2,4] [--items 200] [--llm-ms 50] [--skip-api|--skip-workers]
+                                        [--embed-in api|worker] [--embed-workers 1]
+                                        [--serve-workers N] [--phases remember,search] [--statements] [--workers 1,2,4] [--items 200] [--llm-ms 50] [--skip-api|--skip-workers]
 """
 
 from __future__ import annotations
@@ -173,6 +179,17 @@ def settle(*pids: int, most_s: float = 120.0) -> None:
         last = now
 
 
+def without_vector(db_url: str) -> int:
+    """Facts and episodes still without a vector."""
+    import psycopg
+
+    from factforge.storage.db import conninfo
+
+    with psycopg.connect(conninfo(db_url)) as conn:
+        return int(conn.execute("SELECT (SELECT count(*) FROM facts WHERE embedding IS NULL) + (SELECT count(*) "
+                                "FROM turns WHERE visibility IS NOT NULL AND embedding IS NULL)").fetchone()[0])
+
+
 def cpu(pid: int) -> float:
     """CPU seconds used so far by a process and its children (PostgreSQL's backends are the postmaster's)."""
     import psutil
@@ -198,6 +215,7 @@ def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     env = {**os.environ, "FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp), "FACTFORGE_LLM": "off",
            "FACTFORGE_EMBEDDER": args.embedder}
     settings = Settings.from_env(env)
+    serve_env = {**env, "FACTFORGE_EMBED_IN": args.embed_in}
     texts = turns()
     results: list[dict[str, Any]] = []
     with Memory(settings=settings, llm=None, background=False) as memory:
@@ -239,8 +257,11 @@ def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     sock.close()
     proc = subprocess.Popen([sys.executable, "-m", "factforge", "serve", "--host", "127.0.0.1", "--port", str(port),
                              "--no-llm", "--log-level", "warning",
-                             *(["--workers", str(args.serve_workers)] if args.serve_workers else [])], cwd=ROOT, env=env)
+                             *(["--workers", str(args.serve_workers)] if args.serve_workers else [])], cwd=ROOT, env=serve_env)
     url = f"http://127.0.0.1:{port}"
+    embedders = [subprocess.Popen([sys.executable, "-m", "factforge", "worker", "--poll", "0.2"], cwd=ROOT, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for _ in range(args.embed_workers if args.embed_in == "worker" else 0)]
     try:
         import httpx
 
@@ -278,23 +299,45 @@ def bench_api(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
                 ("search new", lambda i, c: ("POST", "/v1/search",
                                              {"query": " ".join(rng.sample(words, 3)), "k": 10})),
             ):
-                settle(proc.pid, server.get_pid())  # the last phase's episodes embedded and stored first
+                if args.phases and phase not in args.phases:
+                    continue
+                pids = (proc.pid, server.get_pid(), *(e.pid for e in embedders))
+                settle(*pids)  # the last phase's episodes embedded and stored first
                 load_before = os.getloadavg()[0]
-                before = cpu(proc.pid), cpu(server.get_pid()), time.process_time()
+                before = cpu(proc.pid), cpu(server.get_pid()), time.process_time(), sum(cpu(e.pid) for e in embedders)
                 row = run(load(url, key, clients, args.seconds, args.requests, make))
-                after = cpu(proc.pid), cpu(server.get_pid()), time.process_time()
+                after = cpu(proc.pid), cpu(server.get_pid()), time.process_time(), sum(cpu(e.pid) for e in embedders)
+                caught_up = time.perf_counter()
+                # What the phase left to do (vectors): counted apart, as "+ after". Quiet is not enough: an embed
+                # worker starved by a loaded machine looked idle with 1,206 rows still waiting.
+                settle(*pids)
+                while (phase == "remember" and args.embedder != "none" and without_vector(db_url)
+                       and time.perf_counter() - caught_up < 600):
+                    settle(*pids)
+                # until every row has its vector, give or take settle's second of quiet readings
+                row["catch_up_s"] = round(time.perf_counter() - caught_up, 1)
+                if phase == "remember" and args.embedder != "none":
+                    row["without_vector"] = without_vector(db_url)  # 0: every fact and episode was embedded
+                done = cpu(proc.pid), cpu(server.get_pid()), sum(cpu(e.pid) for e in embedders)
                 n = max(row["requests"], 1)
                 # CPU per request of the API process and of PostgreSQL: what a request costs whatever else
                 # runs on the machine; 2 cores / (their sum) bounds the requests/s of a quiet 2-core machine.
                 row["api_cpu_ms"] = round((after[0] - before[0]) * 1000 / n, 2)
                 row["db_cpu_ms"] = round((after[1] - before[1]) * 1000 / n, 2)
                 row["client_cpu_ms"] = round((after[2] - before[2]) * 1000 / n, 2)  # this process: the load
+                row["api_after_ms"] = round((done[0] - after[0]) * 1000 / n, 2)
+                row["db_after_ms"] = round((done[1] - after[1]) * 1000 / n, 2)
+                if embedders:
+                    row["embed_cpu_ms"] = round((after[3] - before[3]) * 1000 / n, 2)
+                    row["embed_after_ms"] = round((done[2] - after[3]) * 1000 / n, 2)
                 row["load"] = round((load_before + os.getloadavg()[0]) / 2, 1)
                 results.append({"phase": phase, **row})
                 print(json.dumps(results[-1]), file=sys.stderr)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        for p in [proc, *embedders]:
+            p.send_signal(signal.SIGTERM)
+        for p in [proc, *embedders]:
+            p.wait(timeout=60)
         server.cleanup()
     return results
 
@@ -367,7 +410,12 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=10.0, help="at most this long per phase")
     p.add_argument("--requests", type=int, default=3000, help="at most this many requests per phase")
     p.add_argument("--embedder", choices=("local", "none"), default="local")
+    p.add_argument("--embed-in", choices=("api", "worker"), default="api",
+                   help="FACTFORGE_EMBED_IN of the server; worker: --embed-workers `factforge worker`s embed beside it")
+    p.add_argument("--embed-workers", type=int, default=1, help="with --embed-in worker: how many (default 1)")
     p.add_argument("--serve-workers", type=int, help="factforge serve --workers N (default: serve's, one per core)")
+    p.add_argument("--phases", type=lambda s: s.split(","), help="only these API phases (healthz,remember,search,"
+                   "search new); default all")
     p.add_argument("--statements", action="store_true", help="list the statements of one library remember")
     p.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
     p.add_argument("--items", type=int, default=200)
@@ -388,7 +436,12 @@ def main() -> None:
             print(f"{r['phase']:<17} clients={r['clients']:<3} {r['req_per_s']:8.1f} req/s  p50={r['p50']:7.2f} ms  "
                   f"p95={r['p95']:7.2f} ms  p99={r['p99']:7.2f} ms"
                   + (f"  cpu/request: api {r['api_cpu_ms']:.2f} ms + postgres {r['db_cpu_ms']:.2f} ms"
+                     f" (+ after: api {r['api_after_ms']:.2f}, postgres {r['db_after_ms']:.2f})"
                      f" (+ client {r['client_cpu_ms']:.2f} ms)" if "api_cpu_ms" in r else "")
+                  + (f"  embed workers {r['embed_cpu_ms']:.2f} ms (+ after {r['embed_after_ms']:.2f})"
+                     if "embed_cpu_ms" in r else "")
+                  + (f"  caught up {r['catch_up_s']} s after" if "catch_up_s" in r else "")
+                  + (f" ({r['without_vector']} rows still without a vector)" if "without_vector" in r else "")
                   + (f"  cpu {r['cpu_ms']:.2f} ms" if "cpu_ms" in r else "")
                   + (f", {r['statements']:.1f} statements" if "statements" in r else "")
                   + (f"  load {r['load']}" if "load" in r else "")

@@ -72,8 +72,8 @@ def _disable(*triggers: str) -> list[str]:
     return [f"ALTER TABLE facts DISABLE TRIGGER {t}" for t in triggers]
 
 
-# name -> statements run on the empty copy before the load (index and trigger names as migrations 0001-0022 made them;
-# since 0022 the graph is the global rows' only: a team's rows go into a graph of the team's once it has many)
+# name -> statements run on the empty copy before the load (index and trigger names as migrations 0001-0023 made them;
+# since 0023 the graph is the global rows' only: a team's rows go into a graph of the team's once it has many)
 VARIANTS: dict[str, list[str]] = {
     "all": [],
     "-graph": _drop("facts_embedding_global_hnsw"),

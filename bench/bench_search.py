@@ -53,7 +53,7 @@ N_TEAMS = 10
 MODES = ("vector", "bm25", "hybrid")
 
 
-# The schema's vector indexes (migrations 0013, 0022): one HNSW graph over the global rows, and the agent's
+# The schema's vector indexes (migrations 0013, 0023): one HNSW graph over the global rows, and the agent's
 # private rows with their vectors (vector_index_ddl makes both again). Agents' and teams' own graphs are made
 # after the load (build_graphs), as `factforge embed graphs` / the worker would.
 def drop_hnsw(conn: Any, table: str) -> None:
@@ -587,8 +587,9 @@ def main() -> int:
 
     from factforge.models.embed import LocalEmbedder
     from factforge.storage.scope import fact_filters
-    from factforge.storage.search import (_bm25_ranks, _vector_ranks, _QueryVector, bm25_query, ef_search_sql,
-                                          search, vector_sql)
+    from factforge.storage.bm25 import bm25_ranks
+    from factforge.storage.search import (_Kind, _QueryVector, _send_vectors, bm25_query, ef_search_sql, search,
+                                          vector_sql)
     from factforge.settings import LOCAL_EMBED_MODEL
 
     t_total = time.perf_counter()
@@ -765,17 +766,19 @@ def main() -> int:
         # The same SQL that search() runs, on one long-lived connection: how much of the latency above is the
         # per-call connect + fresh-backend cost (catalog caches, loading vector.so and the english dictionary).
         sql_ms: dict[str, list[float]] = {"vector_sql": [], "bm25_sql": []}
-        with psycopg.connect(conninfo) as conn:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
             register_vector(conn)
             for i, ((text, agent, team), vec) in enumerate(zip(queries, qvecs)):
                 where, params = fact_filters(agent, team)
                 params.update(q=text, n=40)
-                with conn.transaction():
-                    t0 = time.perf_counter()  # search()'s message: settings, the agent's rows, the shared ones
-                    _vector_ranks(conn, conninfo, where, params, _QueryVector.of(vec), 40, None, "facts")
-                    t1 = time.perf_counter()
-                    _bm25_ranks(conn, where, params, text, 40, "fact_terms")
-                    t2 = time.perf_counter()
+                t0 = time.perf_counter()  # search()'s pipeline: settings, the agent's rows, the team's and global ones
+                with conn.pipeline():
+                    ranks = _send_vectors(conn, _Kind("fact", "facts", "fact_terms", where, params), where,
+                                          _QueryVector.of(vec), 40, None, True)
+                ranks()
+                t1 = time.perf_counter()
+                bm25_ranks(conn, where, params, text, 40, "fact_terms")
+                t2 = time.perf_counter()
                 if i >= 5:  # the first few warm the backend
                     sql_ms["vector_sql"].append((t1 - t0) * 1000)
                     sql_ms["bm25_sql"].append((t2 - t1) * 1000)

@@ -18,9 +18,12 @@ technical team chat, written blind (without reading the validator's code or word
 validator changes of stop 29. ``--cases blind2`` runs bench/validate_blind2.py: a fifth set of the same three
 kinds, written blind and frozen after the validator changes of stop 29, to measure them. ``--cases blind3`` runs
 bench/validate_blind3.py: a sixth set of the same three kinds, written blind and frozen before it was ever run.
+``--cases blind4`` runs bench/validate_blind4.py: a seventh set, turns drawn at random from the dev data (LoCoMo,
+persona chat, Switchboard) with facts written blind, frozen before the validator changes of stop 36.
+``--cases tune36`` runs bench/validate_tune36.py: more dev turns with facts written like blind4's, to tune on.
 Each set reports the cost per fact (validation only, warm).
 
-Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3] [--verbose] [--json]
+Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3|blind4|tune36] [--verbose] [--json]
 """
 
 from __future__ import annotations
@@ -129,7 +132,8 @@ CASES: list[tuple[str, list[tuple[str, str]], list[tuple[str, str]]]] = [
 # The other case sets: --cases name -> (module of bench/, its variable).
 SETS = {"heldout": ("validate_heldout", "HELDOUT"), "fresh": ("validate_fresh", "FRESH"),
         "blind": ("validate_blind", "BLIND"), "blind2": ("validate_blind2", "BLIND2"),
-        "blind3": ("validate_blind3", "BLIND3")}
+        "blind3": ("validate_blind3", "BLIND3"), "blind4": ("validate_blind4", "BLIND4"),
+        "tune36": ("validate_tune36", "TUNE36")}
 
 
 def main() -> None:

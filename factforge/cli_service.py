@@ -38,7 +38,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # the library's 4 are for one program; a server's requests run in up to 40 threads at once
         settings = settings.with_(db_pool_size=16)
     if args.no_embed:
-        settings = settings.with_(background_embed=False)
+        settings = settings.with_(background_embed=False, embed_in="worker")
     workers = args.workers if args.workers is not None else default_workers()
     if workers < 1:
         from .errors import ConfigError
@@ -60,7 +60,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # The workers read their settings from the environment (see api.app_from_env).
     os.environ.update({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_DB_POOL_SIZE": str(settings.db_pool_size),
                        SERVE_HOST_ENV: args.host, **({"FACTFORGE_LLM": "off"} if args.no_llm else {}),
-                       **({"FACTFORGE_BACKGROUND_EMBED": "off"} if args.no_embed else {})})
+                       **({"FACTFORGE_BACKGROUND_EMBED": "off", "FACTFORGE_EMBED_IN": "worker"} if args.no_embed else {})})
     config = uvicorn.Config("factforge.api:app_from_env", factory=True, workers=workers, host=args.host,
                             port=args.port, log_level=args.log_level, server_header=False)
     from uvicorn.supervisors import Multiprocess
@@ -188,8 +188,9 @@ def add_commands(add: Add) -> None:
     sp.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     sp.add_argument("--no-llm", action="store_true", help="leave queued LLM work to `factforge worker` processes")
     sp.add_argument("--no-embed", action="store_true",
-                    help="leave embedding new episodes to `factforge worker` processes (facts are still embedded "
-                         "as they are stored; episodes are found by keyword until a worker embeds them)")
+                    help="leave the vectors of new facts and episodes to `factforge worker` processes "
+                         "(FACTFORGE_EMBED_IN=worker: keyword search finds them until a worker embeds them; queries "
+                         "are still embedded here)")
     sp.add_argument("--db-pool", type=int,
                     help="pooled database connections per worker (default 16, or FACTFORGE_DB_POOL_SIZE)")
     sp.add_argument("--workers", type=int, metavar="N",

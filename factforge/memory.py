@@ -258,7 +258,7 @@ class Memory:
         if result.duplicate:
             return WriteResult(duplicate=True)
         if (result.episode is not None and self._background and self.settings.background_embed
-                and self._embedder is not None):
+                and self.settings.embed_in == "api" and self._embedder is not None):
             self.store.after_commit(self._threads.kick_embedder)
         if result.queued:
             # After the commit: the worker (another connection) must see the queue row, and a drain must not

@@ -22,6 +22,10 @@ def within(visibility: str, widest: str | None) -> str:
     """``visibility``, or ``widest`` when that is narrower (None: no limit)."""
     return widest if widest is not None and wider(visibility, widest) else visibility
 EMBEDDERS = ("local", "ollama", "none")
+# Where stored facts and episodes get their vectors: "api" in the writing process (facts as they are stored,
+# episodes in a background thread), "worker" in `factforge worker` processes (the writer embeds nothing a worker
+# can do later: see Settings.embed_in).
+EMBED_IN = ("api", "worker")
 LLM_SWITCH: Mapping[str, bool] = {"on": True, "1": True, "true": True, "yes": True,
                                   "off": False, "0": False, "false": False, "no": False}
 LOCAL_EMBED_MODEL = "all-MiniLM-L6-v2-int8"
@@ -124,8 +128,8 @@ def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> i
 # graph at ef_search 100, 4.5 / 5.8 ms at 400, with the same top 10 (60 queries). An exact read of 4,000 rows
 # costs ~3 ms; a smaller graph saves little and costs a build and an HNSW insert per new vector.
 DEFAULT_AGENT_GRAPH_MIN_ROWS = 4000
-# A team gets one from this many team rows with a vector (migration 0022 reads them exactly up to there). Unlike
-# an agent's, a team's graph adds no HNSW insert per vector: its rows were in the shared graph before 0022, and a
+# A team gets one from this many team rows with a vector (migration 0023 reads them exactly up to there). Unlike
+# an agent's, a team's graph adds no HNSW insert per vector: its rows were in the shared graph before 0023, and a
 # team without a graph is read through a btree without vectors (a table page per row), so the bar is lower.
 DEFAULT_TEAM_GRAPH_MIN_ROWS = 1000
 
@@ -148,6 +152,10 @@ class Settings:
     llm_enabled: bool = True
     # Embed new episodes in a thread of this process after each commit; off: `factforge worker` does it.
     background_embed: bool = True
+    # "worker": this process leaves the vectors of what it stores to `factforge worker` processes (episodes, and
+    # facts but those a similarity rule must compare at once); BM25 finds them meanwhile, and a worker giving a
+    # fact its vector merges it into an older paraphrase as the writer would have (facts.merge_paraphrases).
+    embed_in: str = "api"
     embedder: str = "local"
     embed_model: str = "nomic-embed-text"
     embed_dim: int = 384
@@ -191,6 +199,9 @@ class Settings:
         embedder = env.get("FACTFORGE_EMBEDDER", "local")
         if embedder not in EMBEDDERS:
             raise ConfigError(f"FACTFORGE_EMBEDDER={embedder!r} must be one of {', '.join(EMBEDDERS)}")
+        embed_in = (env.get("FACTFORGE_EMBED_IN") or "api").strip().lower()
+        if embed_in not in EMBED_IN:
+            raise ConfigError(f"FACTFORGE_EMBED_IN={embed_in!r} must be one of {', '.join(EMBED_IN)}")
         secrets_mode = env.get("FACTFORGE_SECRETS", "redact")
         if secrets_mode not in ("redact", "drop"):
             raise ConfigError(f"FACTFORGE_SECRETS={secrets_mode!r} must be 'redact' or 'drop'")
@@ -213,6 +224,7 @@ class Settings:
             llm_timeout=_float(env, "FACTFORGE_LLM_TIMEOUT", 60.0, 0.1, 3600.0),
             llm_enabled=_switch(env, "FACTFORGE_LLM"),
             background_embed=_switch(env, "FACTFORGE_BACKGROUND_EMBED"),
+            embed_in=embed_in,
             embedder=embedder,
             embed_model=embed_model,
             embed_dim=embed_dim,

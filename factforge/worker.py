@@ -65,6 +65,8 @@ def run_worker(memory: Memory, stop: threading.Event, *, idle_poll_s: float = 1.
             embedded = _backfill(memory, embedder)
             report.embedded += embedded.total
             report.graphs += _graphs(memory, embedded.private_agents, embedded.team_owners)
+            if embedded.total >= _EMBED_PASS:
+                continue  # a full pass: more rows wait (API processes with FACTFORGE_EMBED_IN=worker under load)
         stop.wait(idle_poll_s)
     return report
 

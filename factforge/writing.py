@@ -219,7 +219,7 @@ class Writer:
         """Store completed facts: one stored fact (or mention) per fact, in the order given by scope."""
         if not facts and not entities:
             return []
-        vectors = self._embed([f.content for f in facts])
+        vectors = self._vectors(facts)
         groups: dict[str, list[int]] = {}
         for i, fact in enumerate(facts):
             groups.setdefault(self.visibility_for(fact, visibility, team_id, max_visibility), []).append(i)
@@ -241,6 +241,20 @@ class Writer:
             )
             entities, relationships = (), ()  # upserted once per call, not once per scope
         return stored
+
+    def _vectors(self, facts: Sequence[Fact]) -> list[list[float] | None] | None:
+        """The facts' vectors, or None for a fact left to the background embedder. With ``FACTFORGE_EMBED_IN=worker``
+        only a fact that a similarity rule compares as it is stored (``preference_changed``) is embedded here: the
+        model is most of a remember's CPU, and a worker embeds the rest (merging paraphrases as it does)."""
+        if self.settings.embed_in == "api":
+            every = self._embed([f.content for f in facts])
+            return None if every is None else [*every]
+        now = [i for i, f in enumerate(facts) if self.supersession.needs_vector(f)]
+        vectors = self._embed([facts[i].content for i in now])
+        out: list[list[float] | None] = [None] * len(facts)
+        for i, vector in zip(now, vectors or ()):
+            out[i] = vector
+        return out
 
     def _embed(self, texts: Sequence[str]) -> list[list[float]] | None:
         embedder = self._embedder()

@@ -143,6 +143,9 @@ def test_backfill_then_reset_to_another_dimension(db_url: str, tmp_path: Path) -
                 "CREATE INDEX facts_embedding_global_hnsw ON public.facts USING hnsw "
                 "(((embedding)::halfvec(768)) halfvec_cosine_ops) WITH (m='16', ef_construction='400') "
                 "WHERE (visibility = 'global'::text)"]
+            # the column was made anew: its vectors stay in their rows all the same (migration 0022)
+            assert conn.execute("SELECT attstorage FROM pg_attribute WHERE attname = 'embedding' "
+                                "AND attrelid IN ('facts'::regclass, 'turns'::regclass)").fetchall() == [("m",), ("m",)]
             # 768 numbers do not fit a btree entry beside the agent: the agent's index holds the agent only
             assert "INCLUDE" not in conn.execute("SELECT indexdef FROM pg_indexes "
                                                  "WHERE indexname = 'facts_private_agent_idx'").fetchone()[0]

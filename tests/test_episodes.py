@@ -243,6 +243,79 @@ def test_background_embed_off_leaves_episodes_to_a_worker(db_url: str, tmp_path:
         assert m.embed_pending().episodes == 2 and m.stats()["episodes_without_vector"] == 0
 
 
+def test_embed_in_worker_leaves_facts_and_episodes_to_the_worker(db_url: str, tmp_path: Path) -> None:
+    """`factforge serve --no-embed` (FACTFORGE_EMBED_IN=worker): the API process runs no model for what it stores
+    but a fact a similarity rule must compare at once; keyword search finds the rest until a worker embeds it."""
+    embedder = LocalEmbedder()
+    settings = _settings(db_url, tmp_path, FACTFORGE_EMBED_IN="worker")
+    with Memory(settings=settings, llm=None, embedder=embedder, background=True) as m:
+        switched = m.remember(user="We switched from Jenkins to GitHub Actions last month", agent_id=A)
+        m.wait(30)
+        s = m.stats()
+        assert switched.facts and s["facts_without_vector"] == len(switched.facts) and s["episodes_without_vector"] == 1
+        for kind in ("fact", "episode"):
+            assert [h.kind for h in m.search("Jenkins", agent_id=A, mode="bm25", kinds=[kind])][:1] == [kind]
+        # preference_changed compares a "prefers" fact's vector with the older preferences' as it is stored
+        preferred = m.remember(user="I prefer dark mode", agent_id=A)
+        m.wait(30)
+        assert m.stats()["facts_without_vector"] == len(switched.facts)
+        assert _rows(db_url, f"SELECT embedding IS NOT NULL FROM facts WHERE id = '{preferred.facts[0].id}'") == [(True,)]
+        done = m.embed_pending()
+        assert (done.facts, done.episodes, done.merged) == (len(switched.facts), 2, 0)
+        s = m.stats()
+        assert s["facts_without_vector"] == 0 and s["episodes_without_vector"] == 0
+
+
+@pytest.mark.parametrize("embed_in", ["api", "worker"])
+def test_a_paraphrase_ends_merged_wherever_it_was_embedded(db_url: str, tmp_path: Path, embed_in: str) -> None:
+    """A paraphrase stored without a vector (FACTFORGE_EMBED_IN=worker) is merged into the older fact when the worker
+    embeds it: the same facts, mentions and sources as a writer that embeds it at once."""
+    settings = _settings(db_url, tmp_path, FACTFORGE_EMBED_IN=embed_in)
+    with Memory(settings=settings, llm=None, embedder=LocalEmbedder(), background=False) as m:
+        first = m.remember(user="I prefer dark mode", agent_id=A, session_id="s1").facts[0]
+        second = m.remember(user="I like dark mode", agent_id=A, session_id="s2").facts[0]
+        m.remember(user="I have two dogs", agent_id=A, session_id="s3")  # no paraphrase of anything: stays
+        assert (second.id == first.id) == (embed_in == "api")
+        assert m.embed_pending().merged == (embed_in == "worker")
+        facts = {f.content: f for f in m.facts(agent_id=A)}
+        assert set(facts) == {"User prefers dark mode", "User has two dogs"}
+        kept = facts["User prefers dark mode"]
+        assert kept.id == first.id and kept.mention_count == 2
+        assert sorted(r["session_id"] for r in m.sources(kept.id)) == ["s1", "s2"]
+        assert _rows(db_url, "SELECT count(*) FROM facts WHERE embedding IS NULL") == [(0,)]
+        assert _rows(db_url, "SELECT count(*) FROM fact_sources") == [(3,)]
+
+
+def test_a_pass_leaves_the_facts_another_pass_is_embedding_and_never_holds_up_a_writer(db_url: str,
+                                                                                       tmp_path: Path) -> None:
+    """Facts are claimed by advisory lock, not row lock: a fact another pass holds is skipped (and embedded once
+    free), and a writer updating a fact (a mention) while a pass embeds it does not wait for the model."""
+    from factforge.storage.embeddings import FACT_LOCK
+
+    settings = _settings(db_url, tmp_path, FACTFORGE_EMBED_IN="worker")
+    with Memory(settings=settings, llm=None, embedder=LocalEmbedder(), background=False) as m:
+        held = m.remember(user="I have two dogs", agent_id=A).facts[0].id
+        m.remember(user="I live in Lisbon", agent_id=A)
+        with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (FACT_LOCK, str(held)))
+            assert m.embed_pending().facts == 1
+            assert _rows(db_url, "SELECT id FROM facts WHERE embedding IS NULL") == [(held,)]
+            # (released here: a closed connection's backend releases its locks a moment after the client goes)
+            other.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (FACT_LOCK, str(held)))
+
+        class Slow:  # a model run during which the writer mentions the fact being embedded
+            model, dim = LocalEmbedder.model, LocalEmbedder.dim
+
+            def embed(self, texts: list[str]) -> list[list[float]]:
+                if texts == ["User has two dogs"]:
+                    again = m.remember(user="I have two dogs", agent_id=A, session_id="again")
+                    assert again.facts[0].id == held and again.facts[0].mention_count == 2
+                return LocalEmbedder().embed(texts)
+
+        assert embed_pending(m.store, Slow()).facts == 1
+        assert _rows(db_url, "SELECT count(*) FROM facts WHERE embedding IS NULL") == [(0,)]
+
+
 def test_ingest_lines_take_speaker_names(memory: Memory) -> None:
     lines = [json.dumps({"user": "I live in Lisbon.", "agent_id": A, "speaker": "Maria"}),
              json.dumps({"user": "I love hiking.", "agent_id": A, "user_name": "Maria", "assistant_name": "Tom"}),

@@ -75,7 +75,7 @@ def test_0013_keeps_one_half_precision_graph_of_shared_rows_and_goes_back(fresh_
     and the agent's private facts with their vectors (an index-only exact read); back at 0012: the
     full-precision shared and private graphs, the agent's btree alone; and up again."""
     url, settings = _new_database(fresh_cluster, "ffhalf", tmp_path)
-    db.upgrade(url, settings, "0021")  # 0022 replaces the shared graphs
+    db.upgrade(url, settings, "0021")  # 0023 replaces the shared graphs
     head = _graphs(url)
     assert sorted(head) == ["facts_embedding_shared_hnsw", "turns_embedding_shared_hnsw"]
     for table in ("facts", "turns"):
@@ -122,7 +122,7 @@ def test_0015_builds_the_shared_graphs_with_a_longer_candidate_list_and_goes_bac
     """At 0021: both shared graphs with ef_construction 128; back at 0014:
     pgvector's defaults, the same expression and rows; and up again."""
     url, settings = _new_database(fresh_cluster, "ffefc", tmp_path)
-    db.upgrade(url, settings, "0021")  # 0022 replaces the shared graphs
+    db.upgrade(url, settings, "0021")  # 0023 replaces the shared graphs
     head = _graphs(url)
     for table in ("facts", "turns"):
         assert "WITH (m='16', ef_construction='128')" in head[f"{table}_embedding_shared_hnsw"]
@@ -149,16 +149,16 @@ def _insert_rows(url: str, table: str, visibility: str, team: str, n: int, dim: 
             "FROM generate_series(1, %(n)s) i", {"t": team, "v": visibility, "n": n})
 
 
-def test_0022_walks_the_global_rows_alone_and_gives_large_teams_graphs_and_goes_back(fresh_cluster: str,
+def test_0023_walks_the_global_rows_alone_and_gives_large_teams_graphs_and_goes_back(fresh_cluster: str,
                                                                                      tmp_path: Path) -> None:
     """Head: per table the graph of the global rows (no longer every team's), a graph of its own for each team
     with at least DEFAULT_TEAM_GRAPH_MIN_ROWS team rows with a vector when the upgrade ran, none for a smaller
-    team, and facts' team btree; back at 0021: 0015's shared graphs and nothing of 0022's; and up again."""
+    team, and facts' team btree; back at 0022: 0015's shared graphs and nothing of 0023's; and up again."""
     from factforge.settings import DEFAULT_TEAM_GRAPH_MIN_ROWS
     from factforge.storage.graphs import team_graph_name
 
     url, settings = _new_database(fresh_cluster, "ffteams", tmp_path)
-    db.upgrade(url, settings, "0021")
+    db.upgrade(url, settings, "0022")
     shared = _graphs(url)
     for table in ("facts", "turns"):
         _insert_rows(url, table, "team", "big", DEFAULT_TEAM_GRAPH_MIN_ROWS, settings.embed_dim)
@@ -178,7 +178,7 @@ def test_0022_walks_the_global_rows_alone_and_gives_large_teams_graphs_and_goes_
     with psycopg.connect(db.conninfo(url)) as conn:
         assert conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'facts_team_idx'").fetchone()[0].endswith(
             "USING btree (team_id) WHERE (visibility = 'team'::text)")
-    db.downgrade(url, "0021")
+    db.downgrade(url, "0022")
     assert _graphs(url) == shared
     with psycopg.connect(db.conninfo(url)) as conn:
         assert conn.execute("SELECT to_regclass('facts_team_idx')").fetchone() == (None,)
@@ -328,3 +328,41 @@ def test_0021_computes_the_same_scoped_tsvector_without_a_subquery_and_goes_back
         assert "fact_terms_scoped_gin" in plan
         assert conn.execute("SELECT count(*) FROM fact_terms WHERE factforge_scoped_tsv(tsv, visibility, team_id, "
                             "agent_id) @@ %s::tsquery", (key,)).fetchone() == (1,)
+
+
+def _vectors_inline(url: str) -> tuple[dict[str, str], list[bool]]:
+    """Each table's storage of its vectors, and for each fact (in content order) whether its vector is in its row."""
+    with psycopg.connect(db.conninfo(url)) as conn:
+        storage = dict(conn.execute("SELECT attrelid::regclass::text, attstorage FROM pg_attribute "
+                                    "WHERE attname = 'embedding' AND attrelid IN ('facts'::regclass, 'turns'::regclass)"
+                                    ).fetchall())
+        inline = [r[0] for r in conn.execute("SELECT pg_column_toast_chunk_id(embedding) IS NULL FROM facts "
+                                             "ORDER BY content").fetchall()]
+    return storage, inline
+
+
+def _insert_wide_fact(url: str, dim: int, content: str) -> None:
+    """A fact over 2 KB: its vector, and ~1,500 bytes of text that does not compress (hex digits)."""
+    with psycopg.connect(db.conninfo(url)) as conn:
+        conn.execute("INSERT INTO facts (content, category, confidence, extraction_method, agent_id, team_id, "
+                     "visibility, content_hash, embedding) VALUES (%s || (SELECT string_agg(md5(%s || i), '') "
+                     "FROM generate_series(1, 47) i), 'other', 0.9, 'pattern', 'a', 't', 'private', %s, %s::vector)",
+                     (content, content, content, str([0.1] * dim)))
+
+
+def test_0022_keeps_the_vectors_in_their_rows_and_goes_back(fresh_cluster: str, tmp_path: Path) -> None:
+    """Head: facts' and episodes' vectors are STORAGE MAIN, so a wide fact's vector stays in its row (its other
+    text goes to TOAST); back at 0021: pgvector's EXTERNAL, a wide fact's vector out of line; and up again,
+    where the fact written meanwhile keeps its vector where it was until rewritten (VACUUM FULL)."""
+    url, settings = _new_database(fresh_cluster, "ffinline", tmp_path)
+    db.upgrade(url, settings)
+    _insert_wide_fact(url, settings.embed_dim, "a")
+    assert _vectors_inline(url) == ({"facts": "m", "turns": "m"}, [True])
+    db.downgrade(url, "0021")
+    _insert_wide_fact(url, settings.embed_dim, "b")
+    assert _vectors_inline(url) == ({"facts": "e", "turns": "e"}, [True, False])
+    db.upgrade(url, settings)
+    assert _vectors_inline(url) == ({"facts": "m", "turns": "m"}, [True, False])
+    with psycopg.connect(db.conninfo(url), autocommit=True) as conn:
+        conn.execute("VACUUM FULL facts")
+    assert _vectors_inline(url)[1] == [True, True]

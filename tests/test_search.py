@@ -414,7 +414,7 @@ def test_a_small_memorys_bm25_steps_use_the_scoped_index_not_a_table_scan(db_url
 def test_vector_search_is_exact_over_the_callers_own_rows_and_walks_the_global_graph(db_url: str,
                                                                                      tmp_path: Path) -> None:
     """Private rows: the agent's btree and an exact sort (never the private graph); the team's rows, without a
-    team graph, exactly too; global rows: their own graph (migration 0022). The merged top k equals a
+    team graph, exactly too; global rows: their own graph (migration 0023). The merged top k equals a
     brute-force ranking of everything the caller may see."""
     import numpy as np
 
@@ -556,8 +556,8 @@ def _round_trips(store: Store, run: Any) -> tuple[int, list[str]]:
 def test_a_search_waits_for_the_server_once_per_statement_and_leaves_no_setting_behind(db_url: str,
                                                                                       tmp_path: Path) -> None:
     """A vector search is two round trips (the neighbours, with their HNSW settings in the same message; the
-    hits' rows), a keyword search three (the query's term statistics, BM25, the rows): no BEGIN, no separate
-    set_config, no ROLLBACK. The settings end with the statement: the pooled connection is as it was."""
+    hits' rows), a keyword search three (the query's term statistics, BM25, the rows) over one kind or both: no
+    BEGIN, no separate set_config, no ROLLBACK. The settings end with the statement: the pooled connection is as it was."""
     import numpy as np
 
     store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
@@ -576,6 +576,10 @@ def test_a_search_waits_for_the_server_once_per_statement_and_leaves_no_setting_
         assert n == 2, sent
         n, sent = _round_trips(store, lambda: search(store, "billing", agent_id="a1", team_id="t1", mode="bm25",
                                                      kinds=["fact"]))
+        assert n == 3, sent
+        # facts and episodes: each statement of BM25 goes for both kinds at once (no episode holds the word, so
+        # the episodes have no second statement), and both kinds' rows in one
+        n, sent = _round_trips(store, lambda: search(store, "billing", agent_id="a1", team_id="t1", mode="bm25"))
         assert n == 3, sent
         raw = store.engine.raw_connection()
         try:

@@ -87,3 +87,31 @@ def test_the_workers_listening_socket_is_tcp_so_asyncio_turns_nagle_off() -> Non
             assert accepted.proto == socket.IPPROTO_TCP
     finally:
         sock.close()
+
+
+@pytest.mark.parametrize(("no_embed", "embed_in"), [(False, "api"), (True, "worker")])
+def test_serve_no_embed_leaves_the_vectors_to_workers(monkeypatch: pytest.MonkeyPatch, no_embed: bool,
+                                                      embed_in: str) -> None:
+    """`factforge serve --no-embed` serves with FACTFORGE_EMBED_IN=worker: its Memory runs no model for what it
+    stores (tests/test_episodes.py holds what that means)."""
+    import argparse
+
+    from factforge import cli_service
+    from factforge.service import Service
+
+    class Opened(Exception):
+        pass
+
+    seen: list[Settings] = []
+
+    def opened(_cls: type, settings: Settings, *, llm: object = "auto") -> Service:
+        seen.append(settings)
+        raise Opened
+
+    monkeypatch.setattr(Service, "open", classmethod(opened))
+    monkeypatch.delenv("FACTFORGE_EMBED_IN", raising=False)
+    args = argparse.Namespace(database_url=None, db_pool=None, no_embed=no_embed, workers=1, no_llm=True,
+                              host="127.0.0.1", port=0, log_level="warning")
+    with pytest.raises(Opened):
+        cli_service.cmd_serve(args)
+    assert seen[0].embed_in == embed_in

@@ -349,24 +349,26 @@ class Extractor:
 
     def extract(self, text: str, *, timestamp: datetime | None = None, speaker: str = "user") -> Extraction:
         """Facts, entities and the gate verdict for one message."""
-        redaction = self.secrets.redact(text)
+        rules = self.rules
+        redaction = rules.secrets.redact(text)
         clean = redaction.text
         s = self.settings
         pieces = [Span(0, len(clean), clean)] if len(clean) <= s.max_message_chars else \
-            self.segmenter.segments(clean, s.max_message_chars)
+            rules.segmenter.segments(clean, s.max_message_chars)
         facts: list[Fact] = []
         gate: GateDecision | None = None
         passed_any = False
         unanswered = False
+        keeper, library = rules.gate, rules.library
         for piece in pieces:
-            decision = self.gate.judge(piece.text)
+            decision = keeper.judge(piece.text)
             if decision.reason == "injection":
                 # One injected segment taints the whole message: nothing of it becomes memory or LLM input.
                 return Extraction(clean, decision, timestamp=timestamp, redactions=redaction.count)
             if not decision.passed and decision.reason != "too_short":
                 gate = gate or decision
                 continue
-            found = [f for f in self.library.match(piece.text, timestamp=timestamp, settings=s)
+            found = [f for f in library.match(piece.text, timestamp=timestamp, settings=s)
                      if f.confidence >= s.medium_confidence]
             if not decision.passed and not found:
                 gate = gate or decision
@@ -474,9 +476,11 @@ class Extractor:
                                    needs_llm=result.needs_llm and not any(f.confidence >= high for f in added))
 
     def _entities(self, text: str, facts: list[Fact]) -> tuple[Entity, ...]:
-        found = list(self.ner.find(text))
+        rules = self.rules
+        ner = rules.ner
+        found = list(ner.find(text))
         seen = {e.name.casefold() for e in found}
-        for span in self.turns.speakers(text):
+        for span in rules.turns.speakers(text):
             if span.text.casefold() not in seen:
                 seen.add(span.text.casefold())
                 found.append(Entity(span.text, "speaker", span, "regex"))
@@ -484,7 +488,7 @@ class Extractor:
             for name in fact.entities:
                 if name.casefold() not in seen:
                     seen.add(name.casefold())
-                    canonical = self.ner.canonical(name)
+                    canonical = ner.canonical(name)
                     found.append(Entity(canonical or name, "technology" if canonical else "concept", None, "regex"))
         return tuple(found)
 

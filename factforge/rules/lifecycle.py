@@ -120,6 +120,11 @@ class SupersessionRules:
         decided = (rule.decide(fact, has_vector) for rule in self.for_fact(fact.category, fact.relation))
         return tuple(d for d in decided if d is not None)
 
+    def needs_vector(self, fact: Fact) -> bool:
+        """Whether what ``fact`` supersedes depends on its embedding (a ``similar_above`` rule applies to it): a
+        writer that leaves vectors to a worker still embeds such a fact as it stores it."""
+        return any(d.similar_above is not None for d in self.decide(fact, True))
+
     def implied(self, facts: Sequence[Fact]) -> list[Fact]:
         """Facts the given ones imply (see ``asserts``), not already among them."""
         have = {f.content.casefold() for f in facts}

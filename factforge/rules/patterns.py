@@ -31,7 +31,7 @@ from typing import Any, cast
 
 import regex
 
-from .literals import clause_checks, meets, required
+from .literals import Branches, clause_checks, meets, required
 from .rulefile import (Problems, compile_regex, compiled_once, default_patterns_dir, grammar_words, keyword_automaton,
                        own_time, read_yaml, remember, safe_finditer, verified_folder, yaml_files)
 from .ner import FILE_NAME as ENTITIES_FILE, EntityRecognizer
@@ -262,6 +262,14 @@ class PatternLibrary:
     # Rendered content -> whether it is broken (``broken_ending``, ``broken_start``, ``broken_content``): long
     # regexes, ~45 us a fact, and a third of the facts say what another message said before ("User likes hiking").
     broken_cache: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # ``broken_content`` and ``dangling_inside`` as the yes/no checks they are, run part by part (derived).
+    broken_parts: Branches | None = field(default=None, init=False, repr=False, compare=False)
+    dangling_parts: Branches | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name, rx in (("broken_parts", self.broken_content), ("dangling_parts", self.dangling_inside)):
+            if rx is not None:
+                object.__setattr__(self, name, Branches(rx))
 
     @classmethod
     def from_dir(cls, patterns_dir: Path | None = None) -> PatternLibrary:
@@ -366,9 +374,7 @@ class PatternLibrary:
         if not rule.allow_questions and sentences.is_question(start, end) and not self._statement_before_break(
                 m.string, m.end(), end):
             return []
-        if rule.blockers is not None and rule.blockers.search(
-            m.string, self._clause_start(m.string, start, m.start(), end), max(start, m.start())
-        ):
+        if rule.blockers is not None and self._blocked(rule.blockers, m.string, start, m.start(), end):
             return []
         # A rule without its own time slot is dated by a time expression anywhere in its sentence. In an
         # event (category temporal) a relative one is cut out of the slots so the stored text does not go
@@ -435,7 +441,7 @@ class PatternLibrary:
         for v in values:
             found = cache.get(v)
             if found is None:
-                end, inside, begin = self.dangling_ref, self.dangling_inside, self.dangling_start
+                end, inside, begin = self.dangling_ref, self.dangling_parts, self.dangling_start
                 found = bool((end is not None and end.match(v)) or (begin is not None and begin.match(v))
                              or (inside is not None and inside.search(v)))
                 remember(cache, v, found)
@@ -450,7 +456,7 @@ class PatternLibrary:
         if found is None:
             found = bool((self.broken_ending is not None and self.broken_ending.match(content)) or (
                 self.broken_start is not None and self.broken_start.match(content)) or (
-                self.broken_content is not None and self.broken_content.search(content)))
+                self.broken_parts is not None and self.broken_parts.search(content)))
             remember(self.broken_cache, content, found)
         return found
 
@@ -482,6 +488,19 @@ class PatternLibrary:
             return own_time(lambda timeout: breaks.search(text, pos, end, timeout=timeout)) is not None
         except TimeoutError:
             return False  # unsure: the whole sentence counts as a question, as before
+
+    def _blocked(self, blockers: regex.Pattern[str], text: str, start: int, pos: int, end: int) -> bool:
+        """Whether a blocker occurs in the clause before a match at ``pos`` (its sentence is ``text[start:end]``).
+
+        The sentence before the match is searched first: a search from a later position tries a subset of the same
+        positions (a look-behind reads the text before ``pos`` either way), so when the sentence holds no blocker
+        neither does the clause, and where the clause starts (a scan for clause breaks) is not worked out."""
+        stop = max(start, pos)
+        found = blockers.search(text, start, stop)
+        if found is None:
+            return False
+        clause = self._clause_start(text, start, pos, end)
+        return found.start() >= clause or blockers.search(text, clause, stop) is not None
 
     def _clause_start(self, text: str, start: int, pos: int, end: int) -> int:
         """Where the clause holding ``pos`` starts (a blocker before it belongs to another clause), in the sentence

@@ -558,6 +558,7 @@ def _share(value: float) -> float:
 class NegationSpec(Spec):
     words: list[Text]  # explicit negation ("not", "never", "n't")
     implied: list[Text] = []  # words that say "no more" on their own ("quit", "no longer", "former")
+    hedges: list[Text] = []  # phrases with a negation word that negate nothing ("not sure", "not only")
     clause_breaks: list[Text] = []  # words that end a clause beside punctuation ("but", "because")
     subject_breaks: list[Text] = []  # words that end one only before a new subject ("so I'm", not "not so sure")
     subjects: list[Text] = []  # what opens a new subject ("I", "she", "my")

@@ -45,7 +45,8 @@ from typing import Any
 
 from .scope import rule_cases, scope_keys
 
-__all__ = ["BM25_K1", "BM25_B", "bm25_query", "bm25_ranks", "bm25_ranks_sized", "SCOPED_TSV"]
+__all__ = ["BM25_K1", "BM25_B", "bm25_query", "bm25_query_from", "bm25_ranks", "bm25_ranks_sized", "terms_sql",
+           "SCOPED_TSV"]
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -123,10 +124,16 @@ class _Term:
         return self.num / (self.c + self.slope * dl)
 
 
-def _terms(conn: Any, query: str, stats: str) -> tuple[list[_Term], float, int]:
+def terms_sql(table: str) -> str:
+    """The first of a BM25 search's two statements, for ``table`` (see the module docstring): the statistics
+    of the query's lexemes (parameter ``%(q)s``), whose rows :func:`bm25_query_from` turns into the second. A
+    caller that searches several tables sends these together, then the second statements together."""
+    return _QUERY_TERMS.format(stats=_STATS.get(table, "bm25"))
+
+
+def _terms(rows: Sequence[Any]) -> tuple[list[_Term], float, int]:
     """The query's lexemes that some document holds, highest bound first, the average length and the number
-    of documents."""
-    rows = conn.execute(_QUERY_TERMS.format(stats=stats), {"q": query}).fetchall()
+    of documents, from the rows of :func:`terms_sql`."""
     corpus = int(rows[0][4] or 0)
     n_docs = max(corpus, 1)
     avgdl = max(float(rows[0][5] or 0) / n_docs, 1.0)
@@ -227,8 +234,14 @@ def bm25_query(conn: Any, where: str, params: dict[str, Any], query: str, table:
 def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
            ) -> tuple[tuple[str, dict[str, Any]] | None, int]:
     """:func:`bm25_query`'s answer, and the number of documents of ``table``'s kind (all scopes)."""
-    stats = _STATS.get(table, "bm25")
-    terms, avgdl, corpus = _terms(conn, query, stats)
+    return bm25_query_from(conn.execute(terms_sql(table), {"q": query}).fetchall(), where, params, query, table)
+
+
+def bm25_query_from(term_rows: Sequence[Any], where: str, params: dict[str, Any], query: str, table: str
+                    ) -> tuple[tuple[str, dict[str, Any]] | None, int]:
+    """:func:`bm25_query`'s answer from the rows of :func:`terms_sql` (``params`` with ``%(n)s``), and the number
+    of documents of ``table``'s kind (all scopes)."""
+    terms, avgdl, corpus = _terms(term_rows)
     if not terms:
         return None, corpus
     keys = scope_keys(params.get("v_agent"), params.get("v_team")) if table in _SCOPED_TABLES else None

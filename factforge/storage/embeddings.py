@@ -11,8 +11,9 @@ from uuid import UUID
 from ..errors import ValidationError
 from ..settings import get_settings
 from ..settings import DEFAULT_TEAM_GRAPH_MIN_ROWS
+from .facts import merge_paraphrases
 from .graphs import AGENT_GRAPH_MIN_ROWS, GraphBuild, build_owner_graphs, drop_graphs
-from .search import vector_index_ddl
+from .search import vector_index_ddl, vector_storage_ddl
 
 if TYPE_CHECKING:
     from .store import Store
@@ -75,7 +76,7 @@ def reset_embedding_column(store: Store, dim: int, model: str) -> int:
         n = 0
         for table in ("facts", "turns"):
             if int(meta.get("embed_dim", 0)) != dim:
-                # the shared one before migration 0022, the private one before 0013
+                # the shared one before migration 0023, the private one before 0013
                 for graph in ("global", "shared", "private"):
                     conn.exec_driver_sql(f"DROP INDEX IF EXISTS {table}_embedding_{graph}_hnsw")
                 # it may hold the vectors (private_index_ddl); agents' and teams' graphs are of the old dimension
@@ -83,6 +84,7 @@ def reset_embedding_column(store: Store, dim: int, model: str) -> int:
                 drop_graphs(conn.exec_driver_sql, table)
                 conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) "
                                      "USING NULL")
+                conn.exec_driver_sql(vector_storage_ddl(table))  # the new type's storage was pgvector's
                 conn.exec_driver_sql(f"UPDATE {table} SET embedding_model = NULL")
                 for ddl in vector_index_ddl(table, dim):
                     conn.exec_driver_sql(ddl)
@@ -105,6 +107,7 @@ class EmbedReport:
 
     facts: int = 0
     episodes: int = 0
+    merged: int = 0  # facts embedded and then merged into an older paraphrase (facts.merge_paraphrases)
     # (table, agent) of the private rows embedded: whose agent may now need a graph of its own (graphs)
     private_agents: frozenset[tuple[str, str]] = frozenset()
     # (table, team) of the team rows embedded: the same for teams
@@ -121,9 +124,21 @@ class EmbedReport:
 # them twice (1,787 episode updates for 1,096 episodes in bench_api's remember phase).
 _CLAIM = {kind: f"{sql} FOR UPDATE SKIP LOCKED" for kind, sql in _WAITING.items()}
 
+# Facts are claimed otherwise: writers update them after they are stored (a fact said again is a mention, a new fact
+# supersedes older ones), and a pass that held their row locks through a model run stalled those writes (and
+# deadlocked them with its own updates). A pass takes an advisory lock per fact instead (key: FACT_LOCK and the
+# id's hash; another pass skips what one holds, a writer does not see them), for its connection's session, and
+# gives each fact its vector (and merges it into an older paraphrase) in a transaction of its own. Without an
+# ORDER BY outside the subquery, rows flow into the LIMIT one by one: locks are tried only until it is full.
+FACT_LOCK = 0x6666  # the advisory lock namespace of facts being embedded
+_CLAIM_FACTS = f"""
+    SELECT id, text, agent_id, visibility, team_id FROM ({_WAITING["facts"].replace("%(n)s", "%(scan)s")}) AS waiting
+    WHERE pg_try_advisory_lock({FACT_LOCK}, hashtext(id::text)) LIMIT %(n)s"""
+
 
 def embed_pending(store: Store, embedder: Embedder, *, batch: int = 64, limit: int | None = None) -> EmbedReport:
-    """Embed facts and episodes stored without a vector, ``batch`` texts per model call and transaction.
+    """Embed facts and episodes stored without a vector, ``batch`` texts per model call (and, for episodes, per
+    transaction; each fact gets its vector and any paraphrase merge in one of its own: ``_embed_facts``).
 
     This is the background embedder's unit of work (``Memory``'s embedding thread, ``factforge embed
     backfill``, a worker process): ``remember()`` stores an episode's words at once (BM25 finds it at once)
@@ -132,24 +147,60 @@ def embed_pending(store: Store, embedder: Embedder, *, batch: int = 64, limit: i
     a vector for the next pass.
     """
     counts = {"facts": 0, "episodes": 0}
+    merged = 0
     agents: set[tuple[str, str]] = set()
     teams: set[tuple[str, str]] = set()
     table = {"facts": "facts", "episodes": "turns"}
     for kind in ("facts", "episodes"):
         while limit is None or counts["facts"] + counts["episodes"] < limit:
             left = batch if limit is None else min(batch, limit - counts["facts"] - counts["episodes"])
-            with store._tx() as conn:  # the rows stay locked while the model runs, then get their vectors
-                rows = conn.exec_driver_sql(_CLAIM[kind], {"n": left}).fetchall()
-                if rows:
-                    vectors = embedder.embed([text for _, text, _, _, _ in rows])
-                    _store_vectors(conn, [(rid, vec) for (rid, *_), vec in zip(rows, vectors)],
-                                   embedder.model, table[kind])
+            if kind == "facts":
+                rows, n = _embed_facts(store, embedder, left)
+                merged += n
+            else:
+                with store._tx() as conn:  # the rows stay locked while the model runs, then get their vectors
+                    rows = conn.exec_driver_sql(_CLAIM[kind], {"n": left}).fetchall()
+                    if rows:
+                        vectors = embedder.embed([text for _, text, *_ in rows])
+                        _store_vectors(conn, [(rid, vec) for (rid, *_), vec in zip(rows, vectors)],
+                                       embedder.model, table[kind])
             if not rows:
                 break
             agents.update((table[kind], agent) for _, _, agent, vis, _ in rows if vis == "private")
             teams.update((table[kind], team) for _, _, _, vis, team in rows if vis == "team" and team is not None)
             counts[kind] += len(rows)
-    return EmbedReport(**counts, private_agents=frozenset(agents), team_owners=frozenset(teams))
+    return EmbedReport(**counts, private_agents=frozenset(agents), team_owners=frozenset(teams), merged=merged)
+
+
+def _embed_facts(store: Store, embedder: Embedder, n: int) -> tuple[list[Any], int]:
+    """Up to ``n`` facts waiting for a vector, claimed (``_CLAIM_FACTS``), embedded and stored one transaction each,
+    each merged into an older paraphrase if it has one (:func:`merge_paraphrases`: it was stored without the vector
+    that would have told); returns the rows and how many were merged."""
+    import psycopg
+
+    from .pooling import autocommit_connection
+    from .store import Tx
+
+    try:
+        with autocommit_connection(store.engine) as pg:
+            # A few more than n are looked at: rows another pass holds are skipped.
+            rows = pg.execute(_CLAIM_FACTS, {"n": n, "scan": 4 * n}).fetchall()
+            merged = 0
+            try:
+                if rows:
+                    vectors = embedder.embed([text for _, text, *_ in rows])
+                    tx = Tx(pg, store.statement_listener)
+                    for (rid, *_), vec in zip(rows, vectors):
+                        with pg.transaction():
+                            _store_vectors(tx, [(rid, vec)], embedder.model, "facts")
+                            merged += merge_paraphrases(store, tx, [rid])
+            finally:
+                if rows and not pg.broken:
+                    pg.execute(f"SELECT pg_advisory_unlock({FACT_LOCK}, hashtext(id::text)) FROM unnest(%(ids)s::uuid[]) id",
+                               {"ids": [r[0] for r in rows]})
+    except psycopg.Error as exc:
+        raise store._database_error(exc) from exc
+    return rows, merged
 
 
 def build_graphs(store: Store, *, min_rows: int = AGENT_GRAPH_MIN_ROWS, team_min_rows: int | None = None,

@@ -23,14 +23,15 @@ from ..errors import DatabaseError, NotFoundError, ValidationError
 from ..types import Entity, Fact, Relationship, Supersession, content_hash, normalize_content
 from .entities import canonical, link_entities, normalize_entity, save_relationships, upsert_entities
 from .records import FACT_COLS, Provenance, Scope, StoredFact, check_fact, stored
-from .scope import CONFLICT_TARGET, fact_filters, own_session, same_scope, source_readable, visible
+from .scope import (CONFLICT_TARGET, fact_filters, own_session, same_scope, same_scope_as, source_readable,
+                    visible)
 
 if TYPE_CHECKING:
     from .store import Store
 
 logger = logging.getLogger("factforge.store")
 
-__all__ = ["save", "facts", "get", "sources", "MAX_TX_ATTEMPTS", "RETRY_SQLSTATES", "sqlstate"]
+__all__ = ["save", "merge_paraphrases", "facts", "get", "sources", "MAX_TX_ATTEMPTS", "RETRY_SQLSTATES", "sqlstate"]
 
 MAX_TX_ATTEMPTS = 5
 RETRY_SQLSTATES = frozenset({"40001", "40P01", "23505"})  # serialization failure, deadlock, unique race
@@ -178,7 +179,6 @@ def _save_one(store: Store, conn: Any, fact: Fact, scope: Scope, prov: Provenanc
 def _paraphrase_of(store: Store, conn: Any, fact: Fact, scope: Scope,
                    params: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The stored fact this one paraphrases (its mention counted), or None."""
-    threshold = store.settings.dedup_similarity
     cand = conn.exec_driver_sql(
         f"""
         SELECT {FACT_COLS}, 1 - (embedding <=> %(embedding)s) AS similarity FROM facts
@@ -188,20 +188,7 @@ def _paraphrase_of(store: Store, conn: Any, fact: Fact, scope: Scope,
         """,
         params,
     ).mappings().first()
-    if cand is None or float(cand["similarity"]) < threshold:
-        return None
-    if {normalize_entity(e) for e in cand["entities"]} != {normalize_entity(e) for e in fact.entities}:
-        return None
-    if cand["slots"] and fact.slots:
-        # Slots both rules captured must agree ("two dogs" / "three dogs" differ); a slot only one rule has
-        # (the verb of "likes" in "User likes dark mode" vs "User prefers dark mode") is wording.
-        old_slots, new_slots = dict(cand["slots"]), dict(fact.slots)
-        if any(normalize_content(str(old_slots[k])) != normalize_content(str(new_slots[k]))
-               for k in old_slots.keys() & new_slots.keys() if k != "verb"):
-            return None
-    old_words, new_words = normalize_content(cand["content"]).split(), normalize_content(fact.content).split()
-    if sorted(old_words) == sorted(new_words):
-        # Same words in another order ("X over Y" / "Y over X"): a different claim, not a paraphrase.
+    if cand is None or not _paraphrases(store, cand, fact.content, fact.entities, fact.slots):
         return None
     return conn.exec_driver_sql(
         f"UPDATE facts SET mention_count = mention_count + 1, "
@@ -209,6 +196,80 @@ def _paraphrase_of(store: Store, conn: Any, fact: Fact, scope: Scope,
         f"WHERE id = %(id)s RETURNING {FACT_COLS}",
         {"id": cand["id"], "seen": params["seen"], "confidence": params["confidence"]},
     ).mappings().one()
+
+
+def _paraphrases(store: Store, cand: Mapping[str, Any], content: str, entities: Iterable[str],
+                 slots: Mapping[str, Any] | None) -> bool:
+    """Whether a fact saying ``content`` (with ``entities``, ``slots``) paraphrases the stored ``cand``, the
+    nearest by vector (its ``similarity``): the same thing in other words, not another claim."""
+    if float(cand["similarity"]) < store.settings.dedup_similarity:
+        return False
+    if {normalize_entity(e) for e in cand["entities"]} != {normalize_entity(e) for e in entities}:
+        return False
+    if cand["slots"] and slots:
+        # Slots both rules captured must agree ("two dogs" / "three dogs" differ); a slot only one rule has
+        # (the verb of "likes" in "User likes dark mode" vs "User prefers dark mode") is wording.
+        old_slots, new_slots = dict(cand["slots"]), dict(slots)
+        if any(normalize_content(str(old_slots[k])) != normalize_content(str(new_slots[k]))
+               for k in old_slots.keys() & new_slots.keys() if k != "verb"):
+            return False
+    old_words, new_words = normalize_content(cand["content"]).split(), normalize_content(content).split()
+    # Same words in another order ("X over Y" / "Y over X"): a different claim, not a paraphrase.
+    return sorted(old_words) != sorted(new_words)
+
+
+def merge_paraphrases(store: Store, conn: Any, fact_ids: Sequence[UUID]) -> int:
+    """Merge each of the given facts, just given a vector after being stored without one, into the older current
+    fact of its scope that it paraphrases, as :func:`save` would have made it a mention of that fact had it had
+    the vector then; returns how many were merged. Oldest first, so two paraphrases stored without vectors end
+    as one. The merged fact's mentions, entity links and relationships go to the older one, then it goes (its id
+    with it): what a writer with ``FACTFORGE_EMBED_IN=worker`` leaves to the worker that embeds its facts."""
+    rows = conn.exec_driver_sql(
+        f"""
+        SELECT f.id AS new_id, f.content AS new_content, f.entities AS new_entities, f.slots AS new_slots,
+               f.confidence AS new_confidence, f.first_seen_at AS new_first, f.last_seen_at AS new_last, g.*
+        FROM facts f CROSS JOIN LATERAL (
+            SELECT {', '.join('g.' + c.strip() for c in FACT_COLS.split(','))},
+                   1 - (g.embedding <=> f.embedding) AS similarity
+            FROM facts g
+            WHERE g.superseded_at IS NULL AND g.embedding IS NOT NULL AND g.category = f.category
+              AND {same_scope_as("g", "f")} AND g.content_hash <> f.content_hash
+              AND (g.created_at, g.id) < (f.created_at, f.id)
+            ORDER BY g.embedding <=> f.embedding LIMIT 1) g
+        WHERE f.id = ANY(%(ids)s) AND f.superseded_at IS NULL AND f.embedding IS NOT NULL
+        ORDER BY f.created_at, f.id
+        """,
+        {"ids": list(fact_ids)},
+    ).mappings()
+    merged: set[UUID] = set()
+    for row in rows:
+        # An older fact of the same batch merged already is gone: its paraphrase keeps to the fact it went into.
+        if row["id"] in merged or not _paraphrases(store, row, row["new_content"], row["new_entities"],
+                                                  row["new_slots"]):
+            continue
+        new, old = row["new_id"], row["id"]
+        conn.exec_driver_sql(
+            """
+            WITH moved AS (
+                UPDATE fact_sources s SET fact_id = %(old)s WHERE s.fact_id = %(new)s
+                  AND NOT EXISTS (SELECT FROM fact_sources o WHERE o.fact_id = %(old)s AND o.source_key = s.source_key)
+                RETURNING 1)
+            UPDATE facts SET mention_count = mention_count + (SELECT count(*) FROM moved),
+                first_seen_at = least(first_seen_at, %(first)s), last_seen_at = greatest(last_seen_at, %(last)s),
+                confidence = greatest(confidence, %(confidence)s)
+            WHERE id = %(old)s
+            """,
+            {"old": old, "new": new, "first": row["new_first"], "last": row["new_last"],
+             "confidence": row["new_confidence"]})
+        conn.exec_driver_sql("INSERT INTO fact_entities (fact_id, entity_id) SELECT %(old)s, entity_id "
+                             "FROM fact_entities WHERE fact_id = %(new)s ON CONFLICT DO NOTHING", {"old": old, "new": new})
+        conn.exec_driver_sql("UPDATE relationships SET fact_id = %(old)s WHERE fact_id = %(new)s", {"old": old, "new": new})
+        conn.exec_driver_sql("UPDATE facts SET superseded_by = %(old)s WHERE superseded_by = %(new)s",
+                             {"old": old, "new": new})
+        conn.exec_driver_sql("DELETE FROM facts WHERE id = %(new)s", {"new": new})
+        logger.info("%s paraphrases %s: merged into it", row["new_content"], row["content"])
+        merged.add(new)
+    return len(merged)
 
 
 def supersession_sql(decision: Supersession, vector: Any) -> tuple[str, dict[str, Any]]:

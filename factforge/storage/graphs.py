@@ -2,7 +2,7 @@
 owners that have many.
 
 A caller sees its own private rows, its team's team rows and the global ones. Each of the three is read on
-its own (:func:`factforge.storage.search.vector_sql`): the global rows by the global graph (migration 0022),
+its own (:func:`factforge.storage.search.vector_sql`): the global rows by the global graph (migration 0023),
 which holds nothing else, and the caller's private and team rows exactly (an owner's covering btree, then a
 sort), which costs in proportion to how many there are: at 1M facts + 1M episodes (50 agents in 10 teams,
 60% private) an agent has 11k private facts and 18k private episodes, a team 35k team facts. For such an owner
@@ -10,14 +10,14 @@ a partial HNSW index over its rows alone (``WHERE visibility = 'private' AND age
 ``WHERE visibility = 'team' AND team_id = '<team>'``; the global graph's half-precision expression) gives the
 same top 10 at a fraction of the cost: every graph a search walks holds only rows the caller may see, so the
 walk is unfiltered and a short candidate list finds the nearest (see ``DEFAULT_AGENT_GRAPH_MIN_ROWS`` in
-settings). Before 0022 the team and global rows were one graph over every team's rows, in which a caller's
+settings). Before 0023 the team and global rows were one graph over every team's rows, in which a caller's
 scope was a small share: a filtered walk that needed 1,000 candidates at 1M facts and still missed.
 
 The search statement asks for the graph by name (:func:`graph_name`) and uses it only when it exists and is
 valid; otherwise the exact read runs, as before. A graph is made with ``CREATE INDEX CONCURRENTLY`` (writes go
 on meanwhile; one that failed half-way is invalid, unused, and dropped and made again by the next build) for
 each agent or team holding at least ``min_rows`` rows with a vector: by ``factforge worker`` after it
-embedded an owner's rows, by ``factforge embed graphs``, and by migration 0022 for the teams a database
+embedded an owner's rows, by ``factforge embed graphs``, and by migration 0023 for the teams a database
 already holds. Changing the embedding dimension drops the graphs (:func:`drop_graphs`), as it drops the global
 one; they are made again once enough rows carry the new vectors.
 """
@@ -102,7 +102,7 @@ def graph_exists_sql(table: str, kind: str, owner: str) -> str:
 def graph_ddl(table: str, kind: str, owner: str, dim: int, *, concurrently: bool = True) -> Any:
     """``CREATE INDEX [CONCURRENTLY]`` of ``owner``'s graph in ``table`` (a psycopg ``Composed``: the id is a
     quoted literal); the graph's shape is the global one's (``vector_index_ddl``), an agent's built with a
-    shorter candidate list. Migration 0022 builds in its transaction, so not concurrently."""
+    shorter candidate list. Migration 0023 builds in its transaction, so not concurrently."""
     from psycopg import sql
 
     cond = _condition(table, kind)

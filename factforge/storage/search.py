@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,7 +24,8 @@ from typing import Any, Literal
 from uuid import UUID
 
 from ..errors import DatabaseError, EmbedderError, ValidationError
-from .bm25 import BM25_B, BM25_K1, SCOPED_TSV, bm25_query, bm25_ranks, bm25_ranks_sized  # noqa: F401 (re-exported)
+from .bm25 import (BM25_B, BM25_K1, SCOPED_TSV, bm25_query, bm25_query_from, bm25_ranks,  # noqa: F401 (re-exported)
+                   bm25_ranks_sized, terms_sql)
 from .scope import episode_filters, fact_filters, own_session, scope_keys, source_readable  # noqa: F401 (scope_keys re-exported)
 
 logger = logging.getLogger("factforge.search")
@@ -37,7 +38,7 @@ KINDS = ("fact", "episode")
 MAX_K = 1000  # the most hits one search returns
 # The candidate list (hnsw.ef_search) of the global and team graphs by default grows with the global graph: one
 # candidate per EF_SEARCH_ROWS rows in it (the index's pg_class.reltuples, read in the query's own message), at
-# least EF_SEARCH_MIN, at most pgvector's largest. Before migration 0022 one shared graph held every team's rows
+# least EF_SEARCH_MIN, at most pgvector's largest. Before migration 0023 one shared graph held every team's rows
 # and the global ones, and a caller's scope was ~30% of it at 100k facts, ~25% at 1M: there recall@10 under a
 # scope was 0.83 at 400 and 0.89 at 1000 (by id; 100 questions, private rows exact). Every graph now holds rows
 # the caller may see only: at 1M facts the team's and the global graph (both built with ef_construction 400)
@@ -168,11 +169,11 @@ def _connection(source: Any, *, need_vector: bool) -> Iterator[Any]:
 def vector_sql(table: str, where: str, params: dict[str, Any], dim: int, *, graphs: Iterable[str] = (),
                private: bool = True) -> str:
     """The ``%(n)s`` nearest rows of ``table`` to ``%(v)s`` (``dim`` numbers) under ``where``: each kind of row
-    the caller may see read on its own, merged - the global rows by the global graph (migration 0022), which
+    the caller may see read on its own, merged - the global rows by the global graph (migration 0023), which
     holds nothing else, and the caller's team rows and own private rows exactly (by the owner's btree, then
     sorted) or, for the owner kinds in ``graphs`` ("agent", "team"), by the owner's graph while it has a valid
     one (:func:`graph_sql`). Every graph walked holds only rows the caller may see: the walk is unfiltered, and a
-    short candidate list finds the nearest (the shared graph of every team's rows before 0022 needed 1,000 at 1M
+    short candidate list finds the nearest (the shared graph of every team's rows before 0023 needed 1,000 at 1M
     facts and still missed). The analyst's view (no agent, no team) reads every private and team row exactly.
     The graphs hold half-precision copies of the vectors: they are walked by that distance, and the rows found
     are ranked by the full one. ``private=False`` leaves the caller's private rows out (a statement of their
@@ -237,14 +238,14 @@ def graph_sql(table: str, kind: str, where: str, params: dict[str, Any], dim: in
 COVERED_MAX_DIM = 512
 
 
-# The agents' and teams' graphs' build-time candidate list; the shared graph's before migration 0022 (0015;
+# The agents' and teams' graphs' build-time candidate list; the shared graph's before migration 0023 (0015;
 # pgvector's default is 64). At 1M facts + 1M
 # episodes, recall@10 under a scope by distance (200 queries): 0.856 -> 0.905 at ef_search 400, 0.915 -> 0.969
 # at 1000, the statement no slower; a build takes longer (312 s for the 1M facts' shared rows at load ~15).
 # 112 was measured in stop 35 (5.5% fewer buffer accesses per insert, recall@10 at 100k unchanged) and not taken:
 # its recall at 1M, where the margin is thin, was not measured (bench/README.md).
 GRAPH_EF_CONSTRUCTION = 128
-# The global graph's and the teams' graphs' (migration 0022). These rows repeat the same few thousand sentences
+# The global graph's and the teams' graphs' (migration 0023). These rows repeat the same few thousand sentences
 # with small differences (bench_search's data: near-duplicate vectors), where a walk needs a long list, and a
 # better-built graph needs a shorter one. At 1M facts, 100 questions, recall@10 of one graph's rows alone at
 # ef_search 100 / 200 / 400 (/ 1000): the global graph (77k rows) 0.764 / 0.852 / 0.884 / 0.977 built with 128,
@@ -255,20 +256,30 @@ GLOBAL_GRAPH_EF_CONSTRUCTION = 400
 
 
 def vector_index_ddl(table: str, dim: int, ef_construction: int = GLOBAL_GRAPH_EF_CONSTRUCTION) -> list[str]:
-    """The statements that make ``table``'s vector indexes as migrations 0013-0022 left them, for ``dim``
+    """The statements that make ``table``'s vector indexes as migrations 0013-0023 left them, for ``dim``
     numbers: the HNSW graph over half-precision copies of the global rows' vectors (what :func:`vector_sql`
     walks) and the agent's private rows with what the private branch reads (:func:`private_index_ddl`). A
-    team's team rows are found by a btree without vectors (migration 0022 for facts, 0019's length index for
+    team's team rows are found by a btree without vectors (migration 0023 for facts, 0019's length index for
     episodes); agents' and teams' own graphs are made apart (:mod:`factforge.storage.graphs`).
     ``ef_construction``: the graph's build-time candidate list (benchmarks try others)."""
     return [global_graph_ddl(table, dim, ef_construction), private_index_ddl(table, dim)]
 
 
 def global_graph_ddl(table: str, dim: int, ef_construction: int = GLOBAL_GRAPH_EF_CONSTRUCTION) -> str:
-    """The HNSW graph of ``table``'s global rows (migration 0022), over half-precision copies of their vectors."""
+    """The HNSW graph of ``table``'s global rows (migration 0023), over half-precision copies of their vectors."""
     return (f"CREATE INDEX {table}_embedding_global_hnsw ON {table} USING hnsw ((embedding::halfvec({int(dim)})) "
             f"halfvec_cosine_ops) WITH (m = 16, ef_construction = {int(ef_construction)}) "
             "WHERE visibility = 'global'")
+
+
+def vector_storage_ddl(table: str) -> str:
+    """The statement that keeps ``table``'s vectors in their rows (migration 0022): pgvector's types are ``STORAGE
+    EXTERNAL``, so a fact of ~2.2 KB had its vector in the TOAST table, and the exact read of an agent's private
+    facts fetched every one through the TOAST index (~900 facts: 2,788 instead of 288 buffers, 1.5 instead of
+    0.5 ms). Remaking the column (a new dimension) resets its storage to the type's: state it again after."""
+    if table not in _PRIVATE_COVER:
+        raise ValidationError(f"no vectors in table {table!r}")
+    return f"ALTER TABLE {table} ALTER COLUMN embedding SET STORAGE MAIN"
 
 
 # The condition every read of an agent's private rows states, per table (an episode is a turn with words): the
@@ -334,24 +345,33 @@ class _QueryVector:
         return cls(Vector(np.asarray(vector, dtype=np.float32)), len(vector))
 
 
-def _vector_ranks(conn: Any, source: Any, where: str, params: dict[str, Any], vector: _QueryVector, n: int,
-                  ef_search: int | None, table: str = "facts", own_graph: bool = True) -> dict[UUID, tuple[int, float]]:
-    # One round trip: a pipeline of each statement after its HNSW settings, ended by one Sync, so one implicit
-    # transaction that the settings last for. Each statement is prepared, its vector bound (in binary): the
-    # server plans it on its first runs on a connection, then keeps its generic plan. Sent as one simple-protocol
-    # message with the vector as a literal, the statements were planned anew on every search: 1.5-2 ms of a
-    # kind's 4-5 ms of PostgreSQL CPU at ~1k rows (bench_api).
-    statements = vector_statements(table, where, params, vector.dim, n, ef_search,
-                                   _has_iterative_scan(conn, source), own_graph)
-    args = {**params, "v": vector.value}
+_Ranks = dict[UUID, tuple[int, float]]
+
+
+def _send_vectors(conn: Any, kind: _Kind, where: str, vector: _QueryVector, n: int, ef_search: int | None,
+                  iterative: bool) -> Callable[[], _Ranks]:
+    """Sends ``kind``'s vector statements on ``conn``, in the pipeline its caller holds open; returns what reads
+    their ranks once the pipeline is synced.
+
+    Each statement follows its HNSW settings in one pipeline ended by one Sync, so one implicit transaction that
+    the settings last for. Each statement is prepared, its vector bound (in binary): the server plans it on its
+    first runs on a connection, then keeps its generic plan. Sent as one simple-protocol message with the vector
+    as a literal, the statements were planned anew on every search: 1.5-2 ms of a kind's 4-5 ms of PostgreSQL
+    CPU at ~1k rows (bench_api)."""
+    statements = vector_statements(kind.table, where, kind.params, vector.dim, n, ef_search, iterative,
+                                   not kind.narrowed)
+    args = {**kind.params, "v": vector.value}
     found = []
-    with conn.pipeline():
-        for settings, query in statements:
-            conn.execute(settings, prepare=True)
-            found.append(conn.execute(query, args, prepare=True))
-    rows: list[tuple[Any, Any]] = [row for cur in found for row in cur.fetchall()]
-    # relaxed_order may return neighbours slightly out of order: rank by the exact distance.
-    return {fid: (rank, float(d)) for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1])[:n], 1)}
+    for settings, query in statements:
+        conn.execute(settings, prepare=True)
+        found.append(conn.execute(query, args, prepare=True))
+
+    def ranks() -> _Ranks:
+        rows: list[tuple[Any, Any]] = [row for cur in found for row in cur.fetchall()]
+        # relaxed_order may return neighbours slightly out of order: rank by the exact distance.
+        return {fid: (rank, float(d)) for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1])[:n], 1)}
+
+    return ranks
 
 
 def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, n: int, ef_search: int | None,
@@ -387,17 +407,15 @@ def _executor() -> ThreadPoolExecutor:
         return _EXECUTOR[0]
 
 
-def _vector_on_own_connection(source: Any, where: str, params: dict[str, Any], vector: _QueryVector, n: int,
-                              ef_search: int | None, table: str = "facts",
-                              own_graph: bool = True) -> dict[UUID, tuple[int, float]]:
+def _vectors_on_own_connection(source: Any, kinds: Sequence[_Kind], vector_where: Mapping[str, str],
+                               vector: _QueryVector, n: int, ef_search: int | None) -> dict[str, _Ranks]:
+    """The vector ranks of ``kinds`` from another pooled connection: one pipeline, one round trip."""
     with _connection(source, need_vector=True) as conn:
-        return _vector_ranks(conn, source, where, params, vector, n, ef_search, table, own_graph)
-
-
-def _bm25_ranks(conn: Any, where: str, params: dict[str, Any], query: str, n: int,
-                table: str = "facts") -> tuple[dict[UUID, tuple[int, float]], int]:
-    """The exact BM25 top ``n`` (see ``factforge.storage.bm25``), and the size of the kind's corpus."""
-    return bm25_ranks_sized(conn, where, params, query, n, table)
+        iterative = _has_iterative_scan(conn, source)
+        with conn.pipeline():
+            read = {kind.name: _send_vectors(conn, kind, vector_where[kind.name], vector, n, ef_search, iterative)
+                    for kind in kinds}
+        return {name: ranks() for name, ranks in read.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -532,30 +550,49 @@ def _query_vector(query: str, embedder: Any, mode: str) -> list[float] | None:
 def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Mapping[str, str], query: str,
                 vector: list[float] | None, mode: str, n: int, ef_search: int | None,
                 max_distance: float | None
-                ) -> tuple[dict[tuple[str, str], dict[UUID, tuple[int, float]]], dict[str, int]]:
+                ) -> tuple[dict[tuple[str, str], _Ranks], dict[str, int]]:
     """(kind, path) -> {id: (rank, score)} for each kind's vector and BM25 path; fact and episode ids are
     distinct UUIDs. Vector neighbours too far away that BM25 did not find are left out (:func:`_agreeing`).
-    Also each kind's number of documents, as its BM25 statistics read it (none in vector mode)."""
-    ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]] = {}
+    Also each kind's number of documents, as its BM25 statistics read it (none in vector mode).
+
+    Two round trips on ``conn`` whatever the number of kinds: BM25's first statement of every kind (its term
+    statistics) with the vector statements that stay on ``conn``, then BM25's second statement of every kind."""
+    ranks: dict[tuple[str, str], _Ranks] = {}
     sizes: dict[str, int] = {}
-    pending = {}
     text = _QueryVector.of(vector) if vector is not None else None
+    searched = [kind for kind in plan if mode != "vector"]
+    here = list(plan) if text is not None else []
+    pending = []
     if text is not None and not isinstance(source, str) and (mode == "hybrid" or len(plan) > 1):
-        # Other pooled connections: the HNSW queries run while this one does BM25 (hybrid), or while it does
-        # the first kind's (vector: at 1M facts + 1M episodes each kind's statements take ~8-9 ms).
-        pending = {kind.name: _executor().submit(_vector_on_own_connection, source,
-                                                 vector_where[kind.name], kind.params, text, n,
-                                                 ef_search, kind.table, not kind.narrowed)
-                   for kind in (plan if mode == "hybrid" else plan[1:])}
-    for kind in plan:
-        if text is not None and kind.name not in pending:
-            ranks[kind.name, "vector"] = _vector_ranks(conn, source, vector_where[kind.name], kind.params,
-                                                       text, n, ef_search, kind.table, not kind.narrowed)
-        if mode != "vector":
-            ranks[kind.name, "bm25"], sizes[kind.name] = _bm25_ranks(conn, kind.where, kind.params, query, n,
-                                                                     kind.terms_table)
-    for name, future in pending.items():
-        ranks[name, "vector"] = future.result()
+        # Other pooled connections, one per kind: the HNSW queries run while this one does BM25 (hybrid), or
+        # while it does the first kind's (vector: at 1M facts + 1M episodes each kind's statements take ~8-9 ms,
+        # so the kinds run side by side too).
+        aside = plan if mode == "hybrid" else plan[1:]
+        here = [kind for kind in here if kind not in aside]
+        pending = [_executor().submit(_vectors_on_own_connection, source, [kind], vector_where, text, n, ef_search)
+                   for kind in aside]
+    iterative = _has_iterative_scan(conn, source) if here else False
+    with conn.pipeline():  # (never empty: a search that reaches here has a kind, and each kind a path)
+        terms = {kind.name: conn.execute(terms_sql(kind.terms_table), {"q": query}) for kind in searched}
+        read = {kind.name: _send_vectors(conn, kind, vector_where[kind.name], text, n, ef_search, iterative)
+                for kind in here if text is not None}
+    for name, found in read.items():
+        ranks[name, "vector"] = found()
+    built = {}
+    for kind in searched:
+        built[kind.name], sizes[kind.name] = bm25_query_from(terms[kind.name].fetchall(), kind.where,
+                                                             {**kind.params, "n": n}, query, kind.terms_table)
+    statements = {name: statement for name, statement in built.items() if statement is not None}
+    scored = {}
+    if statements:  # (an empty pipeline would still wait for the server)
+        with conn.pipeline():
+            scored = {name: conn.execute(*statement) for name, statement in statements.items()}
+    for kind in searched:
+        rows = scored[kind.name].fetchall() if kind.name in scored else []
+        ranks[kind.name, "bm25"] = {rid: (rank, float(score)) for rank, (rid, score) in enumerate(rows, 1)}
+    for job in pending:
+        for name, found_aside in job.result().items():
+            ranks[name, "vector"] = found_aside
     for kind in plan:
         if (kind.name, "vector") in ranks:
             ranks[kind.name, "vector"] = _agreeing(ranks[kind.name, "vector"],
@@ -636,8 +673,12 @@ def _ids(name: str) -> str:
     PostgreSQL planned the prepared statement anew on every search, never settling on its generic plan
     (bench_api, 8 clients: the three lookups planned 3,096 times in 2,458 searches, an eighth of search's time
     in PostgreSQL; 116 times in 1,179 searches with this). Through an InitPlan the array is unknown to both plans
-    alike, and after five runs the generic plan is kept: the same plan (the unique index), not planned again."""
-    return f"CAST((SELECT %({name})s::uuid[]) AS uuid[])"
+    alike, and after five runs the generic plan is kept: the same plan (the unique index), not planned again.
+
+    Sent in binary (``%b``, 16 bytes an id): in text, psycopg ran a regex over each id (does it need quotes?) and
+    PostgreSQL parsed it; with 70 ids a lookup cost 140 us of Python and 60 us of PostgreSQL CPU so, 50 and 20-27
+    us in binary."""
+    return f"CAST((SELECT %({name})b::uuid[]) AS uuid[])"
 
 
 def _links(conn: Any, order: Sequence[UUID], kind_of: dict[UUID, str]) -> dict[UUID, set[UUID]]:
@@ -693,41 +734,50 @@ def _rows(conn: Any, fact_ids: Sequence[UUID], episode_ids: Sequence[UUID], agen
     """The stored columns of the hits, facts with the time, session and speaker of their first source that the
     caller may read: a team fact first said in another agent's private conversation does not tell who spoke
     there or in which session (:func:`~factforge.storage.facts.sources` hides them the same way)."""
+    found = []
+    with conn.pipeline():  # one round trip for both
+        if fact_ids:
+            found.append(_fact_rows(conn, fact_ids, agent_id, team_id))
+        if episode_ids:
+            found.append(_episode_rows(conn, episode_ids))
     out: dict[UUID, dict[str, Any]] = {}
-    if fact_ids:
-        readable = source_readable(agent_id, team_id)
-        cur = conn.execute(
-            f"""
-            SELECT f.id, f.content, f.category, f.confidence, f.extraction_method AS method, f.visibility,
-                   f.agent_id, f.team_id, f.entities, f.superseded_at, f.last_seen_at, f.first_seen_at,
-                   f.valid_from, f.valid_to, src.message_ts AS source_ts,
-                   coalesce(src.session_id, src.activity_session,
-                            {own_session(agent_id, team_id, "source_session")},
-                            {own_session(agent_id, team_id, "source_activity_session")}) AS session_id,
-                   src.user_name AS speaker, f.explanation->'span'->>'text' AS evidence
-            FROM facts f LEFT JOIN LATERAL (
-                SELECT s.message_ts, s.session_id, s.activity_session, t.user_name FROM fact_sources s
-                LEFT JOIN turns t ON t.key = s.source_key WHERE s.fact_id = f.id AND {readable}
-                ORDER BY s.seen_at, s.id LIMIT 1
-            ) src ON true
-            WHERE f.id = ANY({_ids("ids")})
-            """,
-            {"ids": list(fact_ids), "v_agent": agent_id, "v_team": team_id},
-        )
-        names = [d.name for d in cur.description]
-        out.update({r[0]: dict(zip(names, r)) for r in cur.fetchall()})
-    if episode_ids:
-        cur = conn.execute(
-            f"""
-            SELECT id, user_message AS content, 'episode' AS category, 1.0 AS confidence, 'episode' AS method,
-                   visibility, agent_id, team_id, entities, NULL::timestamptz AS superseded_at,
-                   coalesce(message_ts, created_at) AS last_seen_at, coalesce(message_ts, created_at) AS first_seen_at,
-                   valid_from, valid_to, message_ts AS source_ts, coalesce(session_id, activity_session) AS session_id,
-                   user_name AS speaker
-            FROM turns WHERE id = ANY({_ids("ids")}) AND visibility IS NOT NULL
-            """,
-            {"ids": list(episode_ids)},
-        )
+    for cur in found:
         names = [d.name for d in cur.description]
         out.update({r[0]: dict(zip(names, r)) for r in cur.fetchall()})
     return out
+
+
+def _fact_rows(conn: Any, fact_ids: Sequence[UUID], agent_id: str | None, team_id: str | None) -> Any:
+    readable = source_readable(agent_id, team_id)
+    return conn.execute(
+        f"""
+        SELECT f.id, f.content, f.category, f.confidence, f.extraction_method AS method, f.visibility,
+               f.agent_id, f.team_id, f.entities, f.superseded_at, f.last_seen_at, f.first_seen_at,
+               f.valid_from, f.valid_to, src.message_ts AS source_ts,
+               coalesce(src.session_id, src.activity_session,
+                        {own_session(agent_id, team_id, "source_session")},
+                        {own_session(agent_id, team_id, "source_activity_session")}) AS session_id,
+               src.user_name AS speaker, f.explanation->'span'->>'text' AS evidence
+        FROM facts f LEFT JOIN LATERAL (
+            SELECT s.message_ts, s.session_id, s.activity_session, t.user_name FROM fact_sources s
+            LEFT JOIN turns t ON t.key = s.source_key WHERE s.fact_id = f.id AND {readable}
+            ORDER BY s.seen_at, s.id LIMIT 1
+        ) src ON true
+        WHERE f.id = ANY({_ids("ids")})
+        """,
+        {"ids": list(fact_ids), "v_agent": agent_id, "v_team": team_id},
+    )
+
+
+def _episode_rows(conn: Any, episode_ids: Sequence[UUID]) -> Any:
+    return conn.execute(
+        f"""
+        SELECT id, user_message AS content, 'episode' AS category, 1.0 AS confidence, 'episode' AS method,
+               visibility, agent_id, team_id, entities, NULL::timestamptz AS superseded_at,
+               coalesce(message_ts, created_at) AS last_seen_at, coalesce(message_ts, created_at) AS first_seen_at,
+               valid_from, valid_to, message_ts AS source_ts, coalesce(session_id, activity_session) AS session_id,
+               user_name AS speaker
+        FROM turns WHERE id = ANY({_ids("ids")}) AND visibility IS NOT NULL
+        """,
+        {"ids": list(episode_ids)},
+    )

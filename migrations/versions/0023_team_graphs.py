@@ -1,7 +1,7 @@
 """Graphs a caller's scope can walk unfiltered: the global rows' graph, and a graph per team with many team rows.
 
-Revision ID: 0022
-Revises: 0021
+Revision ID: 0023
+Revises: 0022
 
 Migration 0013's shared graph held every team's team rows and the global rows. A caller sees the global rows
 and its own team's: at 1M facts (10 teams) about a quarter of that graph, so its walk was a filtered one that
@@ -21,8 +21,8 @@ from alembic import op
 from factforge.settings import DEFAULT_TEAM_GRAPH_MIN_ROWS
 from factforge.storage.graphs import graph_ddl
 
-revision = "0022"
-down_revision = "0021"
+revision = "0023"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
