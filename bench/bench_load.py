@@ -72,10 +72,11 @@ def _disable(*triggers: str) -> list[str]:
     return [f"ALTER TABLE facts DISABLE TRIGGER {t}" for t in triggers]
 
 
-# name -> statements run on the empty copy before the load (index and trigger names as migrations 0001-0019 made them)
+# name -> statements run on the empty copy before the load (index and trigger names as migrations 0001-0023 made them;
+# since 0023 the graph is the global rows' only: a team's rows go into a graph of the team's once it has many)
 VARIANTS: dict[str, list[str]] = {
     "all": [],
-    "-graph": _drop("facts_embedding_shared_hnsw"),
+    "-graph": _drop("facts_embedding_global_hnsw"),
     "-private_cover": _drop("facts_private_agent_idx"),
     "-tsv_gin": _drop("facts_tsv_gin"),
     "-scoped_gin": _drop("fact_terms_scoped_gin"),
@@ -88,17 +89,17 @@ VARIANTS: dict[str, list[str]] = {
     "-dl_btrees": _drop("fact_terms_dl_global_idx", "fact_terms_dl_team_idx", "fact_terms_dl_private_idx"),
     "graph_only": [*_drop("facts_private_agent_idx", *_GINS, *_BTREES, *_UNIQUES),
                    *_disable("facts_bm25_ins", "facts_terms_ins")],
-    "bare": [*_drop("facts_embedding_shared_hnsw", "facts_private_agent_idx", *_GINS, *_BTREES, *_UNIQUES),
+    "bare": [*_drop("facts_embedding_global_hnsw", "facts_private_agent_idx", *_GINS, *_BTREES, *_UNIQUES),
              *_disable("facts_bm25_ins", "facts_terms_ins")],
     # factforge_scoped_tsv as migration 0006 wrote it (0021 made it PL/pgSQL; the same tsvector)
     "sql_scoped_tsv": [_SCOPED_TSV_0006],
     # the scoped text index's pending list at PostgreSQL's default (4MB; 0006 made it 256kB for searches)
     "scoped_gin_4mb": ["ALTER INDEX fact_terms_scoped_gin SET (gin_pending_list_limit = 4096)"],
     # the graph's candidate list at an insert (migration 0015 made it 128 for recall at 1M, 0021 112)
-    "graph_ef128": ["ALTER INDEX facts_embedding_shared_hnsw SET (ef_construction = 128)"],
-    "graph_ef112": ["ALTER INDEX facts_embedding_shared_hnsw SET (ef_construction = 112)"],
-    "graph_ef96": ["ALTER INDEX facts_embedding_shared_hnsw SET (ef_construction = 96)"],
-    "graph_ef64": ["ALTER INDEX facts_embedding_shared_hnsw SET (ef_construction = 64)"],
+    "graph_ef128": ["ALTER INDEX facts_embedding_global_hnsw SET (ef_construction = 128)"],
+    "graph_ef112": ["ALTER INDEX facts_embedding_global_hnsw SET (ef_construction = 112)"],
+    "graph_ef96": ["ALTER INDEX facts_embedding_global_hnsw SET (ef_construction = 96)"],
+    "graph_ef64": ["ALTER INDEX facts_embedding_global_hnsw SET (ef_construction = 64)"],
 }
 
 

@@ -150,13 +150,13 @@ class Factforge:
         cfg.set_main_option("script_location", str(ROOT / "migrations"))
         cfg.attributes.update(url=self.url, embed_dim=bs.DIM, embed_model=LOCAL_EMBED_MODEL)
         command.upgrade(cfg, "head")
-        if graph_efc is not None:  # the shared graph with another ef_construction than the schema's, before the load
+        if graph_efc is not None:  # the global graph with another ef_construction than the schema's, before the load
             import psycopg
 
             from factforge.storage.search import vector_index_ddl
 
             with psycopg.connect(self.conninfo, autocommit=True) as conn:
-                conn.execute("DROP INDEX facts_embedding_shared_hnsw")
+                conn.execute("DROP INDEX facts_embedding_global_hnsw")
                 conn.execute(vector_index_ddl("facts", bs.DIM, ef_construction=graph_efc)[0])
         self.store: Any = None
 
@@ -166,6 +166,7 @@ class Factforge:
         secs = bs.load(self.conninfo, facts, vectors, batch, self.streams)
         with psycopg.connect(self.conninfo, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE facts")
+        bs.build_graphs(self.conninfo, "1GB", 0)  # the teams' (and large agents') graphs, as the worker makes them
         from factforge.settings import Settings
         from factforge.storage.store import Store
 

@@ -53,12 +53,13 @@ N_TEAMS = 10
 MODES = ("vector", "bm25", "hybrid")
 
 
-# The schema's vector indexes (migration 0013): one HNSW graph over the shared rows, and the agent's private
-# rows with their vectors (vector_index_ddl makes both again).
+# The schema's vector indexes (migrations 0013, 0023): one HNSW graph over the global rows, and the agent's
+# private rows with their vectors (vector_index_ddl makes both again). Agents' and teams' own graphs are made
+# after the load (build_graphs), as `factforge embed graphs` / the worker would.
 def drop_hnsw(conn: Any, table: str) -> None:
     from factforge.storage.search import vector_index_ddl
 
-    conn.execute(f"DROP INDEX {table}_embedding_shared_hnsw")
+    conn.execute(f"DROP INDEX {table}_embedding_global_hnsw")
     if any(f"INDEX {table}_private_agent_idx " in ddl for ddl in vector_index_ddl(table, DIM)):
         conn.execute(f"DROP INDEX {table}_private_agent_idx")
 
@@ -68,6 +69,30 @@ def create_hnsw(conn: Any, table: str) -> None:
 
     for ddl in vector_index_ddl(table, DIM):
         conn.execute(ddl)
+
+
+def build_graphs(conninfo: str, maintenance_work_mem: str, workers: int) -> dict[str, Any]:
+    """The graphs of every agent and team over the settings' default thresholds (``factforge embed graphs``
+    makes the same with CREATE INDEX CONCURRENTLY; here plainly, with the load's memory, which is faster)."""
+    import psycopg
+
+    from factforge.settings import DEFAULT_AGENT_GRAPH_MIN_ROWS, DEFAULT_TEAM_GRAPH_MIN_ROWS
+    from factforge.storage.graphs import graph_candidates, graph_ddl
+
+    least = {"agent": DEFAULT_AGENT_GRAPH_MIN_ROWS, "team": DEFAULT_TEAM_GRAPH_MIN_ROWS}
+    built: dict[str, int] = {}
+    t0 = time.perf_counter()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
+        conn.execute(f"SET max_parallel_maintenance_workers = {int(workers)}")
+        for table in ("facts", "turns"):
+            for kind in ("team", "agent"):
+                for owner, _rows in graph_candidates(conn, table, least[kind], kind=kind):
+                    conn.execute(graph_ddl(table, kind, owner, DIM, concurrently=False))
+                    built[f"{table}_{kind}"] = built.get(f"{table}_{kind}", 0) + 1
+                print(f"graphs: {built}", file=sys.stderr)
+            conn.execute(f"ANALYZE {table}")
+    return {"built": built, "seconds": round(time.perf_counter() - t0, 1)}
 
 
 # ---------------------------------------------------------------------------------------------- vocabulary
@@ -540,6 +565,9 @@ def main() -> int:
                                                       "the end); an existing loaded one is reused without loading")
     ap.add_argument("--query-only", action="store_true", help="only query the database kept in --keep-db (fails "
                                                                "if it holds no facts: nothing is generated or loaded)")
+    ap.add_argument("--no-graphs", action="store_true",
+                    help="do not build the agents' and teams' own graphs after the load (or missing ones in a kept "
+                         "database): their rows are then read exactly")
     ap.add_argument("--no-keyword-overlap", action="store_true",
                     help="skip the exact BM25 check in Python (minutes at 1M facts)")
     ap.add_argument("--recall-queries", type=int, metavar="N",
@@ -559,8 +587,9 @@ def main() -> int:
 
     from factforge.models.embed import LocalEmbedder
     from factforge.storage.scope import fact_filters
-    from factforge.storage.search import (_bm25_ranks, _vector_ranks, _QueryVector, bm25_query, ef_search_sql,
-                                          search, vector_sql)
+    from factforge.storage.bm25 import bm25_ranks
+    from factforge.storage.search import (_Kind, _QueryVector, _send_vectors, bm25_query, ef_search_sql, search,
+                                          vector_sql)
     from factforge.settings import LOCAL_EMBED_MODEL
 
     t_total = time.perf_counter()
@@ -672,6 +701,9 @@ def main() -> int:
             res["load"] = load_res
             del vectors
 
+        if not args.no_graphs:
+            res["graphs"] = build_graphs(conninfo, args.maintenance_work_mem, args.hnsw_workers)
+            print(f"graphs: {res['graphs']}", file=sys.stderr)
         with psycopg.connect(conninfo) as conn:
             res["db"] = {
                 "facts": conn.execute("SELECT count(*) FROM facts").fetchone()[0],
@@ -679,8 +711,9 @@ def main() -> int:
                 "bm25_corpus_n_docs": conn.execute("SELECT n_docs FROM bm25_corpus WHERE id = 1").fetchone()[0],
                 "bm25_terms": conn.execute("SELECT count(*) FROM bm25_terms").fetchone()[0],
                 "episodes": conn.execute("SELECT count(*) FROM turns WHERE visibility IS NOT NULL").fetchone()[0],
-                "hnsw_index_mb": round(conn.execute(
-                    "SELECT pg_relation_size('facts_embedding_shared_hnsw')"
+                "hnsw_index_mb": round(conn.execute(  # the global graph and every agent's and team's
+                    "SELECT sum(pg_relation_size(indexrelid)) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                    "WHERE i.indrelid = 'facts'::regclass AND c.relam = (SELECT oid FROM pg_am WHERE amname = 'hnsw')"
                     ).fetchone()[0] / 2**20, 1),
                 "table_mb": round(conn.execute("SELECT pg_table_size('facts')").fetchone()[0] / 2**20, 1),
             }
@@ -733,17 +766,19 @@ def main() -> int:
         # The same SQL that search() runs, on one long-lived connection: how much of the latency above is the
         # per-call connect + fresh-backend cost (catalog caches, loading vector.so and the english dictionary).
         sql_ms: dict[str, list[float]] = {"vector_sql": [], "bm25_sql": []}
-        with psycopg.connect(conninfo) as conn:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
             register_vector(conn)
             for i, ((text, agent, team), vec) in enumerate(zip(queries, qvecs)):
                 where, params = fact_filters(agent, team)
                 params.update(q=text, n=40)
-                with conn.transaction():
-                    t0 = time.perf_counter()  # search()'s message: settings, the agent's rows, the shared ones
-                    _vector_ranks(conn, conninfo, where, params, _QueryVector.of(vec), 40, None, "facts")
-                    t1 = time.perf_counter()
-                    _bm25_ranks(conn, where, params, text, 40, "fact_terms")
-                    t2 = time.perf_counter()
+                t0 = time.perf_counter()  # search()'s pipeline: settings, the agent's rows, the team's and global ones
+                with conn.pipeline():
+                    ranks = _send_vectors(conn, _Kind("fact", "facts", "fact_terms", where, params), where,
+                                          _QueryVector.of(vec), 40, None, True)
+                ranks()
+                t1 = time.perf_counter()
+                bm25_ranks(conn, where, params, text, 40, "fact_terms")
+                t2 = time.perf_counter()
                 if i >= 5:  # the first few warm the backend
                     sql_ms["vector_sql"].append((t1 - t0) * 1000)
                     sql_ms["bm25_sql"].append((t2 - t1) * 1000)

@@ -414,8 +414,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
         with _memory(args, llm=None, embedder=None, background=False, check_embedder=False) as memory:
             built = memory.build_graphs(min_rows=args.min_rows)
         for b in built:
-            print(f"{b.table}: agent {b.agent_id!r}: {b.rows} rows, {b.seconds:.1f}s ({b.index})")
-        print(f"built {len(built)} agent graph(s)")
+            print(f"{b.table}: {b.kind} {b.owner!r}: {b.rows} rows, {b.seconds:.1f}s ({b.index})")
+        print(f"built {len(built)} graph(s)")
         return 0
     if args.min_rows is not None:
         raise FactforgeError("--min-rows is for `embed graphs`")
@@ -581,13 +581,14 @@ def _add_admin_commands(add: Add) -> None:
     sp.add_argument("-n", type=_positive, default=20, help="how many misses to show (default 20)")
 
     sp = add("embed", cmd_embed, "Embeddings: backfill missing vectors, reset after changing the embedder, or give "
-             "agents with many private vectors a vector graph of their own.")
+             "agents and teams with many vectors a vector graph of their own.")
     sp.add_argument("action", choices=("backfill", "reset", "graphs"),
                     help="backfill: embed facts without a vector; reset: switch to the configured embedder and "
-                         "re-embed; graphs: build the missing agent graphs (searches and writes go on)")
+                         "re-embed; graphs: build the missing agent and team graphs (searches and writes go on)")
     sp.add_argument("--min-rows", type=_positive,
-                    help="graphs: for agents with at least this many private vectors in facts or episodes "
-                         "(default FACTFORGE_AGENT_GRAPH_MIN_ROWS, else 4000)")
+                    help="graphs: for agents with at least this many private vectors in facts or episodes, and "
+                         "teams with as many team ones (default FACTFORGE_AGENT_GRAPH_MIN_ROWS, else 4000, and "
+                         "FACTFORGE_TEAM_GRAPH_MIN_ROWS, else 1000)")
 
     add("prompt", cmd_prompt, "Print the prompt snippet that teaches an agent's LLM the inline <ff:...> tags.")
 

@@ -26,7 +26,7 @@ from .rules.extract import Extractor
 from .rules.inline import parse_inline
 from .rules.load import RuleSet, default_rules
 from .rules.temporal import asked_period, when_said
-from .settings import DEFAULT_AGENT_GRAPH_MIN_ROWS, Settings, get_settings
+from .settings import DEFAULT_AGENT_GRAPH_MIN_ROWS, DEFAULT_TEAM_GRAPH_MIN_ROWS, Settings, get_settings
 from .storage.embeddings import EmbedReport, embed_pending
 from .storage.graphs import GraphBuild
 from .storage.keys import KeyStore
@@ -298,13 +298,16 @@ class Memory:
         return embed_pending(self.store, self._embedder, batch=batch, limit=limit)
 
     def build_graphs(self, *, min_rows: int | None = None) -> list[GraphBuild]:
-        """Give every agent with at least ``min_rows`` (default ``FACTFORGE_AGENT_GRAPH_MIN_ROWS``, else 4,000)
-        private facts or episodes with a vector a vector graph of its own, so that its searches walk that
-        instead of reading all of them (see :mod:`factforge.storage.graphs`); returns what was built.
-        ``factforge worker`` does this by itself for the agents whose rows it embeds."""
-        if min_rows is None:  # FACTFORGE_AGENT_GRAPH_MIN_ROWS=0 stops the worker's builds, not this one
-            min_rows = self.settings.agent_graph_min_rows or DEFAULT_AGENT_GRAPH_MIN_ROWS
-        return self.store.build_graphs(min_rows=min_rows)
+        """Give every agent with at least ``min_rows`` private facts or episodes with a vector, and every team
+        with as many team ones, a vector graph of its own, so that its searches walk that instead of reading
+        all of them (see :mod:`factforge.storage.graphs`); returns what was built. By default agents from
+        ``FACTFORGE_AGENT_GRAPH_MIN_ROWS`` (else 4,000), teams from ``FACTFORGE_TEAM_GRAPH_MIN_ROWS`` (else
+        1,000). ``factforge worker`` does this by itself for the owners whose rows it embeds."""
+        if min_rows is not None:
+            return self.store.build_graphs(min_rows=min_rows, team_min_rows=min_rows)
+        # a setting of 0 stops the worker's builds, not this one
+        return self.store.build_graphs(min_rows=self.settings.agent_graph_min_rows or DEFAULT_AGENT_GRAPH_MIN_ROWS,
+                                       team_min_rows=self.settings.team_graph_min_rows or DEFAULT_TEAM_GRAPH_MIN_ROWS)
 
     def reset_embeddings(self) -> int:
         """Switch the stored vectors to this memory's embedder (see

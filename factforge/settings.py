@@ -128,6 +128,10 @@ def _int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> i
 # graph at ef_search 100, 4.5 / 5.8 ms at 400, with the same top 10 (60 queries). An exact read of 4,000 rows
 # costs ~3 ms; a smaller graph saves little and costs a build and an HNSW insert per new vector.
 DEFAULT_AGENT_GRAPH_MIN_ROWS = 4000
+# A team gets one from this many team rows with a vector (migration 0023 reads them exactly up to there). Unlike
+# an agent's, a team's graph adds no HNSW insert per vector: its rows were in the shared graph before 0023, and a
+# team without a graph is read through a btree without vectors (a table page per row), so the bar is lower.
+DEFAULT_TEAM_GRAPH_MIN_ROWS = 1000
 
 
 def masked_password(netloc: str) -> str:
@@ -183,6 +187,8 @@ class Settings:
     episode_visibility: str = "private"
     # `factforge worker` gives an agent a graph of its own from this many private vectors (0: never).
     agent_graph_min_rows: int = DEFAULT_AGENT_GRAPH_MIN_ROWS
+    # ... and a team one from this many team vectors (0: never).
+    team_graph_min_rows: int = DEFAULT_TEAM_GRAPH_MIN_ROWS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -242,6 +248,8 @@ class Settings:
             episode_visibility=_visibility(env, "FACTFORGE_EPISODE_VISIBILITY", "private"),
             agent_graph_min_rows=_int(env, "FACTFORGE_AGENT_GRAPH_MIN_ROWS", DEFAULT_AGENT_GRAPH_MIN_ROWS, 0,
                                       1_000_000_000),
+            team_graph_min_rows=_int(env, "FACTFORGE_TEAM_GRAPH_MIN_ROWS", DEFAULT_TEAM_GRAPH_MIN_ROWS, 0,
+                                     1_000_000_000),
         )
 
     @property

@@ -32,7 +32,7 @@ class WorkerReport:
     failed: int = 0
     retried: int = 0
     embedded: int = 0
-    graphs: int = 0  # agent graphs built (factforge.storage.graphs)
+    graphs: int = 0  # agent and team graphs built (factforge.storage.graphs)
 
 
 def run_worker(memory: Memory, stop: threading.Event, *, idle_poll_s: float = 1.0, embed: bool = True,
@@ -64,7 +64,7 @@ def run_worker(memory: Memory, stop: threading.Event, *, idle_poll_s: float = 1.
         if embedder is not None:
             embedded = _backfill(memory, embedder)
             report.embedded += embedded.total
-            report.graphs += _graphs(memory, embedded.private_agents)
+            report.graphs += _graphs(memory, embedded.private_agents, embedded.team_owners)
             if embedded.total >= _EMBED_PASS:
                 continue  # a full pass: more rows wait (API processes with FACTFORGE_EMBED_IN=worker under load)
         stop.wait(idle_poll_s)
@@ -85,19 +85,24 @@ def _backfill(memory: Memory, embedder: Any) -> EmbedReport:
         return EmbedReport()
 
 
-def _graphs(memory: Memory, agents: frozenset[tuple[str, str]]) -> int:
-    """Graphs of their own for the agents whose private rows were just embedded, once they have enough
-    (``FACTFORGE_AGENT_GRAPH_MIN_ROWS``; 0: never); returns how many were built."""
-    min_rows = memory.settings.agent_graph_min_rows
-    if not agents or min_rows <= 0:
+def _graphs(memory: Memory, agents: frozenset[tuple[str, str]],
+            teams: frozenset[tuple[str, str]] = frozenset()) -> int:
+    """Graphs of their own for the agents and teams whose rows were just embedded, once they have enough
+    (``FACTFORGE_AGENT_GRAPH_MIN_ROWS``, ``FACTFORGE_TEAM_GRAPH_MIN_ROWS``; 0: never); returns how many were
+    built."""
+    settings = memory.settings
+    agents = agents if settings.agent_graph_min_rows > 0 else frozenset()
+    teams = teams if settings.team_graph_min_rows > 0 else frozenset()
+    if not agents and not teams:
         return 0
     try:
-        built = memory.store.build_graphs(min_rows=min_rows, agents=agents)
+        built = memory.store.build_graphs(min_rows=settings.agent_graph_min_rows,
+                                          team_min_rows=settings.team_graph_min_rows, agents=agents, teams=teams)
     except FactforgeError as exc:
-        logger.warning("worker: building agent graphs failed (%s); next time", exc)
+        logger.warning("worker: building vector graphs failed (%s); next time", exc)
         return 0
     for b in built:
-        logger.info("worker: built the vector graph of agent %r in %s (%d rows, %.1fs)", b.agent_id, b.table,
+        logger.info("worker: built the vector graph of %s %r in %s (%d rows, %.1fs)", b.kind, b.owner, b.table,
                     b.rows, b.seconds)
     return len(built)
 

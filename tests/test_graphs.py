@@ -1,5 +1,6 @@
-"""Agent graphs: an HNSW index over one agent's private rows, built for agents with many, walked by their
-searches while it is valid, never by anyone else's; without one (or with a broken one) the exact read runs."""
+"""Agent and team graphs: an HNSW index over one agent's private rows or one team's team rows, built for owners
+with many, walked by their searches while it is valid, never by anyone else's; without one (or with a broken
+one) the exact read runs."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ import pytest
 from factforge.memory import Memory, open_store
 from factforge.settings import LOCAL_EMBED_MODEL, Settings
 from factforge.storage.db import conninfo
-from factforge.storage.graphs import agent_graph_name, drop_agent_graphs, graph_candidates
+from factforge.storage.graphs import agent_graph_name, drop_graphs, graph_candidates, team_graph_name
 from factforge.storage.scope import episode_filters, fact_filters
-from factforge.storage.search import agent_graph_sql, search
+from factforge.storage.search import graph_sql, search
 from factforge.storage.store import Provenance, Scope, Store
 from factforge.types import Explanation, Fact
 
@@ -71,14 +72,15 @@ def _no_graphs_after(db_url: str) -> Iterator[None]:
     yield
     with psycopg.connect(conninfo(db_url)) as conn:  # indexes outlive the next test's TRUNCATE
         for table in ("facts", "turns"):
-            drop_agent_graphs(conn.execute, table)
+            drop_graphs(conn.execute, table)
 
 
 def _graphs(db_url: str) -> dict[str, bool]:
     with psycopg.connect(conninfo(db_url)) as conn:
         return dict(conn.execute("SELECT c.relname, i.indisvalid FROM pg_index i "
                                  "JOIN pg_class c ON c.oid = i.indexrelid "
-                                 "WHERE c.relname LIKE '%\\_agent\\_%\\_hnsw'").fetchall())
+                                 "WHERE c.relname LIKE '%\\_agent\\_%\\_hnsw' "
+                                 "OR c.relname LIKE '%\\_team\\_%\\_hnsw'").fetchall())
 
 
 def _exact(db_url: str, query: np.ndarray, agent: str, k: int) -> list[str]:
@@ -89,13 +91,13 @@ def _exact(db_url: str, query: np.ndarray, agent: str, k: int) -> list[str]:
             (agent, str(query.tolist()), k)).fetchall()]
 
 
-def _plan(db_url: str, table: str, agent: str, query: np.ndarray) -> str:
-    where, params = (fact_filters if table == "facts" else episode_filters)(agent, "t1")
+def _plan(db_url: str, table: str, agent: str, query: np.ndarray, kind: str = "agent", team: str = "t1") -> str:
+    where, params = (fact_filters if table == "facts" else episode_filters)(agent, team)
     with psycopg.connect(conninfo(db_url), cursor_factory=psycopg.ClientCursor) as conn:
         conn.execute("SET enable_sort = off")  # forty rows would be sorted: the graph must be usable
         conn.execute("SET hnsw.ef_search = 200")
         return "\n".join(r[0] for r in conn.execute(
-            "EXPLAIN (ANALYZE, COSTS OFF) " + agent_graph_sql(table, where, params, DIM),
+            "EXPLAIN (ANALYZE, COSTS OFF) " + graph_sql(table, kind, where, params, DIM),
             {**params, "v": str(query.tolist()), "n": 10}))
 
 
@@ -104,10 +106,10 @@ def test_agents_over_the_threshold_get_a_graph_each_once(store: Store, db_url: s
     assert store.stats()["agent_graphs"] == {"facts": 0, "turns": 0}
     built = store.build_graphs(min_rows=40)
     assert store.stats()["agent_graphs"] == {"facts": 3, "turns": 1}  # factforge stats shows them
-    assert sorted((b.table, b.agent_id, b.rows) for b in built) == [
+    assert sorted((b.table, b.owner, b.rows) for b in built) == [
         ("facts", "a1", 40), ("facts", "a2", 40), ("facts", ODD, 40), ("turns", "a1", 40)]
     assert _graphs(db_url) == {b.index: True for b in built}
-    assert {b.index for b in built} == {agent_graph_name(b.table, b.agent_id) for b in built}
+    assert {b.index for b in built} == {agent_graph_name(b.table, b.owner) for b in built}
     assert store.build_graphs(min_rows=1) == []  # made once; the team's rows are no agent's own
     with psycopg.connect(conninfo(db_url)) as conn:
         assert graph_candidates(conn, "facts", 1) == [] and graph_candidates(conn, "turns", 1, ["a1", "a2"]) == []
@@ -161,7 +163,7 @@ def test_an_invalid_graph_is_not_walked_and_the_next_build_makes_it_again(store:
                   embedder=_Fixed(query.tolist()), max_distance=None)
     assert [h.content for h in hits] == _exact(db_url, query, "a1", 10)
     built = store.build_graphs(min_rows=40)
-    assert [(b.table, b.agent_id) for b in built] == [("facts", "a1")] and _graphs(db_url)[name] is True
+    assert [(b.table, b.owner) for b in built] == [("facts", "a1")] and _graphs(db_url)[name] is True
 
 
 def test_a_new_embedding_dimension_drops_the_agent_graphs(store: Store, db_url: str) -> None:
@@ -209,10 +211,11 @@ def test_cli_embed_graphs(store: Store, db_url: str, tmp_path: Path, capsys: pyt
 
     assert main(["--database-url", db_url, "embed", "graphs", "--min-rows", "40"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-1] == "built 4 agent graph(s)"
+    assert out[-1] == "built 5 graph(s)"  # a1, a2 and ODD in facts, a1 in episodes, team t1 in facts
     assert any(line.startswith("facts: agent 'a1': 40 rows") for line in out)
+    assert any(line.startswith("facts: team 't1': 40 rows") for line in out)
     assert main(["--database-url", db_url, "embed", "graphs", "--min-rows", "40"]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "built 0 agent graph(s)"
+    assert capsys.readouterr().out.splitlines()[-1] == "built 0 graph(s)"
     assert main(["--database-url", db_url, "embed", "backfill", "--min-rows", "3"]) == 1
     assert "--min-rows is for `embed graphs`" in capsys.readouterr().err
 
@@ -227,7 +230,7 @@ def test_no_graphs_when_the_threshold_is_zero_and_a_bad_threshold_is_refused(sto
                 embedder=None, background=False) as memory:
         assert worker_graphs(memory, frozenset({("facts", "a1")})) == 0  # 0: the worker never builds
         assert _graphs(db_url) == {}
-        assert [b.agent_id for b in memory.build_graphs(min_rows=40) if b.table == "turns"] == ["a1"]  # asked: yes
+        assert [b.owner for b in memory.build_graphs(min_rows=40) if b.table == "turns"] == ["a1"]  # asked: yes
     with pytest.raises(ConfigError, match="FACTFORGE_AGENT_GRAPH_MIN_ROWS=-1 is outside"):
         Settings.from_env({**env, "FACTFORGE_AGENT_GRAPH_MIN_ROWS": "-1"})
 
@@ -253,3 +256,97 @@ def test_a_narrowing_filter_reads_the_agents_rows_exactly(store: Store, db_url: 
     hits = search(store, "s", agent_id="a1", team_id="t1", mode="vector", k=10, kinds=["fact"],
                   categories=["technology"], embedder=_Fixed(query.tolist()), max_distance=None)
     assert [h.content for h in hits] == _exact(db_url, query, "a1", 10)
+
+
+def _exact_for(db_url: str, query: np.ndarray, agent: str, team: str, k: int) -> list[str]:
+    with psycopg.connect(conninfo(db_url)) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT content FROM facts WHERE visibility = 'global' OR (visibility = 'team' AND team_id = %s) "
+            "OR (visibility = 'private' AND agent_id = %s) ORDER BY embedding <=> %s::vector LIMIT %s",
+            (team, agent, str(query.tolist()), k)).fetchall()]
+
+
+@pytest.fixture
+def teams(store: Store, db_url: str) -> Store:
+    """The store above, plus 40 team facts of t2 (by a3), 40 global facts and 40 team episodes of t2, all with
+    vectors."""
+    rng = np.random.default_rng(23)
+    for i, scope in ((4, Scope("a3", "t2", "team")), (5, Scope("a3", "t2", "global"))):
+        store.save([_fact(f"Team uses service {i}-{j}") for j in range(40)], scope, Provenance(f"g{i}"))
+    rows = store.facts_without_embedding(1000)
+    store.set_embeddings([(fid, v.tolist()) for (fid, _), v in zip(rows, _unit(rng, len(rows)))], "fixed")
+    with psycopg.connect(conninfo(db_url)) as conn:
+        for j, v in enumerate(_unit(rng, 40)):
+            conn.execute("INSERT INTO turns (key, agent_id, team_id, user_message, visibility, embedding) "
+                         "VALUES (%s, 'a3', 't2', %s, 'team', %s::vector)",
+                         (f"t{j}", f"the team runs job {j}", str(v.tolist())))
+    return store
+
+
+def test_teams_over_the_threshold_get_a_graph_each_and_a_caller_walks_its_own_teams_only(teams: Store,
+                                                                                         db_url: str) -> None:
+    """t1 (a1, a2, ODD) and t2 (a3) get a graph each of their team facts; a search walks its own team's graph,
+    never the other team's, and answers as the exact read of everything the caller may see."""
+    assert teams.build_graphs(min_rows=1000, team_min_rows=41) == []
+    built = teams.build_graphs(min_rows=1000, team_min_rows=40)
+    assert sorted((b.table, b.kind, b.owner, b.rows) for b in built) == [
+        ("facts", "team", "t1", 40), ("facts", "team", "t2", 40), ("turns", "team", "t2", 40)]
+    assert teams.stats()["team_graphs"] == {"facts": 2, "turns": 1}
+    assert teams.stats()["agent_graphs"] == {"facts": 0, "turns": 0}
+    with psycopg.connect(conninfo(db_url)) as conn:
+        assert graph_candidates(conn, "facts", 1, kind="team") == []
+    queries = _unit(np.random.default_rng(8), 4)
+    for agent, team, other in (("a1", "t1", "t2"), ("a3", "t2", "t1")):
+        plan = _plan(db_url, "facts", agent, queries[0], "team", team)
+        assert f"Index Scan using {team_graph_name('facts', team)} on facts f (actual" in plan, plan
+        assert team_graph_name("facts", other) not in plan, plan
+        for q in queries:
+            hits = search(teams, "s", agent_id=agent, team_id=team, mode="vector", k=20, kinds=["fact"],
+                          embedder=_Fixed(q.tolist()), max_distance=None)
+            assert [h.content for h in hits] == _exact_for(db_url, q, agent, team, 20)
+            # never the other team's rows: t1's team facts are 3-*, t2's 4-*, global ones 5-*
+            assert not any(h.content.split()[-1].startswith("4-" if team == "t1" else "3-") for h in hits)
+            assert all(h.team_id == team for h in hits if h.visibility == "team")
+    # episodes too: t2's team episodes by their graph, never by a caller of t1
+    plan = _plan(db_url, "turns", "a3", queries[1], "team", "t2")
+    assert f"Index Scan using {team_graph_name('turns', 't2')}" in plan, plan
+    for agent, team, seen in (("a3", "t2", 40), ("a1", "t1", 40)):  # a1 sees its own 40 private episodes
+        hits = search(teams, "s", agent_id=agent, team_id=team, mode="vector", k=100, kinds=["episode"],
+                      embedder=_Fixed(queries[1].tolist()), max_distance=None)
+        assert len(hits) == seen and all(h.team_id == team for h in hits)
+        assert all(h.visibility == ("team" if team == "t2" else "private") for h in hits)
+    # a caller without a team walks no team graph and sees no team rows
+    hits = search(teams, "s", agent_id="a1", team_id=None, mode="vector", k=100, kinds=["fact"],
+                  embedder=_Fixed(queries[0].tolist()), max_distance=None)
+    assert {h.visibility for h in hits} == {"private", "global"} and len(hits) == 80
+
+
+def test_an_invalid_team_graph_is_not_walked_and_the_next_build_makes_it_again(teams: Store, db_url: str) -> None:
+    teams.build_graphs(min_rows=1000, team_min_rows=40)
+    name = team_graph_name("facts", "t1")
+    with psycopg.connect(conninfo(db_url)) as conn:
+        conn.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass", (name,))
+    query = _unit(np.random.default_rng(4), 1)[0]
+    plan = _plan(db_url, "facts", "a1", query, "team", "t1")
+    assert "on facts f (never executed)" in plan and "on facts f_1 (actual" in plan, plan
+    hits = search(teams, "s", agent_id="a1", team_id="t1", mode="vector", k=10, kinds=["fact"],
+                  embedder=_Fixed(query.tolist()), max_distance=None)
+    assert [h.content for h in hits] == _exact_for(db_url, query, "a1", "t1", 10)
+    built = teams.build_graphs(min_rows=1000, team_min_rows=40)
+    assert [(b.table, b.kind, b.owner) for b in built] == [("facts", "team", "t1")] and _graphs(db_url)[name] is True
+
+
+def test_embedding_tells_whose_team_rows_got_vectors(db_url: str, tmp_path: Path) -> None:
+    """The worker builds graphs for the owners whose rows it embedded: the team rows' teams are reported."""
+    s = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    try:
+        s.save([_fact("Team uses Kafka for billing")], Scope("a1", "t1", "team"), Provenance("k1"))
+        s.save([_fact("Team uses Redis for caching")], Scope("a1", "t1", "private"), Provenance("k2"))
+        s.save([_fact("Team uses Vault for secrets")], Scope("a3", "t2", "global"), Provenance("k3"))
+        from factforge.storage.embeddings import embed_pending
+
+        report = embed_pending(s, _Fixed(_unit(np.random.default_rng(1), 1)[0].tolist()))
+        assert (report.facts, report.team_owners, report.private_agents) == (
+            3, frozenset({("facts", "t1")}), frozenset({("facts", "a1")}))
+    finally:
+        s.close()

@@ -75,7 +75,7 @@ def test_0013_keeps_one_half_precision_graph_of_shared_rows_and_goes_back(fresh_
     and the agent's private facts with their vectors (an index-only exact read); back at 0012: the
     full-precision shared and private graphs, the agent's btree alone; and up again."""
     url, settings = _new_database(fresh_cluster, "ffhalf", tmp_path)
-    db.upgrade(url, settings)
+    db.upgrade(url, settings, "0021")  # 0023 replaces the shared graphs
     head = _graphs(url)
     assert sorted(head) == ["facts_embedding_shared_hnsw", "turns_embedding_shared_hnsw"]
     for table in ("facts", "turns"):
@@ -90,7 +90,7 @@ def test_0013_keeps_one_half_precision_graph_of_shared_rows_and_goes_back(fresh_
     assert sorted(back) == ["facts_embedding_private_hnsw", "facts_embedding_shared_hnsw",
                             "turns_embedding_private_hnsw", "turns_embedding_shared_hnsw"]
     assert all("(embedding vector_cosine_ops)" in d for d in back.values())
-    db.upgrade(url, settings)
+    db.upgrade(url, settings, "0021")
     assert _graphs(url) == head
 
 
@@ -119,21 +119,69 @@ def test_0014_covers_the_agents_private_episodes_and_goes_back(fresh_cluster: st
 
 def test_0015_builds_the_shared_graphs_with_a_longer_candidate_list_and_goes_back(fresh_cluster: str,
                                                                                   tmp_path: Path) -> None:
-    """Head: both shared graphs with ef_construction 128 (as vector_index_ddl makes them); back at 0014:
+    """At 0021: both shared graphs with ef_construction 128; back at 0014:
     pgvector's defaults, the same expression and rows; and up again."""
-    from factforge.storage.search import vector_index_ddl
-
     url, settings = _new_database(fresh_cluster, "ffefc", tmp_path)
-    db.upgrade(url, settings)
+    db.upgrade(url, settings, "0021")  # 0023 replaces the shared graphs
     head = _graphs(url)
     for table in ("facts", "turns"):
         assert "WITH (m='16', ef_construction='128')" in head[f"{table}_embedding_shared_hnsw"]
-        assert "ef_construction = 128" in vector_index_ddl(table, settings.embed_dim)[0]
     db.downgrade(url, "0014")
     back = _graphs(url)
     assert sorted(back) == sorted(head)
     for name, ddl in back.items():
         assert "WITH" not in ddl and ddl.replace(" WHERE", " WITH (m='16', ef_construction='128') WHERE") == head[name]
+    db.upgrade(url, settings, "0021")
+    assert _graphs(url) == head
+
+
+def _insert_rows(url: str, table: str, visibility: str, team: str, n: int, dim: int) -> None:
+    """``n`` rows of ``team`` at ``visibility`` in ``table``, each with a vector of its own."""
+    columns, values = (("content, content_hash, category, confidence, extraction_method",
+                        "'Team uses service ' || i || %(t)s, md5(i || %(t)s || %(v)s), 'technology', 0.9, 'pattern'")
+                       if table == "facts" else
+                       ("key, user_message", "md5(i || %(t)s || %(v)s), 'we use service ' || i || %(t)s"))
+    with psycopg.connect(db.conninfo(url)) as conn:
+        conn.execute(
+            f"INSERT INTO {table} ({columns}, agent_id, team_id, visibility, embedding) "
+            f"SELECT {values}, 'a', %(t)s, %(v)s, "
+            f"(SELECT array_agg(sin(i * 7 + j))::real[] FROM generate_series(1, {dim}) j)::vector "
+            "FROM generate_series(1, %(n)s) i", {"t": team, "v": visibility, "n": n})
+
+
+def test_0023_walks_the_global_rows_alone_and_gives_large_teams_graphs_and_goes_back(fresh_cluster: str,
+                                                                                     tmp_path: Path) -> None:
+    """Head: per table the graph of the global rows (no longer every team's), a graph of its own for each team
+    with at least DEFAULT_TEAM_GRAPH_MIN_ROWS team rows with a vector when the upgrade ran, none for a smaller
+    team, and facts' team btree; back at 0022: 0015's shared graphs and nothing of 0023's; and up again."""
+    from factforge.settings import DEFAULT_TEAM_GRAPH_MIN_ROWS
+    from factforge.storage.graphs import team_graph_name
+
+    url, settings = _new_database(fresh_cluster, "ffteams", tmp_path)
+    db.upgrade(url, settings, "0022")
+    shared = _graphs(url)
+    for table in ("facts", "turns"):
+        _insert_rows(url, table, "team", "big", DEFAULT_TEAM_GRAPH_MIN_ROWS, settings.embed_dim)
+        _insert_rows(url, table, "team", "small", DEFAULT_TEAM_GRAPH_MIN_ROWS - 1, settings.embed_dim)
+        _insert_rows(url, table, "global", "big", 3, settings.embed_dim)
+    db.upgrade(url, settings)
+    head = _graphs(url)
+    assert sorted(head) == sorted(["facts_embedding_global_hnsw", "turns_embedding_global_hnsw",
+                                   team_graph_name("facts", "big"), team_graph_name("turns", "big")])
+    for table in ("facts", "turns"):
+        assert head[f"{table}_embedding_global_hnsw"].endswith(
+            f"USING hnsw (((embedding)::halfvec({settings.embed_dim})) halfvec_cosine_ops) "
+            "WITH (m='16', ef_construction='400') WHERE (visibility = 'global'::text)")
+        assert "WITH (m='16', ef_construction='400') WHERE ((visibility = 'team'::text)" in head[
+            team_graph_name(table, "big")]
+        assert "(team_id = 'big'::text))" in head[team_graph_name(table, "big")]
+    with psycopg.connect(db.conninfo(url)) as conn:
+        assert conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'facts_team_idx'").fetchone()[0].endswith(
+            "USING btree (team_id) WHERE (visibility = 'team'::text)")
+    db.downgrade(url, "0022")
+    assert _graphs(url) == shared
+    with psycopg.connect(db.conninfo(url)) as conn:
+        assert conn.execute("SELECT to_regclass('facts_team_idx')").fetchone() == (None,)
     db.upgrade(url, settings)
     assert _graphs(url) == head
 

@@ -411,10 +411,11 @@ def test_a_small_memorys_bm25_steps_use_the_scoped_index_not_a_table_scan(db_url
             assert ("fact_terms_scoped_gin" if table == "fact_terms" else "turns_scoped_tsv_gin") in plan
 
 
-def test_vector_search_is_exact_over_the_callers_private_rows_and_walks_the_shared_graph(db_url: str,
-                                                                                       tmp_path: Path) -> None:
-    """Private rows: the agent's btree and an exact sort (never the private graph); shared rows: their own graph
-    (migration 0012). The merged top k equals a brute-force ranking of everything the caller may see."""
+def test_vector_search_is_exact_over_the_callers_own_rows_and_walks_the_global_graph(db_url: str,
+                                                                                     tmp_path: Path) -> None:
+    """Private rows: the agent's btree and an exact sort (never the private graph); the team's rows, without a
+    team graph, exactly too; global rows: their own graph (migration 0023). The merged top k equals a
+    brute-force ranking of everything the caller may see."""
     import numpy as np
 
     rng = np.random.default_rng(12)
@@ -444,7 +445,7 @@ def test_vector_search_is_exact_over_the_callers_private_rows_and_walks_the_shar
             plan = "\n".join(r[0] for r in conn.execute(
                 "EXPLAIN " + vector_sql("facts", where, params, 384), {**params, "v": str(query.tolist()), "n": 20}))
         assert [h.content for h in hits] == exact
-        assert "facts_embedding_shared_hnsw" in plan
+        assert "facts_embedding_global_hnsw" in plan
         assert "facts_embedding_private_hnsw" not in plan  # even when sorting costs the earth
         # the analyst's view reads every private row exactly (there is no private graph, migration 0013)
         everyone = search(store, "services", agent_id=None, team_id=None, mode="vector", k=30,
@@ -592,10 +593,10 @@ def test_a_search_waits_for_the_server_once_per_statement_and_leaves_no_setting_
         store.close()
 
 
-def test_the_default_candidate_list_grows_with_the_shared_graph(db_url: str) -> None:
-    """ef_search by default: 400 for a small graph, one per 400 rows of the table's shared graph from 160k on,
-    1000 at most (what 1M facts, 426k shared, need for recall 0.95), whatever the private rows; never below the
-    rows asked for; an explicit value is kept (capped at 1000)."""
+def test_the_default_candidate_list_grows_with_the_global_graph(db_url: str) -> None:
+    """ef_search by default: 200 for a small graph, one per 250 rows of the table's global graph from 50k on,
+    1000 at most, whatever the private and team rows; never below the rows asked for; an explicit value is kept
+    (capped at 1000)."""
     from factforge.storage.search import ef_search_sql
 
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
@@ -604,13 +605,13 @@ def test_the_default_candidate_list_grows_with_the_shared_graph(db_url: str) -> 
             conn.execute(ef_search_sql(table, ef_search, n))
             return str(conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0])
 
-        assert [ef("facts", None, 10), ef("turns", None, 10), ef("facts", None, 900)] == ["400", "400", "900"]
+        assert [ef("facts", None, 10), ef("turns", None, 10), ef("facts", None, 900)] == ["200", "200", "900"]
         assert [ef("facts", 700, 10), ef("facts", 5000, 10), ef("facts", 40, 100)] == ["700", "1000", "100"]
-        for rows, expected in ((100_000, "400"), (240_000, "600"), (2_000_000, "1000")):
-            conn.execute("UPDATE pg_class SET reltuples = %s WHERE oid = 'facts_embedding_shared_hnsw'::regclass",
+        for rows, expected in ((30_000, "200"), (76_000, "304"), (150_000, "600"), (2_000_000, "1000")):
+            conn.execute("UPDATE pg_class SET reltuples = %s WHERE oid = 'facts_embedding_global_hnsw'::regclass",
                          (rows,))
             conn.execute("UPDATE pg_class SET reltuples = 10000000 WHERE oid = 'turns'::regclass")
-            assert (ef("facts", None, 10), ef("turns", None, 10)) == (expected, "400"), rows
+            assert (ef("facts", None, 10), ef("turns", None, 10)) == (expected, "200"), rows
         conn.rollback()  # the row counts were make-believe
         with pytest.raises(ValidationError):
             ef_search_sql("api_keys", None, 10)

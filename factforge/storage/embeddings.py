@@ -10,8 +10,9 @@ from uuid import UUID
 
 from ..errors import ValidationError
 from ..settings import get_settings
+from ..settings import DEFAULT_TEAM_GRAPH_MIN_ROWS
 from .facts import merge_paraphrases
-from .graphs import AGENT_GRAPH_MIN_ROWS, GraphBuild, build_agent_graphs, drop_agent_graphs
+from .graphs import AGENT_GRAPH_MIN_ROWS, GraphBuild, build_owner_graphs, drop_graphs
 from .search import vector_index_ddl, vector_storage_ddl
 
 if TYPE_CHECKING:
@@ -32,9 +33,9 @@ class Embedder(Protocol):
 
 # Rows waiting for a vector, oldest first, with the text to embed (and whose they are), up to %(n)s.
 _WAITING = {
-    "facts": "SELECT id, content AS text, agent_id, visibility FROM facts WHERE embedding IS NULL "
+    "facts": "SELECT id, content AS text, agent_id, visibility, team_id FROM facts WHERE embedding IS NULL "
              "ORDER BY created_at, id LIMIT %(n)s",
-    "episodes": "SELECT id, user_message AS text, agent_id, visibility FROM turns "
+    "episodes": "SELECT id, user_message AS text, agent_id, visibility, team_id FROM turns "
                 "WHERE visibility IS NOT NULL AND embedding IS NULL ORDER BY created_at, id LIMIT %(n)s",
 }
 
@@ -75,11 +76,12 @@ def reset_embedding_column(store: Store, dim: int, model: str) -> int:
         n = 0
         for table in ("facts", "turns"):
             if int(meta.get("embed_dim", 0)) != dim:
-                for graph in ("shared", "private"):  # the private one only before migration 0013
+                # the shared one before migration 0023, the private one before 0013
+                for graph in ("global", "shared", "private"):
                     conn.exec_driver_sql(f"DROP INDEX IF EXISTS {table}_embedding_{graph}_hnsw")
-                # it may hold the vectors (private_index_ddl); agents' graphs are of the old dimension
+                # it may hold the vectors (private_index_ddl); agents' and teams' graphs are of the old dimension
                 conn.exec_driver_sql(f"DROP INDEX IF EXISTS {table}_private_agent_idx")
-                drop_agent_graphs(conn.exec_driver_sql, table)
+                drop_graphs(conn.exec_driver_sql, table)
                 conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) "
                                      "USING NULL")
                 conn.exec_driver_sql(vector_storage_ddl(table))  # the new type's storage was pgvector's
@@ -108,6 +110,8 @@ class EmbedReport:
     merged: int = 0  # facts embedded and then merged into an older paraphrase (facts.merge_paraphrases)
     # (table, agent) of the private rows embedded: whose agent may now need a graph of its own (graphs)
     private_agents: frozenset[tuple[str, str]] = frozenset()
+    # (table, team) of the team rows embedded: the same for teams
+    team_owners: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def total(self) -> int:
@@ -128,7 +132,7 @@ _CLAIM = {kind: f"{sql} FOR UPDATE SKIP LOCKED" for kind, sql in _WAITING.items(
 # ORDER BY outside the subquery, rows flow into the LIMIT one by one: locks are tried only until it is full.
 FACT_LOCK = 0x6666  # the advisory lock namespace of facts being embedded
 _CLAIM_FACTS = f"""
-    SELECT id, text, agent_id, visibility FROM ({_WAITING["facts"].replace("%(n)s", "%(scan)s")}) AS waiting
+    SELECT id, text, agent_id, visibility, team_id FROM ({_WAITING["facts"].replace("%(n)s", "%(scan)s")}) AS waiting
     WHERE pg_try_advisory_lock({FACT_LOCK}, hashtext(id::text)) LIMIT %(n)s"""
 
 
@@ -145,6 +149,7 @@ def embed_pending(store: Store, embedder: Embedder, *, batch: int = 64, limit: i
     counts = {"facts": 0, "episodes": 0}
     merged = 0
     agents: set[tuple[str, str]] = set()
+    teams: set[tuple[str, str]] = set()
     table = {"facts": "facts", "episodes": "turns"}
     for kind in ("facts", "episodes"):
         while limit is None or counts["facts"] + counts["episodes"] < limit:
@@ -156,14 +161,15 @@ def embed_pending(store: Store, embedder: Embedder, *, batch: int = 64, limit: i
                 with store._tx() as conn:  # the rows stay locked while the model runs, then get their vectors
                     rows = conn.exec_driver_sql(_CLAIM[kind], {"n": left}).fetchall()
                     if rows:
-                        vectors = embedder.embed([text for _, text, _, _ in rows])
-                        _store_vectors(conn, [(rid, vec) for (rid, _, _, _), vec in zip(rows, vectors)],
+                        vectors = embedder.embed([text for _, text, *_ in rows])
+                        _store_vectors(conn, [(rid, vec) for (rid, *_), vec in zip(rows, vectors)],
                                        embedder.model, table[kind])
             if not rows:
                 break
-            agents.update((table[kind], agent) for _, _, agent, vis in rows if vis == "private")
+            agents.update((table[kind], agent) for _, _, agent, vis, _ in rows if vis == "private")
+            teams.update((table[kind], team) for _, _, _, vis, team in rows if vis == "team" and team is not None)
             counts[kind] += len(rows)
-    return EmbedReport(**counts, private_agents=frozenset(agents), merged=merged)
+    return EmbedReport(**counts, private_agents=frozenset(agents), team_owners=frozenset(teams), merged=merged)
 
 
 def _embed_facts(store: Store, embedder: Embedder, n: int) -> tuple[list[Any], int]:
@@ -182,9 +188,9 @@ def _embed_facts(store: Store, embedder: Embedder, n: int) -> tuple[list[Any], i
             merged = 0
             try:
                 if rows:
-                    vectors = embedder.embed([text for _, text, _, _ in rows])
+                    vectors = embedder.embed([text for _, text, *_ in rows])
                     tx = Tx(pg, store.statement_listener)
-                    for (rid, _, _, _), vec in zip(rows, vectors):
+                    for (rid, *_), vec in zip(rows, vectors):
                         with pg.transaction():
                             _store_vectors(tx, [(rid, vec)], embedder.model, "facts")
                             merged += merge_paraphrases(store, tx, [rid])
@@ -197,23 +203,35 @@ def _embed_facts(store: Store, embedder: Embedder, n: int) -> tuple[list[Any], i
     return rows, merged
 
 
-def build_graphs(store: Store, *, min_rows: int = AGENT_GRAPH_MIN_ROWS,
-                 agents: Iterable[tuple[str, str]] | None = None) -> list[GraphBuild]:
-    """Give each agent with at least ``min_rows`` private rows with a vector a graph of its own
-    (:mod:`factforge.storage.graphs`): every such agent, or of ``agents`` only (``(table, agent_id)`` pairs,
-    as :attr:`EmbedReport.private_agents`). Builds take seconds at 1M rows; searches and writes go on."""
+def build_graphs(store: Store, *, min_rows: int = AGENT_GRAPH_MIN_ROWS, team_min_rows: int | None = None,
+                 agents: Iterable[tuple[str, str]] | None = None,
+                 teams: Iterable[tuple[str, str]] | None = None) -> list[GraphBuild]:
+    """Give each agent with at least ``min_rows`` private rows with a vector, and each team with at least
+    ``team_min_rows`` (default :data:`~factforge.settings.DEFAULT_TEAM_GRAPH_MIN_ROWS`; 0: none) team rows, a
+    graph of its own (:mod:`factforge.storage.graphs`): every such owner, or, when ``agents`` or ``teams`` is
+    given, of those only (``(table, id)`` pairs, as :attr:`EmbedReport.private_agents` / ``team_owners``).
+    Builds take seconds at 1M rows; searches and writes go on."""
     from .pooling import autocommit_connection
 
+    team_min = DEFAULT_TEAM_GRAPH_MIN_ROWS if team_min_rows is None else team_min_rows
+    wanted = [("agent", min_rows, agents), ("team", team_min, teams)]
+    if agents is not None or teams is not None:  # only the owners named
+        wanted = [(kind, m, named if named is not None else ()) for kind, m, named in wanted]
     made: list[GraphBuild] = []
     with autocommit_connection(store.engine) as conn:
         dim = int(conn.execute("SELECT value FROM factforge_meta WHERE key = 'embed_dim'").fetchone()[0])
-        if agents is None:
-            return build_agent_graphs(conn, dim, min_rows=min_rows)
-        by_table: dict[str, set[str]] = {}
-        for tbl, agent in agents:
-            by_table.setdefault(tbl, set()).add(agent)
-        for tbl, names in sorted(by_table.items()):
-            made += build_agent_graphs(conn, dim, min_rows=min_rows, agents=names, tables=[tbl])
+        for kind, least, named in wanted:
+            if least <= 0:
+                continue
+            if named is None:
+                made += build_owner_graphs(conn, dim, min_rows=least, kinds=(kind,))
+                continue
+            by_table: dict[str, set[str]] = {}
+            for tbl, owner in named:
+                by_table.setdefault(tbl, set()).add(owner)
+            for tbl, owners in sorted(by_table.items()):
+                made += build_owner_graphs(conn, dim, min_rows=least, owners=[(kind, o) for o in owners],
+                                           tables=[tbl], kinds=(kind,))
     return made
 
 

@@ -99,7 +99,8 @@ def stats(store: Store) -> dict[str, Any]:
         "GROUP BY 1 ORDER BY 1")
     out["dropped_by_reason"] = grouped("SELECT gate_reason AS k, count(*) AS n FROM turns WHERE gate_reason IS NOT NULL GROUP BY 1 ORDER BY 1")
     out["queue"] = queue_counts(store)
-    with store._tx() as conn:  # agents with a vector graph of their own, per table (factforge.storage.graphs)
-        out["agent_graphs"] = graph_counts(conn.exec_driver_sql)
+    with store._tx() as conn:  # agents and teams with a vector graph of their own, per table (storage.graphs)
+        out["agent_graphs"] = graph_counts(conn.exec_driver_sql, "agent")
+        out["team_graphs"] = graph_counts(conn.exec_driver_sql, "team")
     return out
 
