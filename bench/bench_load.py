@@ -74,6 +74,12 @@ def _disable(*triggers: str) -> list[str]:
 
 # name -> statements run on the empty copy before the load (index and trigger names as migrations 0001-0023 made them;
 # since 0023 the graph is the global rows' only: a team's rows go into a graph of the team's once it has many)
+def _team_graph(team: str) -> str:
+    from factforge.storage.graphs import graph_ddl
+
+    return graph_ddl("facts", "team", team, bs.DIM, concurrently=False).as_string(None)
+
+
 VARIANTS: dict[str, list[str]] = {
     "all": [],
     "-graph": _drop("facts_embedding_global_hnsw"),
@@ -96,6 +102,9 @@ VARIANTS: dict[str, list[str]] = {
     # the scoped text index's pending list at PostgreSQL's default (4MB; 0006 made it 256kB for searches)
     "scoped_gin_4mb": ["ALTER INDEX fact_terms_scoped_gin SET (gin_pending_list_limit = 4096)"],
     # the graph's candidate list at an insert (migration 0015 made it 128 for recall at 1M, 0021 112)
+    # a live system's: every team already has a graph of its own (migration 0023; built by the worker once a team
+    # holds FACTFORGE_TEAM_GRAPH_MIN_ROWS vectors), so each team row goes into its team's graph as it arrives
+    "team_graphs": [_team_graph(f"team-{i}") for i in range(bs.N_TEAMS)],
     "graph_ef128": ["ALTER INDEX facts_embedding_global_hnsw SET (ef_construction = 128)"],
     "graph_ef112": ["ALTER INDEX facts_embedding_global_hnsw SET (ef_construction = 112)"],
     "graph_ef96": ["ALTER INDEX facts_embedding_global_hnsw SET (ef_construction = 96)"],
