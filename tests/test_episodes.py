@@ -433,3 +433,23 @@ def test_a_query_naming_a_time_puts_what_happened_then_first(memory: Memory) -> 
 def test_a_bad_k_is_refused_the_same_with_a_time_in_the_query(memory: Memory, k: object) -> None:
     with pytest.raises(ValidationError, match="k must be an integer between 1 and 1000"):
         memory.search("what did I bake in April 2023", agent_id=A, k=k)  # type: ignore[arg-type]
+
+
+def test_collapse_folds_into_the_best_ranked_of_several_candidates() -> None:
+    """A fact said in two episodes that both hold slots takes the better-ranked one's slot, and an episode of two
+    placed facts folds into the better-ranked fact - whatever order the link sets iterate in (these ids iterate
+    the later-ranked one first)."""
+    from uuid import UUID
+
+    from factforge.storage.search import _collapse
+
+    e1, e2, f = UUID(int=5), UUID(int=1), UUID(int=9)
+    assert list({e1, e2})[0] == e2  # the set order that used to pick the worse slot
+    slots, related = _collapse([e1, e2, f], {e1: {f}, e2: {f}, f: {e1, e2}},
+                               {e1: "episode", e2: "episode", f: "fact"}, 3)
+    assert slots == [f, e2] and related == {f: [e1]}
+
+    f1, f2, e = UUID(int=5), UUID(int=1), UUID(int=9)
+    slots, related = _collapse([f1, f2, e], {f1: {e}, f2: {e}, e: {f1, f2}},
+                               {f1: "fact", f2: "fact", e: "episode"}, 3)
+    assert slots == [f1, f2] and related == {f1: [e]}

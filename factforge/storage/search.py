@@ -708,15 +708,17 @@ def _collapse(order: Sequence[UUID], links: dict[UUID, set[UUID]], kind_of: dict
     slot_of: dict[UUID, int] = {}  # a placed id (or folded episode) -> its slot
     for rid in order:
         if kind_of[rid] == "episode":
-            holder = next((slot_of[f] for f in links.get(rid, ()) if f in slot_of), None)
+            # folded into the best-ranked of its facts placed so far (links are sets: their order says nothing)
+            holder = min((slot_of[f] for f in links.get(rid, ()) if f in slot_of), default=None)
             if holder is not None:
                 related.setdefault(slots[holder], []).append(rid)
                 slot_of[rid] = holder
                 continue
         else:
-            # the fact's own episode holds a slot no fact has claimed yet: the fact takes it over
-            free = next((slot_of[e] for e in links.get(rid, ()) if e in slot_of
-                         and kind_of[slots[slot_of[e]]] == "episode"), None)
+            # the fact's own episode holds a slot no fact has claimed yet: the fact takes it over (of two such
+            # episodes, the better-ranked one's)
+            free = min((slot_of[e] for e in links.get(rid, ()) if e in slot_of
+                        and kind_of[slots[slot_of[e]]] == "episode"), default=None)
             if free is not None:
                 episode = slots[free]
                 slots[free] = rid
