@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from ..errors import ValidationError
-from ..settings import get_settings
-from ..settings import DEFAULT_TEAM_GRAPH_MIN_ROWS
+from ..settings import DEFAULT_TEAM_GRAPH_MIN_ROWS, get_settings
 from .facts import merge_paraphrases
 from .graphs import AGENT_GRAPH_MIN_ROWS, GraphBuild, build_owner_graphs, drop_graphs
 from .search import vector_index_ddl, vector_storage_ddl

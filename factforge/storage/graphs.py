@@ -185,10 +185,11 @@ def graph_counts(execute: Callable[[str, dict[str, Any]], Any], kind: str = "age
     return {table: sum(_graphs(execute, table, kind).values()) for table in _ROWS[kind]}
 
 
-def drop_graphs(execute: Callable[[str, dict[str, Any]], Any], table: str) -> int:
-    """Drop every agent and team graph of ``table`` with ``execute`` (see :func:`_graphs`; in the caller's
-    transaction); returns how many."""
-    names = [name for kind in OWNER_KINDS for name in _graphs(execute, table, kind)]
+def drop_graphs(execute: Callable[[str, dict[str, Any]], Any], table: str,
+                kinds: Iterable[str] = OWNER_KINDS) -> int:
+    """Drop every agent and team graph (of ``kinds``) of ``table`` with ``execute`` (see :func:`_graphs`; in the
+    caller's transaction); returns how many."""
+    names = [name for kind in kinds for name in _graphs(execute, table, kind)]
     for name in names:
         execute(f"DROP INDEX IF EXISTS {name}", {})
     return len(names)

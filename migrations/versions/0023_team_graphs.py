@@ -19,7 +19,7 @@ from __future__ import annotations
 from alembic import op
 
 from factforge.settings import DEFAULT_TEAM_GRAPH_MIN_ROWS
-from factforge.storage.graphs import graph_ddl
+from factforge.storage.graphs import drop_graphs, graph_candidates, graph_ddl
 
 revision = "0023"
 down_revision = "0022"
@@ -36,13 +36,6 @@ def _dim() -> int:
     return int(op.get_bind().exec_driver_sql("SELECT value FROM factforge_meta WHERE key = 'embed_dim'").scalar())
 
 
-def _team_graphs(table: str) -> list[str]:
-    return [r[0] for r in op.get_bind().exec_driver_sql(
-        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-        "WHERE i.indrelid = %(table)s::regclass AND c.relname LIKE %(like)s",
-        {"table": table, "like": f"{table}\\_team\\_%\\_hnsw"})]
-
-
 def upgrade() -> None:
     dim = _dim()
     bind = op.get_bind()
@@ -51,21 +44,15 @@ def upgrade() -> None:
         op.execute(f"DROP INDEX IF EXISTS {table}_embedding_shared_hnsw")
         op.execute(f"CREATE INDEX {table}_embedding_global_hnsw ON {table} {_GRAPH.format(dim=dim, efc=400)} "
                    "WHERE visibility = 'global'")
-        words = " AND tsv IS NOT NULL" if table == "turns" else ""
-        teams = bind.exec_driver_sql(
-            f"SELECT team_id FROM {table} WHERE visibility = 'team'{words} AND team_id IS NOT NULL "
-            "AND embedding IS NOT NULL GROUP BY team_id HAVING count(*) >= %(m)s",
-            {"m": DEFAULT_TEAM_GRAPH_MIN_ROWS}).fetchall()
-        raw = bind.connection.driver_connection  # psycopg's: it quotes the team in graph_ddl as a literal
-        for (team,) in teams:
+        raw = bind.connection.driver_connection  # psycopg's, in this transaction: it quotes the team in graph_ddl
+        for team, _rows in graph_candidates(raw, table, DEFAULT_TEAM_GRAPH_MIN_ROWS, kind="team"):
             op.execute(graph_ddl(table, "team", team, dim, concurrently=False).as_string(raw))
 
 
 def downgrade() -> None:
     dim = _dim()
     for table in _TABLES:
-        for name in _team_graphs(table):
-            op.execute(f"DROP INDEX IF EXISTS {name}")
+        drop_graphs(op.get_bind().exec_driver_sql, table, kinds=("team",))
         op.execute(f"DROP INDEX IF EXISTS {table}_embedding_global_hnsw")
         op.execute(f"CREATE INDEX {table}_embedding_shared_hnsw ON {table} {_GRAPH.format(dim=dim, efc=128)} "
                    "WHERE visibility <> 'private'")
