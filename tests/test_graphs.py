@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,21 +48,30 @@ def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-@pytest.fixture
-def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
-    """40 private facts each of a1, a2 and ODD, 40 of a1's team and 40 private episodes of a1, all with vectors."""
-    rng = np.random.default_rng(19)
-    s = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
-    for i, scope in enumerate([Scope("a1", "t1", "private"), Scope("a2", "t1", "private"), Scope(ODD, "t1", "private"),
-                               Scope("a1", "t1", "team")]):
-        s.save([_fact(f"Team uses service {i}-{j}") for j in range(40)], scope, Provenance(f"g{i}"))
-    rows = s.facts_without_embedding(1000)
-    s.set_embeddings([(fid, v.tolist()) for (fid, _), v in zip(rows, _unit(rng, len(rows)))], "fixed")
+def _add_rows(store: Store, db_url: str, seed: int, facts: Iterable[tuple[int, Scope]], episodes: Scope, key: str,
+              text: str) -> None:
+    """40 facts per ``(group, scope)`` of ``facts`` and 40 episodes in ``episodes``' scope (keys ``key``0..39,
+    words ``text`` 0..39), each with a random unit vector drawn from ``seed``: the facts' first."""
+    rng = np.random.default_rng(seed)
+    for i, scope in facts:
+        store.save([_fact(f"Team uses service {i}-{j}") for j in range(40)], scope, Provenance(f"g{i}"))
+    rows = store.facts_without_embedding(1000)
+    store.set_embeddings([(fid, v.tolist()) for (fid, _), v in zip(rows, _unit(rng, len(rows)))], "fixed")
     with psycopg.connect(conninfo(db_url)) as conn:
         for j, v in enumerate(_unit(rng, 40)):
             conn.execute("INSERT INTO turns (key, agent_id, team_id, user_message, visibility, embedding) "
-                         "VALUES (%s, 'a1', 't1', %s, 'private', %s::vector)",
-                         (f"e{j}", f"we run job {j}", str(v.tolist())))
+                         "VALUES (%s, %s, %s, %s, %s, %s::vector)",
+                         (f"{key}{j}", episodes.agent_id, episodes.team_id, f"{text} {j}", episodes.visibility,
+                          str(v.tolist())))
+
+
+@pytest.fixture
+def store(db_url: str, tmp_path: Path) -> Iterator[Store]:
+    """40 private facts each of a1, a2 and ODD, 40 of a1's team and 40 private episodes of a1, all with vectors."""
+    s = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+    _add_rows(s, db_url, 19, enumerate([Scope("a1", "t1", "private"), Scope("a2", "t1", "private"),
+                                        Scope(ODD, "t1", "private"), Scope("a1", "t1", "team")]),
+              Scope("a1", "t1", "private"), "e", "we run job")
     yield s
     s.close()
 
@@ -270,16 +279,8 @@ def _exact_for(db_url: str, query: np.ndarray, agent: str, team: str, k: int) ->
 def teams(store: Store, db_url: str) -> Store:
     """The store above, plus 40 team facts of t2 (by a3), 40 global facts and 40 team episodes of t2, all with
     vectors."""
-    rng = np.random.default_rng(23)
-    for i, scope in ((4, Scope("a3", "t2", "team")), (5, Scope("a3", "t2", "global"))):
-        store.save([_fact(f"Team uses service {i}-{j}") for j in range(40)], scope, Provenance(f"g{i}"))
-    rows = store.facts_without_embedding(1000)
-    store.set_embeddings([(fid, v.tolist()) for (fid, _), v in zip(rows, _unit(rng, len(rows)))], "fixed")
-    with psycopg.connect(conninfo(db_url)) as conn:
-        for j, v in enumerate(_unit(rng, 40)):
-            conn.execute("INSERT INTO turns (key, agent_id, team_id, user_message, visibility, embedding) "
-                         "VALUES (%s, 'a3', 't2', %s, 'team', %s::vector)",
-                         (f"t{j}", f"the team runs job {j}", str(v.tolist())))
+    _add_rows(store, db_url, 23, [(4, Scope("a3", "t2", "team")), (5, Scope("a3", "t2", "global"))],
+              Scope("a3", "t2", "team"), "t", "the team runs job")
     return store
 
 
