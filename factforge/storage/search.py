@@ -559,23 +559,23 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
     statistics) with the vector statements that stay on ``conn``, then BM25's second statement of every kind."""
     ranks: dict[tuple[str, str], _Ranks] = {}
     sizes: dict[str, int] = {}
-    text = _QueryVector.of(vector) if vector is not None else None
+    qvector = _QueryVector.of(vector) if vector is not None else None
     searched = [kind for kind in plan if mode != "vector"]
-    here = list(plan) if text is not None else []
+    here = list(plan) if qvector is not None else []
     pending = []
-    if text is not None and not isinstance(source, str) and (mode == "hybrid" or len(plan) > 1):
+    if qvector is not None and not isinstance(source, str) and (mode == "hybrid" or len(plan) > 1):
         # Other pooled connections, one per kind: the HNSW queries run while this one does BM25 (hybrid), or
         # while it does the first kind's (vector: at 1M facts + 1M episodes each kind's statements take ~8-9 ms,
         # so the kinds run side by side too).
         aside = plan if mode == "hybrid" else plan[1:]
         here = [kind for kind in here if kind not in aside]
-        pending = [_executor().submit(_vectors_on_own_connection, source, [kind], vector_where, text, n, ef_search)
+        pending = [_executor().submit(_vectors_on_own_connection, source, [kind], vector_where, qvector, n, ef_search)
                    for kind in aside]
     iterative = _has_iterative_scan(conn, source) if here else False
     with conn.pipeline():  # (never empty: a search that reaches here has a kind, and each kind a path)
         terms = {kind.name: conn.execute(terms_sql(kind.terms_table), {"q": query}) for kind in searched}
-        read = {kind.name: _send_vectors(conn, kind, vector_where[kind.name], text, n, ef_search, iterative)
-                for kind in here if text is not None}
+        read = {kind.name: _send_vectors(conn, kind, vector_where[kind.name], qvector, n, ef_search, iterative)
+                for kind in here if qvector is not None}
     for name, found in read.items():
         ranks[name, "vector"] = found()
     built = {}
