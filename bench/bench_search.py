@@ -574,6 +574,8 @@ def main() -> int:
                     help="recall@10 over the first N queries only (an exact scan is ~1 s each at 1M)")
     ap.add_argument("--explain", action="store_true", help="print EXPLAIN ANALYZE of the vector and BM25 SQL "
                                                            "(facts, and episodes if there are any)")
+    ap.add_argument("--kinds", default=None, help="what the timed searches rank: fact, episode or fact,episode "
+                    "(default: search()'s own, both when episodes are loaded)")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     args = ap.parse_args()
     if args.query_only and not args.keep_db:
@@ -743,6 +745,8 @@ def main() -> int:
         source = Store.open(Settings.from_env({"FACTFORGE_DATABASE_URL": url, "FACTFORGE_HOME": tempfile.gettempdir()}))
         lat: dict[str, dict[str, float]] = {}
         results: dict[str, list[list[Any]]] = {}
+        kinds = args.kinds.split(",") if args.kinds else None
+        res["kinds"] = kinds or "default"
         for mode in MODES:
             # Two passes over the same queries: the first reads pages from disk the cache has not seen yet
             # (at 1M facts the table and index are larger than shared_buffers), the second is the steady
@@ -753,7 +757,7 @@ def main() -> int:
                 for (text, agent, team), vec in zip(queries, qvecs):
                     t0 = time.perf_counter()
                     hits = search(source, text, agent_id=agent, team_id=team, k=10, embedder=FixedEmbedder(vec),
-                                  mode=mode)
+                                  mode=mode, kinds=kinds)
                     times.append((time.perf_counter() - t0) * 1000)
                     results[mode].append(hits)
                 key = mode if label == "warm" else f"{mode}_first_pass"
