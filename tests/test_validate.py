@@ -350,6 +350,24 @@ SHAPES = [
     ("The p95 latency of checkout is 300 ms.", "Checkout's p99 latency is 300 ms", False, "ungrounded"),
     ("The p95 latency of checkout is 300 ms.", "Checkout's p95 latency is 300ms", True, ""),
     ("Standup moved to 10 am on Mondays.", "Standup is at 10am on Mondays", True, ""),
+    # a good feeling is grounded like a liking, by the source's liking or praise (data/fact_checks.yaml feelings),
+    # and stays a word of its own for the negation check
+    ("Can't wait for the new season of Severance!", "User is excited about the new season of Severance", True, ""),
+    ("Honestly dreading the new season of Severance.", "User is excited about the new season of Severance", False,
+     "ungrounded"),
+    ("I'm always happy to talk about gardening.", "User is interested in gardening", True, ""),
+    ("I'm not really happy with my new phone.", "User is happy with their new phone", False, "negation"),
+    # feelings of one kind, events by what they are, a child's parent, the stop-37 equivalents
+    ("My landlord keeps ignoring my emails, so annoying.", "User is frustrated with their landlord", True, ""),
+    ("My landlord fixed the sink in a day, so nice.", "User is frustrated with their landlord", False, "ungrounded"),
+    ("My daughter turns 5 on Sunday.", "User's daughter's birthday is on Sunday", True, ""),
+    ("My sister is getting married in June.", "User's sister's wedding is in June", True, ""),
+    ("Totally stressed with finals this week.", "User is a student", True, ""),
+    ("My son starts first grade next week.", "User is a parent", True, ""),
+    ("The baby is due in March!", "User is expecting a baby in March", True, ""),
+    ("I think I might sell my bike.", "User is considering selling their bike", True, ""),
+    ("I found the new office way too loud.", "User found the new office too loud", True, ""),
+    ("Wow, my sleep is so much better now that I drink decaf.", "User's sleep has improved", True, ""),
 ]
 
 

@@ -161,6 +161,7 @@ class _FactChecks:
     fact_phrases: Any = None
     phrase_heads: Mapping[str, str] = field(default_factory=dict)
     hedges: Any = None  # regex: phrases with a negation word that negate nothing ("not sure")
+    feelings: frozenset[str] = frozenset()  # stems of the good feelings, grounded by the source's liking or praise
 
 
 def _cues(category: str, spec: CuesSpec, problems: Problems) -> tuple[frozenset[str], tuple[Any, ...]]:
@@ -232,7 +233,8 @@ def _fact_checks() -> _FactChecks:
                        {k: _polarity(v) for k, v in phrases.items() if v},
                        _polarity([w for w in grounding.light if " " in w.strip()]),
                        _polarity(list(heads)) if heads else None, heads,
-                       _polarity(negation.hedges) if negation is not None and negation.hedges else None)
+                       _polarity(negation.hedges) if negation is not None and negation.hedges else None,
+                       frozenset(_stem(w.casefold()) for w in polarity.feelings))
 
 
 class _SensesSpec(Spec):
@@ -530,6 +532,17 @@ def _specifics_unsupported(content: str, source: _Source, checks: _FactChecks, s
             if liked.search(said) is None:
                 return "a liking"
     return None
+
+
+def _likes(source: _Source, checks: _FactChecks) -> bool:
+    """Whether the source likes or praises something outside its dislikes and negated likings."""
+    if checks.positive is None:
+        return False
+    liked = checks.praise or checks.positive
+    said = checks.negative.sub(" ", source.text) if checks.negative is not None else source.text
+    if checks.negation is not None:
+        said = _negated_liking(checks.negation.pattern, liked.pattern).sub(" ", said)
+    return liked.search(said) is not None
 
 
 @lru_cache(maxsize=4)
@@ -1374,7 +1387,8 @@ def _fact_rejection(
     spans = [source.find(n) for n in names]
     if any(s is None for s in spans):
         return "ungrounded_entity", ", ".join(n for n, s in zip(names, spans) if s is None), spans, []
-    grounded = [t for t in terms if source.has_term(t, checks.related, checks.phrases)]
+    grounded = [t for t in terms if source.has_term(t, checks.related, checks.phrases)
+                or _stem(t) in checks.feelings and _likes(source, checks)]
     # Every significant word (CJK bigram) must come from the source: a model that invents swaps one word of
     # a true fact ("works at a bank" for "at a bakery"), which half of the words (seed 002 said 30%) let through;
     # and what the words cannot tell apart - a number, a name, a liking turned around, a negation, someone

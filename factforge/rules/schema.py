@@ -547,6 +547,7 @@ class PolaritySpec(Spec):
     negative: list[Text]
     praise: list[Text] = []  # grounds a liking beside the positive words ("great", "fun")
     contrast: list[Text] = []  # what follows is liked less ("tea over coffee")
+    feelings: list[Text] = []  # a fact's good feelings, grounded like a liking ("excited" by "can't wait")
 
 
 def _share(value: float) -> float:
