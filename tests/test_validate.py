@@ -368,6 +368,22 @@ SHAPES = [
     ("I think I might sell my bike.", "User is considering selling their bike", True, ""),
     ("I found the new office way too loud.", "User found the new office too loud", True, ""),
     ("Wow, my sleep is so much better now that I drink decaf.", "User's sleep has improved", True, ""),
+    ("We're putting together a bake sale for the school.", "User is organizing a bake sale", True, ""),
+    ("Spent the weekend chilling with my cats.", "User relaxed with their cats", True, ""),
+    ("We ripped out the old heater last month.", "User removed the old heater", True, ""),
+    ("Never been a big fan of jazz, to be honest.", "User is not a big fan of jazz", True, ""),
+    ("Reading Dune right now, can't put it down.", "User enjoys reading Dune", True, ""),
+    ("We moved everything to k8s last quarter.", "Team moved everything to Kubernetes", True, ""),
+    # "bc" ends a clause like "because"
+    ("My husband cooks every night bc I can't cook.", "User has a husband", True, ""),
+    # the speaker named by what they are before "who"; someone else named by the fact through the clause's name
+    ("I'm a paramedic who works weekends.", "User works weekends", True, ""),
+    ("I'm dating a guy who works weekends.", "User works weekends", False, "other_subject"),
+    ("My best friend Ana is moving to Oslo and I'm heartbroken.", "User is sad that Ana is moving", True, ""),
+    ("My best friend Ana is moving to Oslo and I'm heartbroken.", "User is moving to Oslo", False, "other_subject"),
+    # a word said only in a short aside that opens with a negation is negated
+    ("The flaky test is the S3 one, not the db one.", "The database test is flaky", False, "negation"),
+    ("The flaky test is the S3 one, not the db one.", "The S3 test is flaky", True, ""),
 ]
 
 

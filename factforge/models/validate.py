@@ -401,6 +401,12 @@ def _relative_rx() -> Any:
     return _polarity(_senses_spec().relatives)
 
 
+# The speaker named by what they are just before a relative word: "I'm a nurse who works nights", "I am a single dad
+# who ..."; not "I'm dating a guy who ...", whose words after "I'm" are no description of the speaker.
+_SPEAKER_AS = regex.compile(r"(?<![\p{L}'’])(?:i['’]?m|i\s+am)\s+(?:an?\s+)?(?:(?!(?:an?|the|my|your|his|her|their|our)\s)"
+                            r"[\p{L}-]+\s+){0,2}[\p{L}-]+\s*$", regex.IGNORECASE)
+
+
 def _split_relative(part: str) -> list[tuple[str, str | None]]:
     """``part`` cut before a relative word of data/fact_senses.yaml, the relative clause with the word it is about:
     "I have a twin brother who lives in Australia" -> ("I have a twin brother", None), ("who lives in
@@ -411,7 +417,7 @@ def _split_relative(part: str) -> list[tuple[str, str | None]]:
     if m is None or not before:
         return [(part, None)]
     antecedent = _POSSESSIVE.sub("", before[-1].casefold())
-    speaker = antecedent in _FIRST_PERSON or any(w.casefold() in _FIRST_PERSON and w.casefold() not in _DETERMINERS
+    speaker = antecedent in _FIRST_PERSON or _SPEAKER_AS.search(part[:m.start()]) is not None or any(w.casefold() in _FIRST_PERSON and w.casefold() not in _DETERMINERS
                                                  for w in _WORD.findall(part[m.end():]))
     return [(part, None)] if speaker else [(part[:m.start()], None), (part[m.start():], antecedent)]
 
@@ -516,7 +522,9 @@ def _specifics_unsupported(content: str, source: _Source, checks: _FactChecks, s
         name = _POSSESSIVE.sub("", m.group()).casefold()
         if name in subjects or name == "i":
             continue
-        if name not in source.words and _keys(name).isdisjoint(source.stems) and not source.in_place(_keys(name)):
+        keys = _keys(name)
+        if name not in source.words and keys.isdisjoint(source.stems) and not source.in_place(keys) \
+                and all(checks.related.get(k, frozenset()).isdisjoint(source.stems) for k in keys):  # "k8s"
             return f"name {m.group()}"
     if checks.negative is not None and checks.positive is not None:
         fact_negative = checks.negative.search(content) is not None
@@ -671,8 +679,11 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
             # "I never drink coffee, just tea": a part of the fact, two of its words, must be said only negated)
             having = [c for c in clauses if c.has_term(t, checks.related, checks.phrases)]
             # A name said only negated is negated on its own: "Team uses Opsgenie" from "PagerDuty now, not Opsgenie".
+            # So is any word said only in a short clause that opens with a negation: "the flaky test is the S3 one,
+            # not the db one" does not say the db test is flaky.
             enough = 1 if t in names else 2
-            if having and all(_negated(c.text, checks) and scores[clauses.index(c)] >= enough for c in having):
+            if having and all(_negated(c.text, checks) and (scores[clauses.index(c)] >= enough or _negated_aside(c.text))
+                              for c in having):
                 return "negation", f"{t!r} only in a negated clause: {having[0].text!r}"
     best = [c for c, n in zip(clauses, scores) if n == top]
     replaced = any(_Source(old, frozenset()).has_term(t) for old, _ in source.changes() for t in terms)
@@ -685,10 +696,11 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
     problem: tuple[str, str] | None = None
     for clause in best:
         other = clause.other if about_speaker else None
-        # A fact may name the other one by a broader word: "User has a child" from "my daughter lost a tooth".
+        # A fact may name the other one by a broader word: "User has a child" from "my daughter lost a tooth", or by
+        # the name the clause gives it: "User is sad that Tom is moving" from "my best friend Tom is moving".
         if other is not None and not fact_words.has_term(other, checks.related) and not any(
                 _Source(other, frozenset()).has_term(t, checks.related) for t in terms) \
-                and not _speakers_own(terms, clause):
+                and not _speakers_own(terms, clause) and not _named_other(other, names, clause.text):
             problem = problem or ("other_subject", f"said of {other!r}: {clause.text!r}")
             continue
         if about_speaker and (swapped := _swapped(content, terms, clause, checks)) is not None:
@@ -710,6 +722,20 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
             continue
         return None
     return problem
+
+
+def _negated_aside(clause: str) -> bool:
+    """Whether ``clause`` is a short aside that opens with a negation ("not the db one", "no Fridays")."""
+    checks = _fact_checks()
+    m = checks.negation.match(clause) if checks.negation is not None else None
+    return m is not None and len(_WORD.findall(clause)) <= 4
+
+
+def _named_other(other: str, names: set[str], clause: str) -> bool:
+    """Whether the clause gives ``other`` (the someone else it opens with) one of the fact's ``names`` right after it:
+    "my best friend Tom is moving" for a fact that names Tom."""
+    return any(regex.search(rf"(?<![\p{{L}}]){regex.escape(other)}\s+{regex.escape(n)}(?![\p{{L}}])", clause,
+                            regex.IGNORECASE) for n in names)
 
 
 def _named_subject(content: str, terms: list[str], source: _Source) -> list[str] | None:
@@ -1105,6 +1131,9 @@ class _Source:
             self.stems |= _keys(w.casefold())
         for w in _HYPHENATED.findall(text):  # "fire-fighting" as "firefighting" too: "firefighter"
             self.stems |= _keys(w.replace("-", "").casefold())
+        for w in _WORD.findall(text):  # a word with digits as written, for a related word: "k8s" / "kubernetes"
+            if any(ch.isdigit() for ch in w):
+                self.stems.add(w.casefold())
         self.stopwords = stopwords
         self._numbers: set[str] | None = None
         self._clauses: list[_Source] | None = None
