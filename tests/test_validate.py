@@ -384,6 +384,12 @@ SHAPES = [
     # a word said only in a short aside that opens with a negation is negated
     ("The flaky test is the S3 one, not the db one.", "The database test is flaky", False, "negation"),
     ("The flaky test is the S3 one, not the db one.", "The S3 test is flaky", True, ""),
+    # owning needs the speaker's having in the sentence that names the thing (data/fact_senses.yaml owning / owned_by)
+    ("I love riding horses on weekends.", "User owns horses", False, "ungrounded"),
+    ("Vans are so roomy, honestly.", "User owns a van", False, "ungrounded"),
+    ("We adopted two horses last spring.", "User owns horses", True, ""),
+    ("Honestly thinking of selling the old van.", "User owns a van", True, ""),
+    ("I have a pug, a beagle, and a husky mix.", "User owns a beagle", True, ""),
 ]
 
 

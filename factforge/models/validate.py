@@ -253,6 +253,8 @@ class _SensesSpec(Spec):
     bounded: list[Text] = []
     durations: list[Text] = []
     possessives: list[Text] = []
+    owning: list[Text] = []
+    owned_by: list[Text] = []
     derivation: list[Text] = []
     derivation_base: int = 5
     joining: list[Text] = []
@@ -286,6 +288,8 @@ class _Senses:
     transitions: tuple[Any, ...] = ()  # compiled regexes with groups "old" and "new"
     ended_frame: Any = None  # regex: the ended words but ``ended_states``, left out of a fact's content words
     unrealised: Any = None  # regex: what is still to be done ("I'll", "need to")
+    owning: Any = None  # regex: the subject of a fact and an owning word after it ("User owns", "User doesn't own")
+    owned_by: Any = None  # regex: what says that the speaker has a thing ("my", "I have", "bought")
 
 
 @lru_cache(maxsize=1)
@@ -317,7 +321,10 @@ def _senses() -> _Senses:
                    frozenset(w.casefold() for w in spec.possessives), frozenset(w.casefold() for w in spec.purpose),
                    tuple(p.casefold() for p in spec.negated_prefix), _transitions(spec.transitions),
                    _polarity([w for w in spec.ended if w.casefold() not in {s.casefold() for s in spec.ended_states}]),
-                   _polarity(spec.unrealised))
+                   _polarity(spec.unrealised),
+                   regex.compile(rf"^\S+\s+(?:[\p{{L}}'’]+\s+){{0,2}}?(?:{_polarity(spec.owning).pattern})",
+                                 regex.IGNORECASE) if spec.owning else None,
+                   _polarity(spec.owned_by))
 
 
 def _transitions(patterns: list[str]) -> tuple[Any, ...]:
@@ -606,6 +613,20 @@ def _in_words(content: str, source: _Source, checks: _FactChecks) -> str:
         if joined is not None and first not in source.words:
             content = content[:a.start()] + joined + content[b.end():]
     return content
+
+
+def _unowned(content: str, terms: list[str], source: _Source, checks: _FactChecks) -> str | None:
+    """What is wrong when the fact says the user owns a thing and no sentence of the source that names it says the
+    speaker has it (data/fact_senses.yaml ``owning`` / ``owned_by``); None otherwise. A sentence, not a clause: "I
+    have a golden retriever, a border collie, and a lab mix" has the border collie."""
+    senses = _senses()
+    if senses.owning is None or not terms or senses.owning.search(content) is None:
+        return None
+    having = [m.group() for m in _SENTENCE.finditer(source.text)
+              if any(_Source(m.group(), frozenset()).has_term(t, checks.related) for t in terms)]
+    if not having or any(senses.owned_by.search(sentence) for sentence in having):
+        return None
+    return f"ownership: no sentence that names it says the speaker has it ({having[0].strip()!r})"
 
 
 def _liking_turned(content: str, terms: list[str], source: _Source, checks: _FactChecks) -> str | None:
@@ -1432,6 +1453,10 @@ def _fact_rejection(
     specific = _specifics_unsupported(said, source, checks, subjects)
     if specific is not None:
         return "ungrounded", "unsupported: " + specific, spans, grounded
+    unowned = _unowned(content, grounded, source, checks) if content.casefold().startswith(settings.user_subject.casefold()) \
+        else None
+    if unowned is not None:
+        return "ungrounded", "unsupported: " + unowned, spans, grounded
     turned_liking = _liking_turned(content, grounded, source, checks)
     if turned_liking is not None:
         return "ungrounded", f"unsupported: {turned_liking}", spans, grounded
