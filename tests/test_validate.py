@@ -390,6 +390,12 @@ SHAPES = [
     ("We adopted two horses last spring.", "User owns horses", True, ""),
     ("Honestly thinking of selling the old van.", "User owns a van", True, ""),
     ("I have a pug, a beagle, and a husky mix.", "User owns a beagle", True, ""),
+    # where the user lives, grew up or was born is the name of the clause that says so (fact_senses.yaml placed)
+    ("I was born in Lagos, but these days I live in Leeds.", "User lives in Lagos", False, "ungrounded"),
+    ("I was born in Lagos, but these days I live in Leeds.", "User lives in Leeds", True, ""),
+    ("I was born in Lagos, but these days I live in Leeds.", "User was born in Lagos", True, ""),
+    ("I grew up in Osaka, Japan.", "User grew up in Japan", True, ""),
+    ("My favorite band is Muse, I've seen them live twice.", "User has seen Muse live twice", True, ""),
 ]
 
 

@@ -254,6 +254,7 @@ class _SensesSpec(Spec):
     durations: list[Text] = []
     possessives: list[Text] = []
     owning: list[Text] = []
+    placed: list[Text] = []
     owned_by: list[Text] = []
     derivation: list[Text] = []
     derivation_base: int = 5
@@ -290,6 +291,7 @@ class _Senses:
     unrealised: Any = None  # regex: what is still to be done ("I'll", "need to")
     owning: Any = None  # regex: the subject of a fact and an owning word after it ("User owns", "User doesn't own")
     owned_by: Any = None  # regex: what says that the speaker has a thing ("my", "I have", "bought")
+    placed: frozenset[str] = frozenset()  # words that place the user somewhere ("lives", "born")
 
 
 @lru_cache(maxsize=1)
@@ -324,7 +326,7 @@ def _senses() -> _Senses:
                    _polarity(spec.unrealised),
                    regex.compile(rf"^\S+\s+(?:[\p{{L}}'’]+\s+){{0,2}}?(?:{_polarity(spec.owning).pattern})",
                                  regex.IGNORECASE) if spec.owning else None,
-                   _polarity(spec.owned_by))
+                   _polarity(spec.owned_by), frozenset(w.casefold() for w in spec.placed))
 
 
 def _transitions(patterns: list[str]) -> tuple[Any, ...]:
@@ -613,6 +615,25 @@ def _in_words(content: str, source: _Source, checks: _FactChecks) -> str:
         if joined is not None and first not in source.words:
             content = content[:a.start()] + joined + content[b.end():]
     return content
+
+
+def _misplaced(content: str, source: _Source, checks: _FactChecks, subjects: set[str]) -> str | None:
+    """What is wrong when the fact places the user by a name (data/fact_senses.yaml ``placed``: "User lives in
+    Somalia") and no clause of the source that has the name says that relation; None otherwise."""
+    relations = [w for w in (x.casefold() for x in _WORD.findall(content)) if w in _senses().placed]
+    if not relations:
+        return None
+    clauses = source.clauses(checks)
+    for m in _NAME.finditer(content):
+        name = _POSSESSIVE.sub("", m.group()).casefold()
+        if m.start() == 0 or name in subjects:
+            continue
+        at = [i for i, c in enumerate(clauses) if name in c.words]
+        # A clause of names only ("I grew up in Kyoto, Japan") goes with the one before it.
+        at += [i - 1 for i in at if i > 0 and all(w[:1].isupper() for w in _WORD.findall(clauses[i].text))]
+        if at and not any(clauses[i].has_term(r, checks.related, checks.phrases) for i in at for r in relations):
+            return f"{m.group()!r} is not where the source says the user {relations[0]}: {clauses[at[0]].text!r}"
+    return None
 
 
 def _unowned(content: str, terms: list[str], source: _Source, checks: _FactChecks) -> str | None:
@@ -1453,6 +1474,9 @@ def _fact_rejection(
     specific = _specifics_unsupported(said, source, checks, subjects)
     if specific is not None:
         return "ungrounded", "unsupported: " + specific, spans, grounded
+    misplaced = _misplaced(content, source, checks, subjects)
+    if misplaced is not None:
+        return "ungrounded", "unsupported: " + misplaced, spans, grounded
     unowned = _unowned(content, grounded, source, checks) if content.casefold().startswith(settings.user_subject.casefold()) \
         else None
     if unowned is not None:
