@@ -396,6 +396,15 @@ SHAPES = [
     ("I was born in Lagos, but these days I live in Leeds.", "User was born in Lagos", True, ""),
     ("I grew up in Osaka, Japan.", "User grew up in Japan", True, ""),
     ("My favorite band is Muse, I've seen them live twice.", "User has seen Muse live twice", True, ""),
+    # "my brother" says the speaker has one, whatever the clause does with him; without "my" a wish or a negation is
+    # no having
+    ("I'll ask my sister if she wants to join us.", "User has a sister", True, ""),
+    ("I don't get along with my brother.", "User has a brother", True, ""),
+    ("I don't have a brother.", "User has a brother", False, "negation"),
+    ("I've always wanted a dog.", "User has a dog", False, "ungrounded"),
+    # giving a workshop is doing it
+    ("Been doing pottery workshops lately.", "User gives pottery workshops", True, ""),
+    ("I reccomend the first book, honestly.", "User recommends the first book", True, ""),
 ]
 
 

@@ -748,7 +748,10 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
         if about_speaker and (swapped := _swapped(content, terms, clause, checks)) is not None:
             problem = problem or ("other_subject", f"{swapped!r} is done by someone else in {clause.text!r}")
             continue
-        if checks.negation is not None and fact_negated != _negated(clause.text, checks):
+        # "my husband" says the speaker has one whatever the clause does with him ("my husband drives bc I can't",
+        # "I'll ask my brother if he wants to come"): a fact that the user has one is not negated nor wished there.
+        had = about_speaker and not fact_negated and _presupposed(content, clause)
+        if checks.negation is not None and fact_negated != _negated(clause.text, checks) and not had:
             problem = problem or ("negation", f"negation differs from {clause.text!r}")
             continue
         ended = _ended_differs(content, clause, senses, replaced)
@@ -756,7 +759,7 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
             problem = problem or ("negation", f"{ended}: {clause.text!r}")
             continue
         if about_speaker and clause.other is None and senses.wish.search(clause.text) \
-                and not senses.plan.search(content):
+                and not senses.plan.search(content) and not had:
             problem = problem or ("ungrounded", f"unsupported: only wished for in {clause.text!r}")
             continue
         if _unrealised(content, clause.text, senses):
@@ -771,6 +774,22 @@ def _negated_aside(clause: str) -> bool:
     checks = _fact_checks()
     m = checks.negation.match(clause) if checks.negation is not None else None
     return m is not None and len(_WORD.findall(clause)) <= 4
+
+
+# "User has a dog", "User has two sisters", "User has a brother named Tom": what the user has, as its last word.
+_HAVING = regex.compile(r"^\S+\s+(?:has|have)\s+(?:an?\s+|[\p{L}\p{N}]+\s+)?(?P<thing>\p{L}+)"
+                        r"(?:\s+named\s+\p{Lu}\p{L}*)?\s*\.?$", regex.IGNORECASE)
+_MY = regex.compile(r"(?<![\p{L}'’])(?:my|our)\s+(?P<thing>[\p{L}-]+(?:\s+[\p{L}-]+){0,2})", regex.IGNORECASE)
+
+
+def _presupposed(content: str, clause: _Source) -> bool:
+    """Whether the fact says the user has a thing that the clause calls "my" / "our" thing."""
+    m = _HAVING.match(content)
+    if m is None:
+        return False
+    keys = _keys(m.group("thing").casefold())
+    return any(not keys.isdisjoint(_keys(w.casefold())) for p in _MY.finditer(clause.text)
+               for w in p.group("thing").split())
 
 
 def _named_other(other: str, names: set[str], clause: str) -> bool:
