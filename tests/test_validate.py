@@ -405,6 +405,9 @@ SHAPES = [
     # giving a workshop is doing it
     ("Been doing pottery workshops lately.", "User gives pottery workshops", True, ""),
     ("I reccomend the first book, honestly.", "User recommends the first book", True, ""),
+    # someone else's role is not what the user is
+    ("My boss Dana wants the report by Friday.", "User is the boss", False, "other_subject"),
+    ("My boss Dana wants the report by Friday.", "User has a boss", True, ""),
 ]
 
 

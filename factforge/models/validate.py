@@ -740,9 +740,10 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
         other = clause.other if about_speaker else None
         # A fact may name the other one by a broader word: "User has a child" from "my daughter lost a tooth", or by
         # the name the clause gives it: "User is sad that Tom is moving" from "my best friend Tom is moving".
-        if other is not None and not fact_words.has_term(other, checks.related) and not any(
-                _Source(other, frozenset()).has_term(t, checks.related) for t in terms) \
-                and not _speakers_own(terms, clause) and not _named_other(other, names, clause.text):
+        # Named as what the user is ("User is the manager" from "my manager Priya wants ..."), it is not named.
+        if other is not None and (_is_role(content, other) or not fact_words.has_term(other, checks.related) and not any(
+                _Source(other, frozenset()).has_term(t, checks.related) for t in terms)
+                and not _speakers_own(terms, clause)) and not _named_other(other, names, clause.text):
             problem = problem or ("other_subject", f"said of {other!r}: {clause.text!r}")
             continue
         if about_speaker and (swapped := _swapped(content, terms, clause, checks)) is not None:
@@ -790,6 +791,13 @@ def _presupposed(content: str, clause: _Source) -> bool:
     keys = _keys(m.group("thing").casefold())
     return any(not keys.isdisjoint(_keys(w.casefold())) for p in _MY.finditer(clause.text)
                for w in p.group("thing").split())
+
+
+def _is_role(content: str, other: str) -> bool:
+    """Whether the fact names ``other`` only as what the user is ("User is the manager" from "my manager Priya wants
+    ..."): then it does not name the someone else the clause is about."""
+    return regex.match(rf"\S+\s+(?:is|was|works\s+as|worked\s+as|became)\s+(?:an?|the)\s+(?:[\p{{L}}-]+\s+)?"
+                       rf"{regex.escape(other)}(?![\p{{L}}])", content, regex.IGNORECASE) is not None
 
 
 def _named_other(other: str, names: set[str], clause: str) -> bool:
