@@ -210,6 +210,10 @@ MEANING = [
     ("Our standup moved to 10am after the reorg.", "The standup moved to 10am", True, ""),
     ("We got a puppy, a beagle named Rolo.", "a beagle named Rolo", False, "too_short"),
     ("We got a puppy, a beagle named Rolo.", "the new puppy", False, "too_short"),
+    ("We got a puppy, a beagle called Rolo Jones.", "a beagle called Rolo Jones", False, "too_short"),
+    # a light past form is a verb all the same ("happened" says nothing the source must, but it makes a clause)
+    ("The outage during the launch took the site down for an hour.", "The outage happened during the launch", True,
+     ""),
     # the other one named by a broader word is still the speaker's relative; their deed is not the speaker's
     ("My son broke his arm at soccer practice.", "User has a child", True, ""),
     ("My husband is a firefighter in Tulsa.", "User is married", True, ""),

@@ -162,6 +162,7 @@ class _FactChecks:
     phrase_heads: Mapping[str, str] = field(default_factory=dict)
     hedges: Any = None  # regex: phrases with a negation word that negate nothing ("not sure")
     feelings: frozenset[str] = frozenset()  # stems of the good feelings, grounded by the source's liking or praise
+    naming: frozenset[str] = frozenset()  # participles that only name ("named"): no verb of a fragment
 
 
 def _cues(category: str, spec: CuesSpec, problems: Problems) -> tuple[frozenset[str], tuple[Any, ...]]:
@@ -234,7 +235,8 @@ def _fact_checks() -> _FactChecks:
                        _polarity([w for w in grounding.light if " " in w.strip()]),
                        _polarity(list(heads)) if heads else None, heads,
                        _polarity(negation.hedges) if negation is not None and negation.hedges else None,
-                       frozenset(_stem(w.casefold()) for w in polarity.feelings))
+                       frozenset(_stem(w.casefold()) for w in polarity.feelings),
+                       frozenset(w.casefold() for w in min_content.naming))
 
 
 class _SensesSpec(Spec):
@@ -1131,11 +1133,16 @@ _NOUN_GOES_ON = frozenset({"of", "and", "or", "'s"})
 def _finite_verb(words: list[str], checks: _FactChecks) -> bool:
     """Whether a fact that opens like a noun phrase goes on with a verb of its own: a past form ("The Cubs lost")
     or an -s form followed by more words ("The linter enforces 4 spaces", "Every PR needs two approvals"), after
-    at least one word of the noun phrase. A participle that only names ("a dog named Biscuit", a light word of
-    data/fact_checks.yaml) is no verb."""
+    at least one word of the noun phrase. A participle that only names ("a dog named Biscuit", data/fact_checks.yaml
+    ``naming``) is no verb, nor a light word in -s ("The trip costs"); a light past form is ("The spike happened
+    on Friday")."""
     for i in range(2, len(words)):
         word = words[i]
+        if word in checks.naming:
+            continue
         if word in checks.exempt:
+            if _past_form(word) and i + 1 < len(words):
+                return True
             continue
         if _past_form(word):
             return True

@@ -535,6 +535,7 @@ class MinContentSpec(Spec):
     content_words: Annotated[int, AfterValidator(_not_negative)]
     clause_words: list[Text]
     fragment_openers: list[Text]
+    naming: list[Text] = []  # participles that only name ("a dog named Biscuit"): no verb of a fragment's own
 
 
 class CuesSpec(Spec):
