@@ -111,6 +111,7 @@ _SUFFIXES = ("ations", "ation", "ings", "ing", "ers", "ied", "ies", "ed", "er", 
 _SENTENCE = regex.compile(r"[^\n.!?。！？]+[.!?。！？]*")
 _LABEL_OK = regex.compile(r"[a-z][a-z0-9_]*")
 _HYPHENATED = regex.compile(r"\p{L}+(?:-\p{L}+)+")
+_DIGIT = regex.compile(r"\p{N}")
 
 
 
@@ -795,18 +796,23 @@ def _presupposed(content: str, clause: _Source) -> bool:
                for w in p.group("thing").split())
 
 
+# "User is the manager", "User was a night nurse": the role word, as one of the (at most) two words after the article.
+_ROLE = regex.compile(r"\S+\s+(?:is|was|works\s+as|worked\s+as|became)\s+(?:an?|the)\s+(?P<first>[\p{L}-]+)"
+                      r"(?:\s+(?P<second>[\p{L}-]+))?", regex.IGNORECASE)
+
+
 def _is_role(content: str, other: str) -> bool:
     """Whether the fact names ``other`` only as what the user is ("User is the manager" from "my manager Priya wants
     ..."): then it does not name the someone else the clause is about."""
-    return regex.match(rf"\S+\s+(?:is|was|works\s+as|worked\s+as|became)\s+(?:an?|the)\s+(?:[\p{{L}}-]+\s+)?"
-                       rf"{regex.escape(other)}(?![\p{{L}}])", content, regex.IGNORECASE) is not None
+    m = _ROLE.match(content)
+    return m is not None and other in {(m.group(g) or "").casefold() for g in ("first", "second")}
 
 
 def _named_other(other: str, names: set[str], clause: str) -> bool:
     """Whether the clause gives ``other`` (the someone else it opens with) one of the fact's ``names`` right after it:
     "my best friend Tom is moving" for a fact that names Tom."""
-    return any(regex.search(rf"(?<![\p{{L}}]){regex.escape(other)}\s+{regex.escape(n)}(?![\p{{L}}])", clause,
-                            regex.IGNORECASE) for n in names)
+    words = [_POSSESSIVE.sub("", w.casefold()) for w in _WORD.findall(clause)]
+    return any(a == other and b in names for a, b in zip(words, words[1:]))
 
 
 def _named_subject(content: str, terms: list[str], source: _Source) -> list[str] | None:
@@ -1207,9 +1213,8 @@ class _Source:
             self.stems |= _keys(w.casefold())
         for w in _HYPHENATED.findall(text):  # "fire-fighting" as "firefighting" too: "firefighter"
             self.stems |= _keys(w.replace("-", "").casefold())
-        for w in _WORD.findall(text):  # a word with digits as written, for a related word: "k8s" / "kubernetes"
-            if any(ch.isdigit() for ch in w):
-                self.stems.add(w.casefold())
+        if _DIGIT.search(text):  # a word with digits as written, for a related word: "k8s" / "kubernetes"
+            self.stems.update(w.casefold() for w in _WORD.findall(text) if _DIGIT.search(w))
         self.stopwords = stopwords
         self._numbers: set[str] | None = None
         self._clauses: list[_Source] | None = None
