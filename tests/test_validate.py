@@ -412,6 +412,10 @@ SHAPES = [
     # someone else's role is not what the user is
     ("My boss Dana wants the report by Friday.", "User is the boss", False, "other_subject"),
     ("My boss Dana wants the report by Friday.", "User has a boss", True, ""),
+    # "every morning" grounds "daily", but in a fact it is itself, not "daily" (fact_checks.yaml broader: daily)
+    ("I swim every morning before work.", "User swims every evening", False, "ungrounded"),
+    ("I swim every morning before work.", "User swims daily", True, ""),
+    ("I swim every morning before work.", "User swims every morning", True, ""),
 ]
 
 

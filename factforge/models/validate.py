@@ -211,9 +211,10 @@ def _fact_checks() -> _FactChecks:
     synonyms = {k: frozenset(v) for k, v in related.items()}
     for word, narrower in grounding.broader.items():  # one way: "pet" is grounded by "dog", not back
         key = _stem(word.casefold())
-        stems = {_stem(w.casefold()) for w in narrower}
+        stems = {_stem(w.casefold()) for w in narrower if " " not in w.strip()}
         for same in synonyms.get(key, {key}):  # "children" as well as "child"
             related.setdefault(same, {same}).update(stems)
+            phrases.setdefault(same, []).extend(w for w in narrower if " " in w.strip())  # "daily" by "every morning"
     numbers = {k.casefold(): v for k, v in spec.grounding.numbers.items()}
     words = "|".join(r"\s+".join(regex.escape(p) for p in w.split()) for w in sorted(numbers, key=len, reverse=True))
     number_rx = regex.compile(rf"(?<![\p{{L}}\p{{N}}.,])\d+(?:[.,]\d+)?(?![\p{{N}}])"
