@@ -416,6 +416,10 @@ SHAPES = [
     ("I swim every morning before work.", "User swims every evening", False, "ungrounded"),
     ("I swim every morning before work.", "User swims daily", True, ""),
     ("I swim every morning before work.", "User swims every morning", True, ""),
+    # shifts are work; a retirement says the work was, not that it is
+    ("Picked up some night shifts at the bakery.", "User works night shifts at the bakery", True, ""),
+    ("I retired from the post office last spring.", "User worked at the post office", True, ""),
+    ("I retired from the post office last spring.", "User works at the post office", False, "negation"),
 ]
 
 
