@@ -420,6 +420,9 @@ SHAPES = [
     ("Picked up some night shifts at the bakery.", "User works night shifts at the bakery", True, ""),
     ("I retired from the post office last spring.", "User worked at the post office", True, ""),
     ("I retired from the post office last spring.", "User works at the post office", False, "negation"),
+    # "Mom of three here" is the speaker saying what they are; "my mom of all people" is someone else
+    ("Proud mom of three girls here, and a nurse.", "User has three daughters", True, ""),
+    ("My mom has three daughters and a cat.", "User has three daughters", False, "other_subject"),
 ]
 
 

@@ -1115,6 +1115,8 @@ def _other_subject(clause: str, checks: _FactChecks) -> str | None:
                 rest = words[j + 1:]
                 if any(w in _FIRST_PERSON and w not in _DETERMINERS for w in rest):
                     return None
+                if word not in _DETERMINERS and rest[:1] == ["of"]:
+                    return None  # the speaker says what they are: "Single dad of two boys here", "Mom of three"
                 return other
         if word in _DETERMINERS:
             return None
