@@ -210,6 +210,10 @@ MEANING = [
     ("Our standup moved to 10am after the reorg.", "The standup moved to 10am", True, ""),
     ("We got a puppy, a beagle named Rolo.", "a beagle named Rolo", False, "too_short"),
     ("We got a puppy, a beagle named Rolo.", "the new puppy", False, "too_short"),
+    ("We got a puppy, a beagle called Rolo Jones.", "a beagle called Rolo Jones", False, "too_short"),
+    # a light past form is a verb all the same ("happened" says nothing the source must, but it makes a clause)
+    ("The outage during the launch took the site down for an hour.", "The outage happened during the launch", True,
+     ""),
     # the other one named by a broader word is still the speaker's relative; their deed is not the speaker's
     ("My son broke his arm at soccer practice.", "User has a child", True, ""),
     ("My husband is a firefighter in Tulsa.", "User is married", True, ""),
@@ -350,6 +354,75 @@ SHAPES = [
     ("The p95 latency of checkout is 300 ms.", "Checkout's p99 latency is 300 ms", False, "ungrounded"),
     ("The p95 latency of checkout is 300 ms.", "Checkout's p95 latency is 300ms", True, ""),
     ("Standup moved to 10 am on Mondays.", "Standup is at 10am on Mondays", True, ""),
+    # a good feeling is grounded like a liking, by the source's liking or praise (data/fact_checks.yaml feelings),
+    # and stays a word of its own for the negation check
+    ("Can't wait for the new season of Severance!", "User is excited about the new season of Severance", True, ""),
+    ("Honestly dreading the new season of Severance.", "User is excited about the new season of Severance", False,
+     "ungrounded"),
+    ("I'm always happy to talk about gardening.", "User is interested in gardening", True, ""),
+    ("I'm not really happy with my new phone.", "User is happy with their new phone", False, "negation"),
+    # feelings of one kind, events by what they are, a child's parent, the stop-37 equivalents
+    ("My landlord keeps ignoring my emails, so annoying.", "User is frustrated with their landlord", True, ""),
+    ("My landlord fixed the sink in a day, so nice.", "User is frustrated with their landlord", False, "ungrounded"),
+    ("My daughter turns 5 on Sunday.", "User's daughter's birthday is on Sunday", True, ""),
+    ("My sister is getting married in June.", "User's sister's wedding is in June", True, ""),
+    ("Totally stressed with finals this week.", "User is a student", True, ""),
+    ("My son starts first grade next week.", "User is a parent", True, ""),
+    ("The baby is due in March!", "User is expecting a baby in March", True, ""),
+    ("I think I might sell my bike.", "User is considering selling their bike", True, ""),
+    ("I found the new office way too loud.", "User found the new office too loud", True, ""),
+    ("Wow, my sleep is so much better now that I drink decaf.", "User's sleep has improved", True, ""),
+    ("We're putting together a bake sale for the school.", "User is organizing a bake sale", True, ""),
+    ("Spent the weekend chilling with my cats.", "User relaxed with their cats", True, ""),
+    ("We ripped out the old heater last month.", "User removed the old heater", True, ""),
+    ("Never been a big fan of jazz, to be honest.", "User is not a big fan of jazz", True, ""),
+    ("Reading Dune right now, can't put it down.", "User enjoys reading Dune", True, ""),
+    ("We moved everything to k8s last quarter.", "Team moved everything to Kubernetes", True, ""),
+    # "bc" ends a clause like "because"
+    ("My husband cooks every night bc I can't cook.", "User has a husband", True, ""),
+    # the speaker named by what they are before "who"; someone else named by the fact through the clause's name
+    ("I'm a paramedic who works weekends.", "User works weekends", True, ""),
+    ("I'm dating a guy who works weekends.", "User works weekends", False, "other_subject"),
+    ("My best friend Ana is moving to Oslo and I'm heartbroken.", "User is sad that Ana is moving", True, ""),
+    ("My best friend Ana is moving to Oslo and I'm heartbroken.", "User is moving to Oslo", False, "other_subject"),
+    # a word said only in a short aside that opens with a negation is negated
+    ("The flaky test is the S3 one, not the db one.", "The database test is flaky", False, "negation"),
+    ("The flaky test is the S3 one, not the db one.", "The S3 test is flaky", True, ""),
+    # owning needs the speaker's having in the sentence that names the thing (data/fact_senses.yaml owning / owned_by)
+    ("I love riding horses on weekends.", "User owns horses", False, "ungrounded"),
+    ("Vans are so roomy, honestly.", "User owns a van", False, "ungrounded"),
+    ("We adopted two horses last spring.", "User owns horses", True, ""),
+    ("Honestly thinking of selling the old van.", "User owns a van", True, ""),
+    ("I have a pug, a beagle, and a husky mix.", "User owns a beagle", True, ""),
+    # where the user lives, grew up or was born is the name of the clause that says so (fact_senses.yaml placed)
+    ("I was born in Lagos, but these days I live in Leeds.", "User lives in Lagos", False, "ungrounded"),
+    ("I was born in Lagos, but these days I live in Leeds.", "User lives in Leeds", True, ""),
+    ("I was born in Lagos, but these days I live in Leeds.", "User was born in Lagos", True, ""),
+    ("I grew up in Osaka, Japan.", "User grew up in Japan", True, ""),
+    ("My favorite band is Muse, I've seen them live twice.", "User has seen Muse live twice", True, ""),
+    # "my brother" says the speaker has one, whatever the clause does with him; without "my" a wish or a negation is
+    # no having
+    ("I'll ask my sister if she wants to join us.", "User has a sister", True, ""),
+    ("I don't get along with my brother.", "User has a brother", True, ""),
+    ("I don't have a brother.", "User has a brother", False, "negation"),
+    ("I've always wanted a dog.", "User has a dog", False, "ungrounded"),
+    # giving a workshop is doing it
+    ("Been doing pottery workshops lately.", "User gives pottery workshops", True, ""),
+    ("I reccomend the first book, honestly.", "User recommends the first book", True, ""),
+    # someone else's role is not what the user is
+    ("My boss Dana wants the report by Friday.", "User is the boss", False, "other_subject"),
+    ("My boss Dana wants the report by Friday.", "User has a boss", True, ""),
+    # "every morning" grounds "daily", but in a fact it is itself, not "daily" (fact_checks.yaml broader: daily)
+    ("I swim every morning before work.", "User swims every evening", False, "ungrounded"),
+    ("I swim every morning before work.", "User swims daily", True, ""),
+    ("I swim every morning before work.", "User swims every morning", True, ""),
+    # shifts are work; a retirement says the work was, not that it is
+    ("Picked up some night shifts at the bakery.", "User works night shifts at the bakery", True, ""),
+    ("I retired from the post office last spring.", "User worked at the post office", True, ""),
+    ("I retired from the post office last spring.", "User works at the post office", False, "negation"),
+    # "Mom of three here" is the speaker saying what they are; "my mom of all people" is someone else
+    ("Proud mom of three girls here, and a nurse.", "User has three daughters", True, ""),
+    ("My mom has three daughters and a cat.", "User has three daughters", False, "other_subject"),
 ]
 
 

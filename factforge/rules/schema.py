@@ -535,6 +535,7 @@ class MinContentSpec(Spec):
     content_words: Annotated[int, AfterValidator(_not_negative)]
     clause_words: list[Text]
     fragment_openers: list[Text]
+    naming: list[Text] = []  # participles that only name ("a dog named Biscuit"): no verb of a fragment's own
 
 
 class CuesSpec(Spec):
@@ -547,6 +548,7 @@ class PolaritySpec(Spec):
     negative: list[Text]
     praise: list[Text] = []  # grounds a liking beside the positive words ("great", "fun")
     contrast: list[Text] = []  # what follows is liked less ("tea over coffee")
+    feelings: list[Text] = []  # a fact's good feelings, grounded like a liking ("excited" by "can't wait")
 
 
 def _share(value: float) -> float:
