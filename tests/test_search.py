@@ -649,9 +649,12 @@ def test_the_bm25_statement_is_prepared_once_its_shape_recurs(corpus: Store, db_
         assert len(texts) == 1
         for q in ("kafka billing", "redis cache", "grafana alerts", "deploy staging") * 2:
             assert bm25_ranks(conn, where, params, q, 10, "fact_terms")
-        plans = conn.execute("SELECT generic_plans + custom_plans FROM pg_prepared_statements "
+        plans = conn.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
                              "WHERE statement LIKE 'WITH r0 AS MATERIALIZED%%'").fetchall()
-        assert plans and max(p[0] for p in plans) >= 3
+        # prepared from its first run, and by its generic plan: never planned again
+        assert plans and max(p[0] for p in plans) >= 8 and all(p[1] == 0 for p in plans)
+        # the plan setting lasted for the statement's own implicit transaction only
+        assert conn.execute("SHOW plan_cache_mode").fetchone()[0] == "auto"
     hits = search(corpus, "kafka billing", agent_id="a1", team_id="t1", mode="bm25", k=10)
     assert [round(h.bm25_score or 0, 6) for h in hits] == [round(s, 6) for _, s in _oracle(db_url, "kafka billing", 10)]
 
