@@ -70,7 +70,8 @@ def main() -> int:
     from bench_search import FixedEmbedder, _stop_server, generate_queries
     from factforge.models.embed import LocalEmbedder
     from factforge.settings import Settings
-    from factforge.storage.bm25 import bm25_query_from, send_ranks, terms_sql
+    from factforge.storage import bm25
+    from factforge.storage.bm25 import bm25_query_from, terms_sql
     from factforge.storage.embedded import ensure_server
     from factforge.storage.scope import episode_filters, fact_filters
     from factforge.storage.search import _Kind, _QueryVector, _send_vectors, search
@@ -115,8 +116,11 @@ def main() -> int:
                     rows = conn.execute(terms_sql(terms_table), {"q": text}).fetchall()
                     built, _ = bm25_query_from(rows, where, params, text, terms_table)
                     if built is not None:
-                        with conn.pipeline():
-                            cur = send_ranks(conn, [built])[0]
+                        if hasattr(bm25, "send_ranks"):  # (older checkouts: a plain execute)
+                            with conn.pipeline():
+                                cur = bm25.send_ranks(conn, [built])[0]
+                        else:
+                            cur = conn.execute(*built)
                         cur.fetchall()
                     c2, t2 = _cpu_ns(pid), time.perf_counter()
                     if rnd:
