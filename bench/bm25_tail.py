@@ -74,6 +74,10 @@ def run_one(conn: Any, impl: Any, table: str, where: str, params: dict[str, Any]
             conn.execute("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
             cur = conn.execute(*built, prepare=True)
         out = cur.fetchall()
+    elif hasattr(impl, "send_ranks"):  # as search() sends it (prepared, its generic plan)
+        with conn.pipeline():
+            cur = impl.send_ranks(conn, [built])[0]
+        out = cur.fetchall()
     else:
         out = conn.execute(*built).fetchall()
     wall = (time.perf_counter() - t0) * 1000
@@ -93,7 +97,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1, help="timed rounds after one warm-up round")
     ap.add_argument("--explain", type=int, default=0, metavar="N", help="EXPLAIN the N slowest (new) statements")
     ap.add_argument("--generic", action="store_true", help="also run the new statement prepared at once with "
-                                                           "plan_cache_mode force_generic_plan (as newg)")
+                                                           "plan_cache_mode force_generic_plan (as newg; what "
+                                                           "send_ranks does, where the checkout has it)")
     ap.add_argument("--stop", action="store_true", help="stop the server at the end")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
