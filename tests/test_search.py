@@ -617,6 +617,24 @@ def test_the_default_candidate_list_grows_with_the_global_graph(db_url: str) -> 
             ef_search_sql("api_keys", None, 10)
 
 
+def test_bm25_reads_term_frequencies_from_ts_rank_exactly(db_url: str) -> None:
+    """BM25 reads a lexeme's tf from ts_rank (bm25.TF_EXACT) instead of unnesting the tsvector: for tf 0 to 40,
+    with and without weights and positions, the expression must say what the positions say (a PostgreSQL whose
+    ts_rank computes otherwise fails here); past TF_EXACT it falls back to the positions."""
+    from factforge.storage.bm25 import TF_CUTS, TF_EXACT, _tf
+
+    docs = ["'other':1"] + [f"'kafka':{','.join(str(2 * p + 1) + w for p in range(tf))} 'other':2"
+                            for tf in range(1, 41) for w in ("", "A")] + ["'kafka' 'other':1", "'kafka':16383 'x':1"]
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+        rows = conn.execute(
+            f"SELECT d, {_tf('d::tsvector', 0)}, (SELECT coalesce(array_length(x.positions, 1), 0) FROM "
+            "unnest(d::tsvector) x WHERE x.lexeme = 'kafka') FROM unnest(%(docs)s::text[]) d",
+            {"docs": docs, "bm25_l0": "'kafka'", "bm25_x0": "kafka", "bm25_tfcuts": TF_CUTS}).fetchall()
+    assert len(rows) == len(docs) and TF_EXACT < 40
+    for doc, tf, positions in rows:
+        assert tf == (positions if positions is not None else 0) or (positions == 0 and tf == 1), doc
+
+
 def test_the_bm25_statement_is_prepared_once_its_shape_recurs(corpus: Store, db_url: str) -> None:
     """Statistics travel as parameters: two queries of the same shape (table, filter, number of lexemes, seeded
     steps) send the same text, whatever their words and the corpus's numbers, so psycopg prepares it and
@@ -631,9 +649,12 @@ def test_the_bm25_statement_is_prepared_once_its_shape_recurs(corpus: Store, db_
         assert len(texts) == 1
         for q in ("kafka billing", "redis cache", "grafana alerts", "deploy staging") * 2:
             assert bm25_ranks(conn, where, params, q, 10, "fact_terms")
-        plans = conn.execute("SELECT generic_plans + custom_plans FROM pg_prepared_statements "
-                             "WHERE statement LIKE 'WITH idf AS MATERIALIZED%%'").fetchall()
-        assert plans and max(p[0] for p in plans) >= 3
+        plans = conn.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                             "WHERE statement LIKE 'WITH r0 AS MATERIALIZED%%'").fetchall()
+        # prepared from its first run, and by its generic plan: never planned again
+        assert plans and max(p[0] for p in plans) >= 8 and all(p[1] == 0 for p in plans)
+        # the plan setting lasted for the statement's own implicit transaction only
+        assert conn.execute("SHOW plan_cache_mode").fetchone()[0] == "auto"
     hits = search(corpus, "kafka billing", agent_id="a1", team_id="t1", mode="bm25", k=10)
     assert [round(h.bm25_score or 0, 6) for h in hits] == [round(s, 6) for _, s in _oracle(db_url, "kafka billing", 10)]
 

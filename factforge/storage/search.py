@@ -25,7 +25,7 @@ from uuid import UUID
 
 from ..errors import DatabaseError, EmbedderError, ValidationError
 from .bm25 import (BM25_B, BM25_K1, SCOPED_TSV, bm25_query, bm25_query_from, bm25_ranks,  # noqa: F401 (re-exported)
-                   bm25_ranks_sized, terms_sql)
+                   bm25_ranks_sized, send_ranks, terms_sql)
 from .scope import episode_filters, fact_filters, own_session, scope_keys, source_readable  # noqa: F401 (scope_keys re-exported)
 
 logger = logging.getLogger("factforge.search")
@@ -586,7 +586,7 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
     scored = {}
     if statements:  # (an empty pipeline would still wait for the server)
         with conn.pipeline():
-            scored = {name: conn.execute(*statement) for name, statement in statements.items()}
+            scored = dict(zip(statements, send_ranks(conn, list(statements.values()))))
     for kind in searched:
         rows = scored[kind.name].fetchall() if kind.name in scored else []
         ranks[kind.name, "bm25"] = {rid: (rank, float(score)) for rank, (rid, score) in enumerate(rows, 1)}
