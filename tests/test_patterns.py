@@ -540,6 +540,13 @@ def test_good_copy_loads_and_is_cached(tmp_path: Path) -> None:
         # a person or half a name is no technology
         ("I use Sarah for my hair appointments.", []),
         ("We use React Native for the app.", ["Team uses React Native for the app"]),
+        # a favourite's kind ends at a dash; "last" belongs to the time ("last May"), not to the object; a cleft's
+        # "what I love most" has its object before it; "myself" after a self-description is no part of it
+        ("Sanderson is one of my favorite authors - his world-building is amazing.",
+         ["Sanderson is one of User's favorite authors"]),
+        ("I graduated from college last May.", ["User graduated from college last May", "User graduated from college"]),
+        ("Writing screenplays is what I love most.", []),
+        ("I'm more of a sci-fi fan myself.", ["User is more of a sci-fi fan"]),
     ],
 )
 def test_precision_defects(text: str, contents: list[str]) -> None:
