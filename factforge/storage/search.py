@@ -553,7 +553,8 @@ def search(
                                        max_distance, running)
             kind_of = {rid: name for (name, _path), found in ranks.items() for rid in found}
             fused = _fuse(conn, plan, ranks, fusion, sizes)
-            order = sorted(fused, key=lambda i: (-fused[i], str(i)))
+            # ties by id: its 128-bit number orders as its text does (fixed-width hex), at a third of the CPU
+            order = sorted(fused, key=lambda i: (-fused[i], i.int))
             top, related = _collapse(order, _links(conn, order, kind_of) if collapse else {}, kind_of, k)
             if not top:
                 return []
@@ -699,7 +700,7 @@ def _joint(ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]]
     for path in ("vector", "bm25"):
         scored = [(rid, score) for (_kind, p), found in ranks.items() if p == path
                   for rid, (_rank, score) in found.items()]
-        scored.sort(key=lambda x: (x[1] if path == "vector" else -x[1], str(x[0])))
+        scored.sort(key=lambda x: (x[1] if path == "vector" else -x[1], x[0].int))  # (x[0].int: as search())
         if scored:
             out["all", path] = {rid: (rank, score) for rank, (rid, score) in enumerate(scored, 1)}
     return out
