@@ -159,6 +159,83 @@ def test_an_agents_search_walks_its_own_graph_and_answers_as_the_exact_read(stor
     assert [h.content for h in hits] == exact
 
 
+@pytest.mark.parametrize("graphs", [False, True])
+def test_a_busy_process_reads_both_kinds_neighbours_on_one_connection_and_finds_the_same(
+        store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch, graphs: bool) -> None:
+    """While no other search runs in the process, a hybrid search reads each kind's neighbours on a connection
+    of its own (three in all); while others run, both kinds' on one (two in all), the settings of the agent's
+    graphs sent once for both kinds: the same statements, the same hits."""
+    from sqlalchemy import event
+
+    from factforge.storage import search as search_module
+
+    if graphs:
+        store.build_graphs(min_rows=40)
+        assert len(_graphs(db_url)) == 4
+    rng = np.random.default_rng(5)
+    checkouts: list[Any] = []
+    settings: list[str] = []
+    execute = psycopg.Connection.execute
+
+    def traced(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(query, str) and "set_config('hnsw.ef_search'" in query:
+            settings.append(query)
+        return execute(self, query, *args, **kwargs)
+
+    def run(q: np.ndarray) -> tuple[list[Any], int, list[str]]:
+        checkouts.clear()
+        settings.clear()
+        hits = search(store, "service job", agent_id="a1", team_id="t1", k=20, embedder=_Fixed(q.tolist()),
+                      max_distance=None)
+        return hits, len(checkouts), sorted(settings)
+
+    event.listen(store.engine, "checkout", lambda *_: checkouts.append(1))
+    monkeypatch.setattr(psycopg.Connection, "execute", traced)
+    for q in _unit(rng, 3):
+        idle, idle_connections, idle_settings = run(q)
+        monkeypatch.setattr(search_module._IN_FLIGHT, "count", 3)  # three other searches running
+        busy, busy_connections, busy_settings = run(q)
+        monkeypatch.setattr(search_module._IN_FLIGHT, "count", 0)
+        assert len(idle) == 20 and busy == idle
+        assert (idle_connections, busy_connections) == (3, 2)
+        # the agent graph's settings (ef_search 200) once, then the rest's of each table
+        own = [s for s in idle_settings if "'200'" in s]
+        assert len(idle_settings) == 4 and len(own) == 2 and own[0] == own[1]
+        assert busy_settings == sorted(set(idle_settings))
+
+
+@pytest.mark.parametrize("graphs", [False, True])
+def test_the_vector_branches_state_their_own_part_of_the_scope_and_nothing_more(
+        store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch, graphs: bool) -> None:
+    """A scoped caller's vector statements read its private rows, its team's and the global ones each by its own
+    condition, without the visibility rule's CASE on every row (BM25's statements keep it); nobody else's
+    private rows come back, from the exact read or from a graph."""
+    if graphs:
+        store.build_graphs(min_rows=40)
+    sent: list[str] = []
+    execute = psycopg.Connection.execute
+
+    def traced(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(query if isinstance(query, str) else "")
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", traced)
+    rng = np.random.default_rng(9)
+    for q in _unit(rng, 3):
+        sent.clear()
+        hits = search(store, "service job", agent_id="a1", team_id="t1", k=40, embedder=_Fixed(q.tolist()),
+                      max_distance=None)
+        vectors = [s for s in sent if "<=>" in s]
+        bm25 = [s for s in sent if "bm25_idf" in s]
+        assert len(vectors) == 4 and bm25
+        assert all("CASE f.visibility" not in s for s in vectors) and all("CASE f.visibility" in s for s in bm25)
+        assert {h.agent_id for h in hits if h.visibility == "private"} == {"a1"}
+        facts = search(store, "s", agent_id="a1", team_id="t1", mode="vector", k=200, kinds=["fact"],
+                       embedder=_Fixed(q.tolist()), max_distance=None)
+        # every fact a1 may see - its own 40 (0-*) and its team's 40 (3-*) - and no other agent's (1-*, 2-*)
+        assert sorted(h.content.split()[-1][:2] for h in facts) == ["0-"] * 40 + ["3-"] * 40
+
+
 def test_an_invalid_graph_is_not_walked_and_the_next_build_makes_it_again(store: Store, db_url: str) -> None:
     """A concurrent build that failed half-way leaves an invalid index: searches read exactly meanwhile."""
     store.build_graphs(min_rows=40)

@@ -81,16 +81,18 @@ def fact_filters(agent_id: str | None, team_id: str | None, *, include_history: 
                  as_of: datetime | None = None, categories: Iterable[str] | None = None,
                  session_id: str | None = None, since: datetime | None = None, until: datetime | None = None,
                  entity: str | None = None, method: str | None = None, scope_index: bool = False,
-                 alias: str = "f") -> tuple[str, dict[str, Any]]:
+                 alias: str = "f", scope: bool = True) -> tuple[str, dict[str, Any]]:
     """The WHERE clause of a read of facts (listing or search): the caller's scope, then each filter given.
 
     ``as_of``: the facts current at that moment (a stated validity wins over when the fact was first heard of;
     the end is the stated one or the supersession, whichever came first). Else ``include_history`` keeps
     superseded facts. ``since``/``until``: facts seen (last) after / (first) before. ``scope_index``: see
-    :func:`rule_sql` (True for a listing, False where a text or vector index finds the rows)."""
+    :func:`rule_sql` (True for a listing, False where a text or vector index finds the rows). ``scope=False``
+    leaves a scoped caller's rule out (the parameters stay): only for a query each of whose parts states one
+    of :func:`rule_cases` itself (the vector search's branches)."""
     a = alias
     where, params = visible(a, agent_id, team_id, scope_index=scope_index)
-    clauses = [where]
+    clauses = [where] if scope or not params else []
     if as_of is not None:
         clauses.append(f"coalesce({a}.valid_from, {a}.first_seen_at) <= %(as_of)s "
                        f"AND (least({a}.valid_to, {a}.superseded_at) IS NULL "
@@ -113,17 +115,17 @@ def fact_filters(agent_id: str | None, team_id: str | None, *, include_history: 
     if method:
         clauses.append(f"{a}.extraction_method = %(method)s")
         params["method"] = method
-    return " AND ".join(clauses), params
+    return " AND ".join(clauses) or "TRUE", params
 
 
 def episode_filters(agent_id: str | None, team_id: str | None, *, since: datetime | None = None,
                     until: datetime | None = None, entity: str | None = None,
-                    alias: str = "f") -> tuple[str, dict[str, Any]]:
+                    alias: str = "f", scope: bool = True) -> tuple[str, dict[str, Any]]:
     """Like :func:`fact_filters`, for episodes (turns with a visibility and words); ``tsv IS NOT NULL`` lets
     the planner use the partial text index. An episode's time is its message's, else when it was stored."""
     a = alias
     where, params = visible(a, agent_id, team_id, analyst=f"{a}.visibility IS NOT NULL")
-    clauses = [where, f"{a}.tsv IS NOT NULL"]
+    clauses = [where, f"{a}.tsv IS NOT NULL"] if scope or not params else [f"{a}.tsv IS NOT NULL"]
     when = f"coalesce({a}.message_ts, {a}.created_at)"
     _period_and_entity(clauses, params, since, until, entity, a, since_col=when, until_col=when)
     return " AND ".join(clauses), params
