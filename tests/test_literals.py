@@ -106,7 +106,10 @@ _FLAGS = regex.IGNORECASE | regex.VERBOSE
     # look-behinds dropped; common prefixes factored by the stdlib's parser
     (r"(?<![\p{L}'])I\s+(?:love|like)\s+(?P<obj>\w+)", r"I(?:[\x09-\x0d\x20]){1,}l(?:ove|ike)"
                                                       r"(?:[\x09-\x0d\x20]){1,}(?:[\x30-\x39\x41-\x5a\x5f\x61-\x7a]){1,}"),
-    (r"(?!never)a(?=b)", "a(?=b)"),  # a negative look-ahead dropped, a look-ahead kept
+    (r"(?!never)a(?=b)", "(?!never)a(?=b)"),  # look-aheads the stdlib reads alike kept
+    (r"a(?![^x]*y)b", "ab"),  # a negative look-ahead that could backtrack over the text: dropped
+    (r"a(?!(?<=b)c)d", "ad"),  # ... and one holding a look-behind
+    (r"(?!(?-i:The)\b)x", r"(?!(?:(?-i:T)(?-i:h)(?-i:e))\b)x"),  # case-sensitive letters say so
     (r"(?-i:\p{Lu})x", r"(?:[\x41-\x5a\x61-\x7a])x"),  # case-sensitive, read case-insensitively too: widened
     (r"[^x]y", r"[\x00-\x77\x79-\x7f]y"),  # a negated class read case-sensitively keeps "X"
     (r"ab[^.!?]+?cd", r"ab(?:[\x00-\x20\x22-\x2d\x2f-\x3e\x40-\x7f])"),  # a wide repeat: its first round, then cut
@@ -131,7 +134,8 @@ def test_starts_finds_no_later_than_the_regex() -> None:
     starts = Starts(r"(?<![\p{L}'])(?:I|we)\s+(?:really\s+)?(?:love|like)(?!\s+it)", _FLAGS)
     assert starts.first("Oh, I love tea") == 4
     assert starts.first("the view, I think") == -1
-    assert starts.first("I'd say we like it") == 8  # the regex refuses "like it", the superset does not: no later
+    assert starts.first("I'd say we like it") == -1  # the refusal of "like it" is kept
+    assert starts.first("swe like tea, we like tea") == 1  # the look-behind is not: earlier than the regex, never later
     assert starts.first("x" * (STARTS_MAX_CHARS + 1)) == 0  # too long: not read, the regex runs from the start
     assert Starts("(a)\\1", _FLAGS).rx is not None and Starts("\\1", 0).first("anything") == 0
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import ahocorasick
 import regex
@@ -69,13 +69,17 @@ def required(pattern: str, verbose: bool = True) -> tuple[frozenset[str], ...]:
 # Private Use Area, which no bundled pattern holds (a pattern that does is not relaxed).
 _PRIVATE = 0xE000
 _PRIVATE_CHARS = re.compile("[\uE000-\uF8FF]")
-# The flags :func:`relaxed` knows how to read a pattern with; any other (FULLCASE, REVERSE, WORD, ...) gives None.
-_RELAXABLE_FLAGS = regex.IGNORECASE | regex.VERBOSE | regex.DOTALL | regex.MULTILINE | regex.UNICODE | regex.VERSION0
+# The flags :func:`relaxed` knows how to read a pattern with; any other (FULLCASE, REVERSE, WORD, MULTILINE ...) gives None.
+_RELAXABLE_FLAGS = regex.IGNORECASE | regex.VERBOSE | regex.UNICODE | regex.VERSION0
 _ASCII_CHARS = tuple(chr(i) for i in range(128))
+_ASCII_TEXT = "".join(_ASCII_CHARS)
 _ANY_CHAR = r"[\x00-\x7f]"
 _CATEGORIES = {_c.CATEGORY_DIGIT: r"\d", _c.CATEGORY_NOT_DIGIT: r"\D", _c.CATEGORY_SPACE: r"\s",
                _c.CATEGORY_NOT_SPACE: r"\S", _c.CATEGORY_WORD: r"\w", _c.CATEGORY_NOT_WORD: r"\W"}
 _ascii_sets: dict[str, frozenset[str]] = {}
+# Zero-width assertions both engines read alike in ASCII text without MULTILINE (which :func:`relaxed` refuses).
+_EXACT_AT = {_c.AT_BEGINNING: "^", _c.AT_BEGINNING_STRING: r"\A", _c.AT_END: "$", _c.AT_END_STRING: r"\Z",
+             _c.AT_BOUNDARY: r"\b", _c.AT_NON_BOUNDARY: r"\B"}
 # A class of at most this many ASCII characters is narrow (letters of both cases and "'-" are 54; "\\s" is 6): the
 # relaxed regex repeats it; a wider one ("[^.!?]") only a few times (_SHORT_RUN).
 _NARROW = 64
@@ -113,8 +117,10 @@ def relaxed(pattern: str, flags: int = 0) -> str | None:
                                 | (re.VERBOSE if flags & regex.VERBOSE else 0))
     except (re.error, RecursionError, OverflowError, ValueError):
         return None
+    if tree.state.flags & (re.MULTILINE | re.DOTALL | re.ASCII | re.LOCALE):
+        return None  # an inline global flag ("(?m)") that changes what "^", "." or a class means
     try:
-        out, _ = _Relax(source).sequence(list(tree))
+        out, _ = _Relax(source).sequence(list(tree), bool(flags & regex.IGNORECASE))
         # A superset that matches the empty text matches everywhere: it says nothing.
         return None if re.match(out, "", re.IGNORECASE) is not None else out
     except (re.error, regex.error, KeyError, RecursionError, OverflowError):
@@ -137,8 +143,8 @@ class _Relax:
         (a negated class matches more of them case-sensitively, a class of a non-ASCII letter more insensitively)."""
         found = _ascii_sets.get(source)
         if found is None:
-            exact, folded = regex.compile(source), regex.compile(source, regex.IGNORECASE)
-            found = frozenset(ch for ch in _ASCII_CHARS if exact.fullmatch(ch) or folded.fullmatch(ch))
+            found = frozenset(regex.findall(source, _ASCII_TEXT)) | frozenset(
+                regex.findall(source, _ASCII_TEXT, regex.IGNORECASE))
             _ascii_sets[source] = found
         return found
 
@@ -168,7 +174,11 @@ class _Relax:
         return "[" + "".join(parts) + "]"
 
     def klass(self, source: str) -> str:
-        chars = self.ascii_set(source)
+        return self.render(self.ascii_set(source))
+
+    @staticmethod
+    def render(chars: frozenset[str]) -> str:
+        """A set of ASCII characters as a stdlib class ("(?!)" when empty)."""
         if not chars:
             return "(?!)"
         if len(chars) == len(_ASCII_CHARS):
@@ -184,10 +194,10 @@ class _Relax:
             start = prev = code
         return "[" + "".join(parts) + "]"
 
-    def sequence(self, items: list[tuple[Any, Any]]) -> tuple[str, bool]:
+    def sequence(self, items: list[tuple[Any, Any]], icase: bool) -> tuple[str, bool]:
         out: list[str] = []
         for op, av in items:
-            piece, whole = self.node(op, av)
+            piece, whole = self.node(op, av, icase)
             if piece is None:
                 return "".join(out), False
             out.append(piece)
@@ -195,13 +205,13 @@ class _Relax:
                 return "".join(out), False
         return "".join(out), True
 
-    def group(self, items: list[tuple[Any, Any]]) -> tuple[str | None, bool]:
-        inner, whole = self.sequence(items)
+    def group(self, items: list[tuple[Any, Any]], icase: bool) -> tuple[str | None, bool]:
+        inner, whole = self.sequence(items, icase)
         if not inner:
             return ("", True) if whole else (None, False)
         return f"(?:{inner})", whole
 
-    def node(self, op: Any, av: Any) -> tuple[str | None, bool]:
+    def node(self, op: Any, av: Any, icase: bool) -> tuple[str | None, bool]:
         if op is _c.LITERAL:
             ch = chr(av)
             if ch.isascii() and ch not in self.properties:
@@ -213,27 +223,33 @@ class _Relax:
             return _ANY_CHAR, True
         if op is _c.IN:
             return self.klass(self.class_source(av)), True
-        if op in (_c.AT, _c.ASSERT_NOT):
+        if op is _c.AT:
             return "", True  # zero-width and only ever refusing: dropped
+        if op is _c.ASSERT_NOT:
+            direction, body = av
+            # A negative look-ahead the stdlib reads exactly as the regex module does is kept (it refuses the same
+            # texts); any other is dropped, which only widens.
+            refused = self.exact(list(body), icase) if direction > 0 else None
+            return (f"(?!{refused})" if refused else ""), True
         if op is _c.ASSERT:
             direction, body = av
             if direction < 0:
                 return "", True  # a look-behind: the stdlib cannot read every one back, and dropping it widens
-            inner, _ = self.sequence(list(body))
+            inner, _ = self.sequence(list(body), icase)
             return (f"(?={inner})" if inner else ""), True
         if op is _c.BRANCH:
-            alternatives = [self.sequence(list(b)) for b in av[1]]
+            alternatives = [self.sequence(list(b), icase) for b in av[1]]
             if any(not inner and not whole for inner, whole in alternatives):
                 return None, False
             return "(?:" + "|".join(inner for inner, _ in alternatives) + ")", all(w for _, w in alternatives)
         if op is _c.SUBPATTERN:
-            return self.group(list(av[3]))
+            return self.group(list(av[3]), _scoped(icase, av[1], av[2]))
         if op is _c.ATOMIC_GROUP:
-            return self.group(list(av))
+            return self.group(list(av), icase)
         if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
             low, high, body = av
             items = list(body)
-            repeated, whole = self.group(items)
+            repeated, whole = self.group(items, icase)
             if repeated == "" and whole:
                 return "", True
             one_char = len(items) == 1 and items[0][0] in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN)
@@ -248,6 +264,70 @@ class _Relax:
             # A repeat that is cut: its first round is still required when there is one.
             return (repeated, False) if low >= 1 and repeated else (None, False)
         return None, False  # a back-reference, a conditional: the concatenation stops before it
+
+    def exact(self, items: list[tuple[Any, Any]], icase: bool) -> str | None:
+        """A concatenation as stdlib source that matches in ASCII text exactly where the ``regex`` module's reading does,
+        with ``icase`` its case-insensitivity (the relaxed regex is compiled IGNORECASE: exact classes say their case);
+        None when some piece has no such reading (a look-behind, "." or a flag the stdlib reads otherwise) or could
+        backtrack over the text (a repeat of a wide class or an unbounded one of a longer piece)."""
+        out: list[str] = []
+        for op, av in items:
+            if op is _c.LITERAL and chr(av).isascii() and chr(av) not in self.properties:
+                # the stdlib reads an ASCII literal as the regex module does; its case only where the group says so
+                ch = re.escape(chr(av))
+                out.append(ch if icase or not chr(av).isalpha() else f"(?-i:{ch})")
+            elif op in (_c.LITERAL, _c.NOT_LITERAL, _c.IN):
+                source = self.char(chr(av)) if op is _c.LITERAL else f"[^{self.char(chr(av))}]" \
+                    if op is _c.NOT_LITERAL else self.class_source(av)
+                out.append(self.exact_class(source, icase))
+            elif op is _c.AT and av in _EXACT_AT:
+                out.append(_EXACT_AT[av])
+            elif op is _c.BRANCH:
+                alternatives = [self.exact(list(b), icase) for b in av[1]]
+                if any(a is None for a in alternatives):
+                    return None
+                out.append("(?:" + "|".join(cast(list[str], alternatives)) + ")")
+            elif op is _c.SUBPATTERN:
+                if (av[1] | av[2]) & ~(re.IGNORECASE | re.VERBOSE):
+                    return None
+                inner = self.exact(list(av[3]), _scoped(icase, av[1], av[2]))
+                if inner is None:
+                    return None
+                out.append(f"(?:{inner})")
+            elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
+                low, high, body = av
+                body = list(body)
+                one_char = len(body) == 1 and body[0][0] in (_c.LITERAL, _c.NOT_LITERAL, _c.IN)
+                if (one_char and high > _SHORT_RUN and len(self.ascii_set_of(body[0])) > _NARROW) or (
+                        not one_char and high == _c.MAXREPEAT):
+                    return None
+                inner = self.exact(body, icase)
+                if inner is None:
+                    return None
+                lazy = "?" if op is _c.MIN_REPEAT else "+" if op is _c.POSSESSIVE_REPEAT else ""
+                out.append(f"(?:{inner}){{{low},{'' if high == _c.MAXREPEAT else high}}}{lazy}")
+            elif op in (_c.ASSERT, _c.ASSERT_NOT) and av[0] > 0:
+                inner = self.exact(list(av[1]), icase)
+                if inner is None:
+                    return None
+                out.append(f"(?{'=' if op is _c.ASSERT else '!'}{inner})")
+            else:
+                return None
+        return "".join(out)
+
+    def exact_class(self, source: str, icase: bool) -> str:
+        """A one-character ``regex`` source as a stdlib class of exactly the ASCII characters it matches."""
+        key = ("i" if icase else "c") + source
+        found = _ascii_sets.get(key)
+        if found is None:
+            found = frozenset(regex.findall(source, _ASCII_TEXT, regex.IGNORECASE if icase else 0))
+            _ascii_sets[key] = found
+        return "(?-i:" + self.render(found) + ")"
+
+
+def _scoped(icase: bool, add: int, remove: int) -> bool:
+    """Case-insensitivity inside a group with the inline flags ``add`` and ``remove`` (``(?-i:...)``)."""
+    return (icase or bool(add & re.IGNORECASE)) and not remove & re.IGNORECASE
 
 
 class Starts:
