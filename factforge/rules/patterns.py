@@ -10,8 +10,9 @@ use.
 
 Matching is two-stage for speed: one Aho-Corasick pass over the lower-cased text finds the rules whose
 literal ``keywords`` occur; of those, in ASCII text, only the rules whose text holds the words their regex cannot
-match without (:func:`literals.required`, read from the regex itself) run their regex (through
-``rulefile.safe_finditer``, with a timeout). A match is then dropped when its sentence is a question or when a
+match without (:func:`literals.required`, read from the regex itself) go on, and each runs its regex (through
+``rulefile.safe_finditer``, with a timeout) only if the regex's superset (:class:`literals.Starts`: its look-behinds
+dropped, its classes widened) matches, and from where it first does. A match is then dropped when its sentence is a question or when a
 file's ``blockers`` regex ("if", "whether", "should we" ...) occurs in the sentence before it - hypotheticals are
 not facts.
 """
