@@ -120,6 +120,8 @@ _FLAGS = regex.IGNORECASE | regex.VERBOSE
     (r"(?:a|(?=b)|b+)c", "(?:a|(?=b)|(?:b){1,})c"),
     (r"(a)?(?:\1|b)c", None),  # what is left matches the empty text: nothing known
     (r"[[:alpha:]]+ing", None),  # syntax the stdlib would read otherwise
+    (r"(?:abc){e<=1}x", None),  # a fuzzy match: the stdlib would read "{e<=1}" as characters
+    (r"a{,3}b\{c", r"(?:a){0,3}b\{c"),
 ])
 def test_relaxed(pattern: str, source: str | None) -> None:
     assert relaxed(pattern, _FLAGS) == source

@@ -77,6 +77,9 @@ _ANY_CHAR = r"[\x00-\x7f]"
 _CATEGORIES = {_c.CATEGORY_DIGIT: r"\d", _c.CATEGORY_NOT_DIGIT: r"\D", _c.CATEGORY_SPACE: r"\s",
                _c.CATEGORY_NOT_SPACE: r"\S", _c.CATEGORY_WORD: r"\w", _c.CATEGORY_NOT_WORD: r"\W"}
 _ascii_sets: dict[str, frozenset[str]] = {}
+# A brace that opens no counted repeat: the stdlib reads it as a character, the regex module may not ("{e<=1}" asks for
+# a fuzzy match).
+_ODD_BRACE = re.compile(r"(?<!\\)\{(?!\d*(?:,\d*)?\})")
 # Zero-width assertions both engines read alike in ASCII text without MULTILINE (which :func:`relaxed` refuses).
 _EXACT_AT = {_c.AT_BEGINNING: "^", _c.AT_BEGINNING_STRING: r"\A", _c.AT_END: "$", _c.AT_END_STRING: r"\Z",
              _c.AT_BOUNDARY: r"\b", _c.AT_NON_BOUNDARY: r"\B"}
@@ -109,7 +112,7 @@ def relaxed(pattern: str, flags: int = 0) -> str | None:
         return properties.setdefault(m.group(), chr(_PRIVATE + len(properties)))
 
     text = _GROUP_NAME.sub("(?:", _PROPERTY.sub(placeholder, pattern))
-    if len(properties) > 0x1000:
+    if len(properties) > 0x1000 or _ODD_BRACE.search(text):
         return None
     source = {ch: prop for prop, ch in properties.items()}
     try:
