@@ -87,11 +87,14 @@ _EXACT_AT = {_c.AT_BEGINNING: "^", _c.AT_BEGINNING_STRING: r"\A", _c.AT_END: "$"
 # relaxed regex repeats it; a wider one ("[^.!?]") only a few times (_SHORT_RUN).
 _NARROW = 64
 _SHORT_RUN = 3
-# The longest text :class:`Starts` reads (a message segment is at most 2,000 characters by default).
-STARTS_MAX_CHARS = 2000
+# The longest text :class:`Starts` reads. Its superset has no look-behind to keep it from starting inside a long run of
+# letters, so where a repeat follows it scans the run from each position: quadratic in the run's length, ~40 ms at
+# 2,000 characters for the worst bundled rule, ~3 ms at 500 (chat turns are mostly far shorter; a longer text runs the
+# rule regex from its start, as before).
+STARTS_MAX_CHARS = 500
 
 
-def relaxed(pattern: str, flags: int = 0) -> str | None:
+def relaxed(pattern: str, flags: int = 0) -> tuple[str, bool] | None:
     """A simpler regex that, in ASCII text, matches at every position where ``pattern`` (a ``regex`` module pattern
     compiled with ``flags``) can start a match - and at others, so a text where it finds nothing holds no match
     of ``pattern``, and a search for ``pattern`` can start at its first match. None when nothing useful is known.
@@ -102,7 +105,10 @@ def relaxed(pattern: str, flags: int = 0) -> str | None:
     concatenation cut after its first piece that cannot be written so (a back-reference, a repeat of something cut).
     A search with it runs where the rule's own regex would spend its time on the look-arounds and alternatives at
     every position. Compile the result with IGNORECASE (it widens, never narrows; it names ASCII characters only,
-    so the stdlib's engine reads it as the ``regex`` module does) and apply it to ASCII text only."""
+    so the stdlib's engine reads it as the ``regex`` module does) and apply it to ASCII text only.
+
+    Returned with whether it is anchored: a pattern that opens on a repeat (:func:`_unanchored_lead`) loses its
+    opening, and its superset then says only whether the pattern can match, not from where."""
     if flags & ~_RELAXABLE_FLAGS or any(token in pattern for token in _FOREIGN) or "\\\\p" in pattern.replace(
             "\\\\P", "\\\\p") or _PRIVATE_CHARS.search(pattern):
         return None
@@ -122,12 +128,38 @@ def relaxed(pattern: str, flags: int = 0) -> str | None:
         return None
     if tree.state.flags & (re.MULTILINE | re.DOTALL | re.ASCII | re.LOCALE):
         return None  # an inline global flag ("(?m)") that changes what "^", "." or a class means
+    items, anchored = _unanchored_lead(list(tree))
     try:
-        out, _ = _Relax(source).sequence(list(tree), bool(flags & regex.IGNORECASE))
+        out, _ = _Relax(source).sequence(items, bool(flags & regex.IGNORECASE))
         # A superset that matches the empty text matches everywhere: it says nothing.
-        return None if re.match(out, "", re.IGNORECASE) is not None else out
+        return None if re.match(out, "", re.IGNORECASE) is not None else (out, anchored)
     except (re.error, regex.error, KeyError, RecursionError, OverflowError):
         return None
+
+
+def _unanchored_lead(items: list[tuple[Any, Any]]) -> tuple[list[tuple[Any, Any]], bool]:
+    """The pieces of a pattern's tree from its first one that cannot start anywhere, and whether none was left out.
+
+    A pattern that opens on a repeat of a class ("[\\p{L}-]+ (?:are|is) required", its start held by a look-behind)
+    would be tried by the superset at every position of a run of that class, scanning to the run's end each time: in a
+    long run (2,000 letters) quadratic. The rest of it matches wherever the pattern's match goes on, so a text where the
+    rest finds nothing holds no match either; only where the match starts is then unknown."""
+    flat = list(items)
+    start = i = 0  # the pieces before ``start`` are left out
+    while i < len(flat):
+        op, av = flat[i]
+        if op is _c.SUBPATTERN and not av[1] and not av[2]:
+            flat[i:i + 1] = list(av[3])  # a group without flags opens where its first piece does
+        elif op is _c.AT or op is _c.ASSERT_NOT or (op is _c.ASSERT and av[0] < 0):
+            i += 1  # zero-width: kept if nothing after it is left out
+        elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT) and av[1] == _c.MAXREPEAT:
+            i += 1
+            start = i  # an unbounded repeat: left out with all before it
+        elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT) and av[0] == 0:
+            i += 1  # an optional piece: left out only if an unbounded repeat follows
+        else:
+            break
+    return (items, True) if start == 0 else (flat[start:], False)
 
 
 class _Relax:
@@ -343,14 +375,16 @@ class Starts:
     The superset runs on the stdlib's engine, several times faster than the ``regex`` module on it, without a time
     budget: it holds no look-behind, no back-reference, no repeat of a wide class and no unbounded repeat of more
     than one character (:func:`relaxed` cuts them), so it cannot backtrack catastrophically, and it reads texts of
-    at most :data:`STARTS_MAX_CHARS` (a longer one is left to the regex itself, with its budget)."""
+    at most :data:`STARTS_MAX_CHARS` (a longer one is left to the regex itself, with its budget), where its worst case
+    (quadratic in a run of letters) stays a few milliseconds."""
 
-    __slots__ = ("rx",)
+    __slots__ = ("anchored", "rx")
 
     def __init__(self, pattern: str, flags: int = 0) -> None:
-        source = relaxed(pattern, flags)
+        found = relaxed(pattern, flags)
+        self.anchored = found is not None and found[1]
         try:
-            self.rx = re.compile(source, re.IGNORECASE) if source else None
+            self.rx = re.compile(found[0], re.IGNORECASE) if found else None
         except (re.error, RecursionError, OverflowError):
             self.rx = None
 
@@ -360,7 +394,7 @@ class Starts:
         if self.rx is None or len(text) > STARTS_MAX_CHARS:
             return 0
         found = self.rx.search(text)
-        return -1 if found is None else found.start()
+        return -1 if found is None else found.start() if self.anchored else 0
 
 
 def branches(pattern: str, verbose: bool = True) -> list[str] | None:
