@@ -1,12 +1,15 @@
-"""literals: the words a regex cannot match without (the pattern library's second prefilter), and yes/no regexes run
-by their top-level alternatives."""
+"""literals: the words a regex cannot match without (the pattern library's second prefilter), a regex's superset that
+says where it can start a match (the third), and yes/no regexes run by their top-level alternatives."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 import regex
 
-from factforge.rules.literals import Branches, branches, clause_checks, meets, required
+from factforge.rules import rulefile
+from factforge.rules.literals import STARTS_MAX_CHARS, Branches, Starts, branches, clause_checks, meets, relaxed, required
 from factforge.rules.patterns import PatternLibrary
 
 
@@ -94,3 +97,106 @@ def test_the_librarys_yes_no_checks_answer_as_their_regexes() -> None:
     for text in texts:
         assert library.broken_parts.search(text) == (library.broken_content.search(text) is not None), text
         assert library.dangling_parts.search(text) == (library.dangling_inside.search(text) is not None), text
+
+
+_FLAGS = regex.IGNORECASE | regex.VERBOSE
+
+
+@pytest.mark.parametrize(("pattern", "source"), [
+    # look-behinds dropped; common prefixes factored by the stdlib's parser
+    (r"(?<![\p{L}'])I\s+(?:love|like)\s+(?P<obj>\w+)", r"I(?:[\x09-\x0d\x20]){1,}l(?:ove|ike)"
+                                                      r"(?:[\x09-\x0d\x20]){1,}(?:[\x30-\x39\x41-\x5a\x5f\x61-\x7a]){1,}"),
+    (r"(?!never)a(?=b)", "(?!never)a(?=b)"),  # look-aheads the stdlib reads alike kept
+    (r"a(?![^x]*y)b", "ab"),  # a negative look-ahead that could backtrack over the text: dropped
+    (r"a(?!(?<=b)c)d", "ad"),  # ... and one holding a look-behind
+    (r"(?!(?-i:The)\b)x", r"(?!(?:(?-i:T)(?-i:h)(?-i:e))\b)x"),  # case-sensitive letters say so
+    (r"(?-i:\p{Lu})x", r"(?:[\x41-\x5a\x61-\x7a])x"),  # case-sensitive, read case-insensitively too: widened
+    (r"[^x]y", r"[\x00-\x77\x79-\x7f]y"),  # a negated class read case-sensitively keeps "X"
+    (r"ab[^.!?]+?cd", r"ab(?:[\x00-\x20\x22-\x2d\x2f-\x3e\x40-\x7f])"),  # a wide repeat: its first round, then cut
+    (r"ab(?:c\s+)+d", r"ab(?:c(?:[\x09-\x0d\x20]){1,})"),  # an unbounded repeat of a longer piece: cut the same way
+    (r"ab(?:cd)*e", "ab"),  # ... and one that may not occur: cut before it
+    (r"(a)x\1", "(?:a)x"),  # a back-reference: cut before it
+    (r"(?:a|(?<=b))c", "(?:a|)c"),  # an alternative of look-arounds only matches the empty string
+    (r"(?:a|(?=b)|b+)c", "(?:a|(?=b)|(?:b){1,})c"),
+    (r"(a)?(?:\1|b)c", None),  # what is left matches the empty text: nothing known
+    (r"[[:alpha:]]+ing", None),  # syntax the stdlib would read otherwise
+    (r"(?:abc){e<=1}x", None),  # a fuzzy match: the stdlib would read "{e<=1}" as characters
+    (r"a{,3}b\{c", r"(?:a){0,3}b\{c"),  # an optional opening is kept
+])
+def test_relaxed(pattern: str, source: str | None) -> None:
+    assert relaxed(pattern, _FLAGS) == (None if source is None else (source, True))
+
+
+def test_relaxed_leaves_out_an_opening_run() -> None:
+    assert relaxed(r"(?:(?:all|every)\s+)?[\p{L}-]+\s+is\s+required", _FLAGS) == (
+        r"is(?:[\x09-\x0d\x20]){1,}required", False)
+
+
+def test_relaxed_refuses_flags_it_does_not_read() -> None:
+    assert relaxed("abc", regex.IGNORECASE | regex.REVERSE) is None
+    assert relaxed("abc", regex.IGNORECASE | regex.FULLCASE) is None
+
+
+def test_starts_finds_no_later_than_the_regex() -> None:
+    starts = Starts(r"(?<![\p{L}'])(?:I|we)\s+(?:really\s+)?(?:love|like)(?!\s+it)", _FLAGS)
+    assert starts.first("Oh, I love tea") == 4
+    assert starts.first("the view, I think") == -1
+    assert starts.first("I'd say we like it") == -1  # the refusal of "like it" is kept
+    assert starts.first("swe like tea, we like tea") == 1  # the look-behind is not: earlier than the regex, never later
+    opens_on_a_run = Starts(r"(?<=^)[\p{L}-]+\s+(?:is|are)\s+required", _FLAGS)  # its opening run is left out
+    assert not opens_on_a_run.anchored
+    assert opens_on_a_run.first("Tests are required") == 0 and opens_on_a_run.first("Tests are fine") == -1
+    assert starts.first("x" * (STARTS_MAX_CHARS + 1)) == 0  # too long: not read, the regex runs from the start
+    assert Starts("(a)\\1", _FLAGS).rx is not None and Starts("\\1", 0).first("anything") == 0
+
+
+def test_every_bundled_rule_matches_only_where_its_superset_does() -> None:
+    """Every rule's example and counter-example text, and every fact: where the rule's regex matches, its superset
+    matches no later (so the rule finds the same matches searching from there)."""
+    library = PatternLibrary.from_dir()
+    texts = {t.replace("’", "'") for rule in library.rules
+             for t in (*(ex.text for ex in rule.examples), *rule.counter_examples, *(ex.fact for ex in rule.examples))}
+    texts = {t for t in texts if t.isascii()}
+    assert len(texts) > 1000
+    relaxed_rules = [rule for rule in library.rules if rule.starts.rx is not None]
+    assert len(relaxed_rules) > 0.9 * len(library.rules)
+    for rule in relaxed_rules:
+        for text in texts:
+            found = rule.regex.search(text)
+            first = rule.starts.first(text)
+            if found is not None:
+                assert 0 <= first <= found.start(), (rule.id, text)
+                assert [m.span() for m in rule.regex.finditer(text, first)] == [
+                    m.span() for m in rule.regex.finditer(text)], (rule.id, text)
+
+
+def test_the_bundled_supersets_scan_adversarial_text_fast() -> None:
+    """The supersets run without a time budget: on the adversarial strings the rule regexes are checked against (and
+    each rule's keywords repeated), at the longest length they read, each takes well under a rule regex's own budget
+    (measured: ~3 ms at worst)."""
+    from factforge.rules.gatekeeper import Gatekeeper
+
+    library = PatternLibrary.from_dir()
+    worst = 0.0
+    for rule in (*library.rules, *Gatekeeper.from_dir().injection_rules):
+        if rule.starts.rx is None:
+            continue
+        for unit in (*rulefile.ADVERSARIAL_RUNS, *(k + " " for k in rule.keywords)):
+            text = (unit * (STARTS_MAX_CHARS // len(unit) + 1))[:STARTS_MAX_CHARS - 1] + "!"
+            started = time.process_time()
+            rule.starts.first(text)
+            worst = max(worst, time.process_time() - started)
+    assert worst < rulefile.REGEX_TIMEOUT, worst
+
+
+def test_every_injection_rule_matches_only_where_its_superset_does() -> None:
+    from factforge.rules.gatekeeper import Gatekeeper
+
+    rules = [rule for rule in Gatekeeper.from_dir().injection_rules if rule.starts.rx is not None]
+    assert len(rules) > 30
+    texts = {t for rule in rules for t in (*rule.examples, *rule.counter_examples) if t.isascii()}
+    for rule in rules:
+        for text in texts:
+            found = rule.regex.search(text)
+            if found is not None:
+                assert 0 <= rule.starts.first(text) <= found.start(), (rule.id, text)

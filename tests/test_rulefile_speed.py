@@ -86,12 +86,14 @@ def test_verified_files_compile_on_first_use_and_edited_ones_are_checked_at_load
     text = "I prefer dark mode over light mode"
     facts = same.match(text)
     assert [f.content for f in facts] == ["User prefers dark mode over light mode"]
-    # only the rules the keyword prefilter ran on the text were compiled
+    # only rules the keyword prefilter let through were compiled, and of those only the ones whose superset
+    # (literals.Starts) matches the text
     ran = [same.rules[i].id for i in same._candidates(text)]
     assert facts[0].rule_id in ran and len(ran) < len(same.rules) / 10
-    assert [rule.id for rule in same.rules if rule._compiled] == ran
+    compiled = [rule.id for rule in same.rules if rule._compiled]
+    assert facts[0].rule_id in compiled and set(compiled) <= set(ran)
     # a server compiles the rest at start (in the background): each once
-    assert same.compile_all() == len(same.rules) - len(ran)
+    assert same.compile_all() == len(same.rules) - len(compiled)
     assert all(rule._compiled for rule in same.rules) and same.compile_all() == 0
     # One example edited: the digest changes, so every rule is compiled and every example run at load.
     with pytest.raises(PatternError, match="expected 'User likes"):

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import regex
 
+from .literals import Starts
 from .normalise import Normaliser
 from .rulefile import (Problems, check_examples, compile_regex, compiled_once, default_patterns_dir, guard_budget,
                        keyword_automaton, own_time, remember, verified_folder)
@@ -251,6 +252,7 @@ class InjectionRule:
     description: str = ""
     # Compiled at load when the folder's files are checked then; from verified files, on first use.
     _compiled: list[regex.Pattern[str]] = field(default_factory=list, repr=False, compare=False)
+    _starts: list[Starts] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.pattern, regex.Pattern):
@@ -261,6 +263,13 @@ class InjectionRule:
     def regex(self) -> regex.Pattern[str]:
         """The compiled regex (IGNORECASE and VERBOSE unless given compiled), compiled once."""
         return compiled_once(self._compiled, str(self.pattern), INJECTION_FLAGS, f"injection rule {self.id}")
+
+    @property
+    def starts(self) -> Starts:
+        """Where the regex can first start a match in an ASCII text (:class:`~.literals.Starts`), worked out once."""
+        if not self._starts:
+            self._starts.append(Starts(str(self.pattern), self.regex.flags))
+        return self._starts[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,7 +336,7 @@ class Gatekeeper:
         start); how many were not compiled yet."""
         fresh = sum(not rule._compiled for rule in self.injection_rules)
         for rule in self.injection_rules:
-            _ = rule.regex
+            _ = rule.regex, rule.starts
         return fresh
 
     def is_injection(self, text: str) -> str | None:
@@ -340,10 +349,16 @@ class Gatekeeper:
             candidates: set[int] = set()
             for _end, indices in self.automaton.iter(reading.lower()):
                 candidates.update(indices)
+            plain = reading.isascii()
             for index in sorted(candidates):
                 rule = self.injection_rules[index]
+                # In ASCII text the regex's superset says whether it can match at all, and from where; it answers
+                # only "no" or "search from here", so the guard still fails closed on the regex's own verdict.
+                pos = rule.starts.first(reading) if plain else 0
+                if pos < 0:
+                    continue
                 try:
-                    found = own_time(lambda timeout: rule.regex.search(reading, timeout=timeout),
+                    found = own_time(lambda timeout: rule.regex.search(reading, pos, timeout=timeout),
                                      guard_budget(len(reading)))
                     if found is not None:
                         return rule.id

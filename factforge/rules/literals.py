@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import ahocorasick
 import regex
@@ -27,7 +27,7 @@ import regex
 _sre_parse: Any = importlib.import_module("re._parser")
 _c: Any = importlib.import_module("re._constants")
 
-__all__ = ["Branches", "branches", "clause_checks", "meets", "required"]
+__all__ = ["Branches", "Starts", "branches", "clause_checks", "meets", "relaxed", "required"]
 
 # The most strings one exact set (the strings a piece of the regex can match in full) may hold.
 _MAX_SET = 64
@@ -63,6 +63,338 @@ def required(pattern: str, verbose: bool = True) -> tuple[frozenset[str], ...]:
         if clause and all(len(s) >= _MIN_CHARS and s.isascii() for s in clause) and frozenset(clause) not in out:
             out.append(frozenset(clause))
     return tuple(out)
+
+
+# Placeholders for ``\\p{...}`` classes while the stdlib reads a pattern for :func:`relaxed`: characters of the
+# Private Use Area, which no bundled pattern holds (a pattern that does is not relaxed).
+_PRIVATE = 0xE000
+_PRIVATE_CHARS = re.compile("[\uE000-\uF8FF]")
+# The flags :func:`relaxed` knows how to read a pattern with; any other (FULLCASE, REVERSE, WORD, MULTILINE ...) gives None.
+_RELAXABLE_FLAGS = regex.IGNORECASE | regex.VERBOSE | regex.UNICODE | regex.VERSION0
+_ASCII_CHARS = tuple(chr(i) for i in range(128))
+_ASCII_TEXT = "".join(_ASCII_CHARS)
+_ANY_CHAR = r"[\x00-\x7f]"
+_CATEGORIES = {_c.CATEGORY_DIGIT: r"\d", _c.CATEGORY_NOT_DIGIT: r"\D", _c.CATEGORY_SPACE: r"\s",
+               _c.CATEGORY_NOT_SPACE: r"\S", _c.CATEGORY_WORD: r"\w", _c.CATEGORY_NOT_WORD: r"\W"}
+_ascii_sets: dict[str, frozenset[str]] = {}
+# A brace that opens no counted repeat: the stdlib reads it as a character, the regex module may not ("{e<=1}" asks for
+# a fuzzy match).
+_ODD_BRACE = re.compile(r"(?<!\\)\{(?!\d*(?:,\d*)?\})")
+# Zero-width assertions both engines read alike in ASCII text without MULTILINE (which :func:`relaxed` refuses).
+_EXACT_AT = {_c.AT_BEGINNING: "^", _c.AT_BEGINNING_STRING: r"\A", _c.AT_END: "$", _c.AT_END_STRING: r"\Z",
+             _c.AT_BOUNDARY: r"\b", _c.AT_NON_BOUNDARY: r"\B"}
+# A class of at most this many ASCII characters is narrow (letters of both cases and "'-" are 54; "\\s" is 6): the
+# relaxed regex repeats it; a wider one ("[^.!?]") only a few times (_SHORT_RUN).
+_NARROW = 64
+_SHORT_RUN = 3
+# The longest text :class:`Starts` reads. Its superset has no look-behind to keep it from starting inside a long run of
+# letters, so where a repeat follows it scans the run from each position: quadratic in the run's length, ~40 ms at
+# 2,000 characters for the worst bundled rule, ~3 ms at 500 (chat turns are mostly far shorter; a longer text runs the
+# rule regex from its start, as before).
+STARTS_MAX_CHARS = 500
+
+
+def relaxed(pattern: str, flags: int = 0) -> tuple[str, bool] | None:
+    """A simpler regex that, in ASCII text, matches at every position where ``pattern`` (a ``regex`` module pattern
+    compiled with ``flags``) can start a match - and at others, so a text where it finds nothing holds no match
+    of ``pattern``, and a search for ``pattern`` can start at its first match. None when nothing useful is known.
+
+    It is ``pattern`` read by the stdlib's parser and rewritten into a superset: every look-behind and negative
+    look-ahead dropped (each only ever refuses a match), every character class widened to the ASCII characters
+    it or its case-insensitive reading matches, possessive and lazy repeats and atomic groups made plain, and a
+    concatenation cut after its first piece that cannot be written so (a back-reference, a repeat of something cut).
+    A search with it runs where the rule's own regex would spend its time on the look-arounds and alternatives at
+    every position. Compile the result with IGNORECASE (it widens, never narrows; it names ASCII characters only,
+    so the stdlib's engine reads it as the ``regex`` module does) and apply it to ASCII text only.
+
+    Returned with whether it is anchored: a pattern that opens on a repeat (:func:`_unanchored_lead`) loses its
+    opening, and its superset then says only whether the pattern can match, not from where."""
+    if flags & ~_RELAXABLE_FLAGS or any(token in pattern for token in _FOREIGN) or "\\\\p" in pattern.replace(
+            "\\\\P", "\\\\p") or _PRIVATE_CHARS.search(pattern):
+        return None
+    properties: dict[str, str] = {}
+
+    def placeholder(m: re.Match[str]) -> str:
+        return properties.setdefault(m.group(), chr(_PRIVATE + len(properties)))
+
+    text = _GROUP_NAME.sub("(?:", _PROPERTY.sub(placeholder, pattern))
+    if len(properties) > 0x1000 or _ODD_BRACE.search(text):
+        return None
+    source = {ch: prop for prop, ch in properties.items()}
+    try:
+        tree = _sre_parse.parse(text, (re.IGNORECASE if flags & regex.IGNORECASE else 0)
+                                | (re.VERBOSE if flags & regex.VERBOSE else 0))
+    except (re.error, RecursionError, OverflowError, ValueError):
+        return None
+    if tree.state.flags & (re.MULTILINE | re.DOTALL | re.ASCII | re.LOCALE):
+        return None  # an inline global flag ("(?m)") that changes what "^", "." or a class means
+    items, anchored = _unanchored_lead(list(tree))
+    try:
+        out, _ = _Relax(source).sequence(items, bool(flags & regex.IGNORECASE))
+        # A superset that matches the empty text matches everywhere: it says nothing.
+        return None if re.match(out, "", re.IGNORECASE) is not None else (out, anchored)
+    except (re.error, regex.error, KeyError, RecursionError, OverflowError):
+        return None
+
+
+def _unanchored_lead(items: list[tuple[Any, Any]]) -> tuple[list[tuple[Any, Any]], bool]:
+    """The pieces of a pattern's tree from its first one that cannot start anywhere, and whether none was left out.
+
+    A pattern that opens on a repeat of a class ("[\\p{L}-]+ (?:are|is) required", its start held by a look-behind)
+    would be tried by the superset at every position of a run of that class, scanning to the run's end each time: in a
+    long run (2,000 letters) quadratic. The rest of it matches wherever the pattern's match goes on, so a text where the
+    rest finds nothing holds no match either; only where the match starts is then unknown."""
+    flat = list(items)
+    start = i = 0  # the pieces before ``start`` are left out
+    while i < len(flat):
+        op, av = flat[i]
+        if op is _c.SUBPATTERN and not av[1] and not av[2]:
+            flat[i:i + 1] = list(av[3])  # a group without flags opens where its first piece does
+        elif op is _c.AT or op is _c.ASSERT_NOT or (op is _c.ASSERT and av[0] < 0):
+            i += 1  # zero-width: kept if nothing after it is left out
+        elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT) and av[1] == _c.MAXREPEAT:
+            i += 1
+            start = i  # an unbounded repeat: left out with all before it
+        elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT) and av[0] == 0:
+            i += 1  # an optional piece: left out only if an unbounded repeat follows
+        else:
+            break
+    return (items, True) if start == 0 else (flat[start:], False)
+
+
+class _Relax:
+    """The rewriting of :func:`relaxed`: each piece becomes (its superset's source, whether it is whole); a source of
+    None stops the concatenation before the piece, a piece not whole stops it after the piece."""
+
+    def __init__(self, properties: dict[str, str]) -> None:
+        self.properties = properties
+
+    def char(self, ch: str) -> str:
+        """``ch`` in a ``regex`` class, a property placeholder as its property."""
+        return self.properties.get(ch) or f"\\U{ord(ch):08x}"
+
+    def ascii_set(self, source: str) -> frozenset[str]:
+        """The ASCII characters a one-character ``regex`` source matches, read case-sensitively and -insensitively
+        (a negated class matches more of them case-sensitively, a class of a non-ASCII letter more insensitively)."""
+        found = _ascii_sets.get(source)
+        if found is None:
+            found = frozenset(regex.findall(source, _ASCII_TEXT)) | frozenset(
+                regex.findall(source, _ASCII_TEXT, regex.IGNORECASE))
+            _ascii_sets[source] = found
+        return found
+
+    def ascii_set_of(self, item: tuple[Any, Any]) -> frozenset[str]:
+        """The ASCII characters a one-character piece (a literal, a class, ".") matches."""
+        op, av = item
+        if op is _c.ANY:
+            return frozenset(_ASCII_CHARS)
+        if op is _c.LITERAL:
+            return self.ascii_set(self.char(chr(av)))
+        if op is _c.NOT_LITERAL:
+            return self.ascii_set(f"[^{self.char(chr(av))}]")
+        return self.ascii_set(self.class_source(av))
+
+    def class_source(self, items: Any) -> str:
+        """A class of the stdlib's tree as ``regex`` source."""
+        parts = []
+        for item_op, item in items:
+            if item_op is _c.LITERAL:
+                parts.append(self.char(chr(item)))
+            elif item_op is _c.RANGE:
+                parts.append(f"{self.char(chr(item[0]))}-{self.char(chr(item[1]))}")
+            elif item_op is _c.NEGATE:
+                parts.append("^")
+            else:
+                parts.append(_CATEGORIES[item])
+        return "[" + "".join(parts) + "]"
+
+    def klass(self, source: str) -> str:
+        return self.render(self.ascii_set(source))
+
+    @staticmethod
+    def render(chars: frozenset[str]) -> str:
+        """A set of ASCII characters as a stdlib class ("(?!)" when empty)."""
+        if not chars:
+            return "(?!)"
+        if len(chars) == len(_ASCII_CHARS):
+            return _ANY_CHAR
+        codes = sorted(ord(ch) for ch in chars)
+        parts: list[str] = []
+        start = prev = codes[0]
+        for code in codes[1:] + [-1]:
+            if code == prev + 1:
+                prev = code
+                continue
+            parts.append(f"\\x{start:02x}" + (f"-\\x{prev:02x}" if prev > start else ""))
+            start = prev = code
+        return "[" + "".join(parts) + "]"
+
+    def sequence(self, items: list[tuple[Any, Any]], icase: bool) -> tuple[str, bool]:
+        out: list[str] = []
+        for op, av in items:
+            piece, whole = self.node(op, av, icase)
+            if piece is None:
+                return "".join(out), False
+            out.append(piece)
+            if not whole:
+                return "".join(out), False
+        return "".join(out), True
+
+    def group(self, items: list[tuple[Any, Any]], icase: bool) -> tuple[str | None, bool]:
+        inner, whole = self.sequence(items, icase)
+        if not inner:
+            return ("", True) if whole else (None, False)
+        return f"(?:{inner})", whole
+
+    def node(self, op: Any, av: Any, icase: bool) -> tuple[str | None, bool]:
+        if op is _c.LITERAL:
+            ch = chr(av)
+            if ch.isascii() and ch not in self.properties:
+                return re.escape(ch), True
+            return self.klass(self.char(ch)), True
+        if op is _c.NOT_LITERAL:
+            return self.klass(f"[^{self.char(chr(av))}]"), True
+        if op is _c.ANY:
+            return _ANY_CHAR, True
+        if op is _c.IN:
+            return self.klass(self.class_source(av)), True
+        if op is _c.AT:
+            return "", True  # zero-width and only ever refusing: dropped
+        if op is _c.ASSERT_NOT:
+            direction, body = av
+            # A negative look-ahead the stdlib reads exactly as the regex module does is kept (it refuses the same
+            # texts); any other is dropped, which only widens.
+            refused = self.exact(list(body), icase) if direction > 0 else None
+            return (f"(?!{refused})" if refused else ""), True
+        if op is _c.ASSERT:
+            direction, body = av
+            if direction < 0:
+                return "", True  # a look-behind: the stdlib cannot read every one back, and dropping it widens
+            inner, _ = self.sequence(list(body), icase)
+            return (f"(?={inner})" if inner else ""), True
+        if op is _c.BRANCH:
+            alternatives = [self.sequence(list(b), icase) for b in av[1]]
+            if any(not inner and not whole for inner, whole in alternatives):
+                return None, False
+            return "(?:" + "|".join(inner for inner, _ in alternatives) + ")", all(w for _, w in alternatives)
+        if op is _c.SUBPATTERN:
+            return self.group(list(av[3]), _scoped(icase, av[1], av[2]))
+        if op is _c.ATOMIC_GROUP:
+            return self.group(list(av), icase)
+        if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
+            low, high, body = av
+            items = list(body)
+            repeated, whole = self.group(items, icase)
+            if repeated == "" and whole:
+                return "", True
+            one_char = len(items) == 1 and items[0][0] in (_c.LITERAL, _c.NOT_LITERAL, _c.ANY, _c.IN)
+            # Kept as a repeat: one character of a narrow class, or a bounded repeat of a longer piece (which holds no
+            # repeat of a wide class either: it would have been cut). A repeat of a wide class ("[^.!?]+?") or an
+            # unbounded one of a longer piece would let the search backtrack over the text at each position (where the
+            # rule's regex has look-arounds to stop it): the concatenation is cut there instead.
+            if whole and repeated is not None and (
+                    (one_char and (len(self.ascii_set_of(items[0])) <= _NARROW or high <= _SHORT_RUN))
+                    or (not one_char and high != _c.MAXREPEAT)):
+                return f"{repeated}{{{low},{'' if high == _c.MAXREPEAT else high}}}", True
+            # A repeat that is cut: its first round is still required when there is one.
+            return (repeated, False) if low >= 1 and repeated else (None, False)
+        return None, False  # a back-reference, a conditional: the concatenation stops before it
+
+    def exact(self, items: list[tuple[Any, Any]], icase: bool) -> str | None:
+        """A concatenation as stdlib source that matches in ASCII text exactly where the ``regex`` module's reading does,
+        with ``icase`` its case-insensitivity (the relaxed regex is compiled IGNORECASE: exact classes say their case);
+        None when some piece has no such reading (a look-behind, "." or a flag the stdlib reads otherwise) or could
+        backtrack over the text (a repeat of a wide class or an unbounded one of a longer piece)."""
+        out: list[str] = []
+        for op, av in items:
+            if op is _c.LITERAL and chr(av).isascii() and chr(av) not in self.properties:
+                # the stdlib reads an ASCII literal as the regex module does; its case only where the group says so
+                ch = re.escape(chr(av))
+                out.append(ch if icase or not chr(av).isalpha() else f"(?-i:{ch})")
+            elif op in (_c.LITERAL, _c.NOT_LITERAL, _c.IN):
+                source = self.char(chr(av)) if op is _c.LITERAL else f"[^{self.char(chr(av))}]" \
+                    if op is _c.NOT_LITERAL else self.class_source(av)
+                out.append(self.exact_class(source, icase))
+            elif op is _c.AT and av in _EXACT_AT:
+                out.append(_EXACT_AT[av])
+            elif op is _c.BRANCH:
+                alternatives = [self.exact(list(b), icase) for b in av[1]]
+                if any(a is None for a in alternatives):
+                    return None
+                out.append("(?:" + "|".join(cast(list[str], alternatives)) + ")")
+            elif op is _c.SUBPATTERN:
+                if (av[1] | av[2]) & ~(re.IGNORECASE | re.VERBOSE):
+                    return None
+                inner = self.exact(list(av[3]), _scoped(icase, av[1], av[2]))
+                if inner is None:
+                    return None
+                out.append(f"(?:{inner})")
+            elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
+                low, high, body = av
+                body = list(body)
+                one_char = len(body) == 1 and body[0][0] in (_c.LITERAL, _c.NOT_LITERAL, _c.IN)
+                if (one_char and high > _SHORT_RUN and len(self.ascii_set_of(body[0])) > _NARROW) or (
+                        not one_char and high == _c.MAXREPEAT):
+                    return None
+                inner = self.exact(body, icase)
+                if inner is None:
+                    return None
+                lazy = "?" if op is _c.MIN_REPEAT else "+" if op is _c.POSSESSIVE_REPEAT else ""
+                out.append(f"(?:{inner}){{{low},{'' if high == _c.MAXREPEAT else high}}}{lazy}")
+            elif op in (_c.ASSERT, _c.ASSERT_NOT) and av[0] > 0:
+                inner = self.exact(list(av[1]), icase)
+                if inner is None:
+                    return None
+                out.append(f"(?{'=' if op is _c.ASSERT else '!'}{inner})")
+            else:
+                return None
+        return "".join(out)
+
+    def exact_class(self, source: str, icase: bool) -> str:
+        """A one-character ``regex`` source as a stdlib class of exactly the ASCII characters it matches."""
+        key = ("i" if icase else "c") + source
+        found = _ascii_sets.get(key)
+        if found is None:
+            found = frozenset(regex.findall(source, _ASCII_TEXT, regex.IGNORECASE if icase else 0))
+            _ascii_sets[key] = found
+        return "(?-i:" + self.render(found) + ")"
+
+
+def _scoped(icase: bool, add: int, remove: int) -> bool:
+    """Case-insensitivity inside a group with the inline flags ``add`` and ``remove`` (``(?-i:...)``)."""
+    return (icase or bool(add & re.IGNORECASE)) and not remove & re.IGNORECASE
+
+
+class Starts:
+    """Where a regex can first start a match in an ASCII text, read from its :func:`relaxed` superset: a rule's regex
+    spends most of its time failing at every position of a text it does not match (its look-behinds, its long
+    alternatives), and most texts its keywords let through hold no match. The superset's search settles those, and
+    for the others says where the regex's own search can start: no match of the regex starts before the superset's
+    first one.
+
+    The superset runs on the stdlib's engine, several times faster than the ``regex`` module on it, without a time
+    budget: it holds no look-behind, no back-reference, no repeat of a wide class and no unbounded repeat of more
+    than one character (:func:`relaxed` cuts them), so it cannot backtrack catastrophically, and it reads texts of
+    at most :data:`STARTS_MAX_CHARS` (a longer one is left to the regex itself, with its budget), where its worst case
+    (quadratic in a run of letters) stays a few milliseconds."""
+
+    __slots__ = ("anchored", "rx")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        found = relaxed(pattern, flags)
+        self.anchored = found is not None and found[1]
+        try:
+            self.rx = re.compile(found[0], re.IGNORECASE) if found else None
+        except (re.error, RecursionError, OverflowError):
+            self.rx = None
+
+    def first(self, text: str) -> int:
+        """The position of the ASCII ``text`` from which to search for the regex: -1 when it matches nowhere in it, 0
+        when that is not known (no superset, or a text longer than :data:`STARTS_MAX_CHARS`)."""
+        if self.rx is None or len(text) > STARTS_MAX_CHARS:
+            return 0
+        found = self.rx.search(text)
+        return -1 if found is None else found.start() if self.anchored else 0
 
 
 def branches(pattern: str, verbose: bool = True) -> list[str] | None:

@@ -10,8 +10,9 @@ use.
 
 Matching is two-stage for speed: one Aho-Corasick pass over the lower-cased text finds the rules whose
 literal ``keywords`` occur; of those, in ASCII text, only the rules whose text holds the words their regex cannot
-match without (:func:`literals.required`, read from the regex itself) run their regex (through
-``rulefile.safe_finditer``, with a timeout). A match is then dropped when its sentence is a question or when a
+match without (:func:`literals.required`, read from the regex itself) go on, and each runs its regex (through
+``rulefile.safe_finditer``, with a timeout) only if the regex's superset (:class:`literals.Starts`: its look-behinds
+dropped, its classes widened) matches, and from where it first does. A match is then dropped when its sentence is a question or when a
 file's ``blockers`` regex ("if", "whether", "should we" ...) occurs in the sentence before it - hypotheticals are
 not facts.
 """
@@ -31,7 +32,7 @@ from typing import Any, cast
 
 import regex
 
-from .literals import Branches, clause_checks, meets, required
+from .literals import Branches, Starts, clause_checks, meets, required
 from .rulefile import (Problems, compile_regex, compiled_once, default_patterns_dir, grammar_words, keyword_automaton,
                        own_time, read_yaml, remember, safe_finditer, verified_folder, yaml_files)
 from .ner import FILE_NAME as ENTITIES_FILE, EntityRecognizer
@@ -172,6 +173,7 @@ class Rule:
     pieces: tuple[_Piece, ...] = field(default=(), repr=False, compare=False)
     _compiled: list[regex.Pattern[str]] = field(default_factory=list, repr=False, compare=False)
     _requires: list[tuple[Any, ...]] = field(default_factory=list, repr=False, compare=False)
+    _starts: list[Starts] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def regex(self) -> regex.Pattern[str]:
@@ -189,6 +191,14 @@ class Rule:
                 c for c in required(self.pattern, bool(self.flags & regex.VERBOSE))
                 if not all(any(w in k for w in c) for k in keywords)))
         return self._requires[0]
+
+    @property
+    def starts(self) -> Starts:
+        """Where the regex can first start a match in an ASCII text (:class:`literals.Starts`); worked out once, on
+        first use."""
+        if not self._starts:
+            self._starts.append(Starts(self.pattern, self.flags))
+        return self._starts[0]
 
     def may_match(self, low: str) -> bool:
         """Whether the lower-cased ASCII text ``low`` holds a word of each clause of :attr:`requires`."""
@@ -311,7 +321,7 @@ class PatternLibrary:
         server does this in the background at start, so no request pays for it); how many were not compiled yet."""
         fresh = sum(not rule._compiled for rule in self.rules)
         for rule in self.rules:
-            _ = rule.regex, rule.requires  # each worked out once and kept in the rule
+            _ = rule.regex, rule.requires, rule.starts  # each worked out once and kept in the rule
         return fresh
 
     def check(self) -> list[str]:
@@ -346,9 +356,14 @@ class PatternLibrary:
         sentences = _Sentences(norm)
         settings = settings or _DEFAULT_SETTINGS
         hits: list[_Hit] = []
+        plain = norm.isascii()
         for index in indices:
             rule = self.rules[index]
-            for m in safe_finditer(rule.regex, norm, rule.id):
+            # In ASCII text the regex's superset says whether it can match at all, and from where.
+            pos = rule.starts.first(norm) if plain else 0
+            if pos < 0:
+                continue
+            for m in safe_finditer(rule.regex, norm, rule.id, pos):
                 for start, fact in self._facts(rule, m, text, sentences, timestamp, settings):
                     hits.append(_Hit(fact, (start, index), rule.time_group is not None))
         if not hits:

@@ -214,10 +214,11 @@ def compiled_once(cell: list[regex.Pattern[str]], pattern: str, flags: int, wher
     return cell[0]
 
 
-def safe_finditer(rx: regex.Pattern[str], text: str, rule_id: str) -> list[regex.Match[str]]:
-    """All matches of ``rx`` in ``text``, or none if the regex exceeds its time budget (logged)."""
+def safe_finditer(rx: regex.Pattern[str], text: str, rule_id: str, pos: int = 0) -> list[regex.Match[str]]:
+    """All matches of ``rx`` in ``text`` starting at ``pos`` or later (look-behinds still read the text before it), or
+    none if the regex exceeds its time budget (logged)."""
     try:
-        return own_time(lambda timeout: list(rx.finditer(text, timeout=timeout)))
+        return own_time(lambda timeout: list(rx.finditer(text, pos, timeout=timeout)))
     except TimeoutError:
         logger.warning("regex of rule %s timed out on %d chars; skipped", rule_id, len(text))
         return []
