@@ -33,10 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-
-def _cpu_ns(pid: int) -> int:
-    with open(f"/proc/{pid}/schedstat") as fh:
-        return int(fh.read().split()[0])
+from search_breakdown import _cpu_ns  # noqa: E402 (a backend's CPU, from /proc)
 
 
 def _load_old(rev: str) -> Any:
