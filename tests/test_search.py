@@ -736,8 +736,34 @@ def test_vector_statements_name_their_owners_as_literals_and_run_by_a_generic_pl
             raw.close()
     finally:
         store.close()
-    owners = {"f.agent_id = 'ag''ent\\ü'": "agent", "f.team_id = 't''1 \"x\"'": "team"}
+    owners = {"f.agent_id = E'ag''ent\\\\ü'": "agent", "f.team_id = E't''1 \"x\"'": "team"}
     assert len(rows) == 2 and {owners[o] for s, _g, _c in rows for o in owners if o in s} == {"agent", "team"}, rows
     assert all("$2" not in s for s, _g, _c in rows)  # the query vector is the one parameter
     assert all(g == 3 and c == 0 for _s, g, c in rows), [(g, c) for _s, g, c in rows]
     assert mode is not None and mode[0] == "auto"  # set for the statements' transaction only
+
+
+@pytest.mark.parametrize("agent", ["a\\", "a\\' OR true) x --", "a%\\'%", "%(v_team)s"])
+def test_owner_literals_hold_whatever_the_servers_string_syntax(db_url: str, tmp_path: Path, agent: str) -> None:
+    """The owners written into the vector statements stay one literal when the server reads backslashes as
+    escapes in plain strings (standard_conforming_strings off, as some servers are set): an id that ends in a
+    backslash, or a backslash before a quote, neither breaks the statement nor reaches another agent's rows."""
+    import numpy as np
+
+    rng = np.random.default_rng(12)
+    escapes = db_url + ("&" if "?" in db_url else "?") + "options=-c%20standard_conforming_strings%3Doff"
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": escapes, "FACTFORGE_HOME": str(tmp_path)}))
+    try:
+        query = rng.normal(size=384)
+        query /= np.linalg.norm(query)
+        store.save([_fact(f"Team keeps own note {i}") for i in range(3)], Scope(agent, "t1", "private"),
+                   Provenance("own"))
+        store.save([_fact(f"Team keeps hidden note {i}") for i in range(3)], Scope("a", "t1", "private"),
+                   Provenance("other"))
+        store.set_embeddings([(fid, (query + rng.normal(scale=0.1, size=384)).tolist())
+                              for fid, _c in store.facts_without_embedding(100)], "fixed")
+        hits = search(store, "notes", agent_id=agent, team_id="t1", mode="vector", k=10, kinds=["fact"],
+                      embedder=_Fixed(query.tolist()))
+        assert sorted(h.content for h in hits) == [f"Team keeps own note {i}" for i in range(3)]
+    finally:
+        store.close()

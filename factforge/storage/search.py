@@ -369,7 +369,8 @@ def _send_kinds_vectors(conn: Any, kinds: Sequence[_Kind], vector_where: Mapping
     Each statement follows its HNSW settings in one pipeline ended by one Sync, so one implicit transaction that
     the settings last for: statements that need the same settings (an agent's graph of facts and of episodes)
     are sent one after the other, after one settings statement. Each statement is prepared, its vector bound (in
-    binary): the server plans it on its first runs on a connection, then keeps its generic plan. Sent as one
+    binary), and runs by its generic plan (from its first run where its settings say so, :func:`_settings_sql`;
+else PostgreSQL's own choice after five runs). Sent as one
     simple-protocol message with the vector as a literal, the statements were planned anew on every search:
     1.5-2 ms of a kind's 4-5 ms of PostgreSQL CPU at ~1k rows (bench_api)."""
     planned = []
@@ -410,12 +411,12 @@ def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, 
     prepared statement's generic plan then knows its limit, as a one-off plan did."""
     from .graphs import AGENT_GRAPH_EF_SEARCH
 
-    def written(statement: str) -> str:
-        for name in ("n", *_OWNER_PARAM.values()):
-            statement = statement.replace(f"%({name})s", limit if name == "n" else _literal(params.get(name)))
-        return statement
+    # the limit and the owners written into the statement text (see _settings_sql's ``generic``)
+    values = {"n": str(int(n)), **{name: _literal(params.get(name)) for name in _OWNER_PARAM.values()}}
 
-    limit = str(int(n))
+    def written(statement: str) -> str:  # one pass: a written owner's text is not read for placeholders again
+        return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group()) if m.group(1) else m.group(), statement)
+
     rest = _settings_sql(table, ef_search, n, iterative, generic=own_graph)
     if params.get("v_agent") is None or not own_graph:
         return [(rest, written(vector_sql(table, where, params, dim, graphs=("team",))))]
@@ -424,15 +425,20 @@ def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, 
             (rest, written(vector_sql(table, where, params, dim, graphs=("team",), private=False)))]
 
 
+# psycopg's named placeholders, and its escaped percent sign (read as a whole, so that "%%(n)s" is no placeholder)
+_PLACEHOLDER = re.compile(r"%%|%\((\w+)\)s")
+
+
 def _literal(value: Any) -> str:
     """``value`` (an agent or team id, or None) as an SQL literal in a statement that psycopg reads for its
-    placeholders: quotes doubled for PostgreSQL, percent signs for psycopg."""
+    placeholders: an escape string (``E'...'``, read the same whatever the server's standard_conforming_strings),
+    its backslashes and quotes doubled for PostgreSQL, its percent signs for psycopg."""
     if value is None:
         return "NULL"
     text = str(value)
     if "\x00" in text:
         raise ValidationError("an id must not contain a NUL character")
-    return "'" + text.replace("'", "''").replace("%", "%%") + "'"
+    return "E'" + text.replace("\\", "\\\\").replace("'", "''").replace("%", "%%") + "'"
 
 
 _EXECUTOR: list[ThreadPoolExecutor] = []
