@@ -76,7 +76,7 @@ _ASCII_TEXT = "".join(_ASCII_CHARS)
 _ANY_CHAR = r"[\x00-\x7f]"
 _CATEGORIES = {_c.CATEGORY_DIGIT: r"\d", _c.CATEGORY_NOT_DIGIT: r"\D", _c.CATEGORY_SPACE: r"\s",
                _c.CATEGORY_NOT_SPACE: r"\S", _c.CATEGORY_WORD: r"\w", _c.CATEGORY_NOT_WORD: r"\W"}
-_ascii_sets: dict[str, frozenset[str]] = {}
+_ascii_sets: dict[tuple[str, int], frozenset[str]] = {}
 # A brace that opens no counted repeat: the stdlib reads it as a character, the regex module may not ("{e<=1}" asks for
 # a fuzzy match).
 _ODD_BRACE = re.compile(r"(?<!\\)\{(?!\d*(?:,\d*)?\})")
@@ -176,12 +176,7 @@ class _Relax:
     def ascii_set(self, source: str) -> frozenset[str]:
         """The ASCII characters a one-character ``regex`` source matches, read case-sensitively and -insensitively
         (a negated class matches more of them case-sensitively, a class of a non-ASCII letter more insensitively)."""
-        found = _ascii_sets.get(source)
-        if found is None:
-            found = frozenset(regex.findall(source, _ASCII_TEXT)) | frozenset(
-                regex.findall(source, _ASCII_TEXT, regex.IGNORECASE))
-            _ascii_sets[source] = found
-        return found
+        return _ascii_matches(source, 0) | _ascii_matches(source, regex.IGNORECASE)
 
     def ascii_set_of(self, item: tuple[Any, Any]) -> frozenset[str]:
         """The ASCII characters a one-character piece (a literal, a class, ".") matches."""
@@ -352,12 +347,16 @@ class _Relax:
 
     def exact_class(self, source: str, icase: bool) -> str:
         """A one-character ``regex`` source as a stdlib class of exactly the ASCII characters it matches."""
-        key = ("i" if icase else "c") + source
-        found = _ascii_sets.get(key)
-        if found is None:
-            found = frozenset(regex.findall(source, _ASCII_TEXT, regex.IGNORECASE if icase else 0))
-            _ascii_sets[key] = found
-        return "(?-i:" + self.render(found) + ")"
+        return "(?-i:" + self.render(_ascii_matches(source, regex.IGNORECASE if icase else 0)) + ")"
+
+
+def _ascii_matches(source: str, flags: int) -> frozenset[str]:
+    """The ASCII characters a one-character ``regex`` source matches with ``flags``; kept once worked out."""
+    found = _ascii_sets.get((source, flags))
+    if found is None:
+        found = frozenset(regex.findall(source, _ASCII_TEXT, flags))
+        _ascii_sets[source, flags] = found
+    return found
 
 
 def _scoped(icase: bool, add: int, remove: int) -> bool:
