@@ -147,6 +147,7 @@ def test_starts_finds_no_later_than_the_regex() -> None:
     assert not opens_on_a_run.anchored
     assert opens_on_a_run.first("Tests are required") == 0 and opens_on_a_run.first("Tests are fine") == -1
     assert starts.first("x" * (STARTS_MAX_CHARS + 1)) == 0  # too long: not read, the regex runs from the start
+    assert starts.first("the view, I think é") == 0  # not ASCII: not read (the superset is ASCII's only)
     assert Starts("(a)\\1", _FLAGS).rx is not None and Starts("\\1", 0).first("anything") == 0
 
 

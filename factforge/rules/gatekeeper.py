@@ -349,12 +349,11 @@ class Gatekeeper:
             candidates: set[int] = set()
             for _end, indices in self.automaton.iter(reading.lower()):
                 candidates.update(indices)
-            plain = reading.isascii()
             for index in sorted(candidates):
                 rule = self.injection_rules[index]
                 # In ASCII text the regex's superset says whether it can match at all, and from where; it answers
                 # only "no" or "search from here", so the guard still fails closed on the regex's own verdict.
-                pos = rule.starts.first(reading) if plain else 0
+                pos = rule.starts.first(reading)
                 if pos < 0:
                     continue
                 try:

@@ -388,9 +388,9 @@ class Starts:
             self.rx = None
 
     def first(self, text: str) -> int:
-        """The position of the ASCII ``text`` from which to search for the regex: -1 when it matches nowhere in it, 0
-        when that is not known (no superset, or a text longer than :data:`STARTS_MAX_CHARS`)."""
-        if self.rx is None or len(text) > STARTS_MAX_CHARS:
+        """The position of ``text`` from which to search for the regex: -1 when it matches nowhere in it, 0 when that
+        is not known (no superset, a text longer than :data:`STARTS_MAX_CHARS`, or one that is not ASCII)."""
+        if self.rx is None or len(text) > STARTS_MAX_CHARS or not text.isascii():
             return 0
         found = self.rx.search(text)
         return -1 if found is None else found.start() if self.anchored else 0

@@ -356,11 +356,10 @@ class PatternLibrary:
         sentences = _Sentences(norm)
         settings = settings or _DEFAULT_SETTINGS
         hits: list[_Hit] = []
-        plain = norm.isascii()
         for index in indices:
             rule = self.rules[index]
             # In ASCII text the regex's superset says whether it can match at all, and from where.
-            pos = rule.starts.first(norm) if plain else 0
+            pos = rule.starts.first(norm)
             if pos < 0:
                 continue
             for m in safe_finditer(rule.regex, norm, rule.id, pos):
