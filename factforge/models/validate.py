@@ -557,12 +557,9 @@ def _specifics_unsupported(content: str, source: _Source, checks: _FactChecks, s
         if fact_negative and not source_negative:
             return "a dislike"
         if not fact_negative and checks.positive.search(content):
-            # A liking needs a liking or praise in the source, outside its dislikes ("can't stand" is no liking).
-            liked = checks.praise or checks.positive
-            said = checks.negative.sub(" ", source.text)
-            if checks.negation is not None:  # "not really happy with it" is no liking
-                said = _negated_liking(checks.negation.pattern, liked.pattern).sub(" ", said)
-            if liked.search(said) is None:
+            # A liking needs a liking or praise in the source, outside its dislikes ("can't stand" is no liking)
+            # and its negated likings ("not really happy with it").
+            if not _likes(source, checks):
                 return "a liking"
     return None
 
