@@ -590,8 +590,8 @@ def main() -> int:
     from factforge.models.embed import LocalEmbedder
     from factforge.storage.scope import fact_filters
     from factforge.storage.bm25 import bm25_ranks
-    from factforge.storage.search import (_Kind, _QueryVector, _send_vectors, bm25_query, ef_search_sql, search,
-                                          vector_sql)
+    from factforge.storage.search import (_Kind, _QueryVector, _send_kinds_vectors, bm25_query, ef_search_sql,
+                                          search, vector_sql)
     from factforge.settings import LOCAL_EMBED_MODEL
 
     t_total = time.perf_counter()
@@ -777,8 +777,9 @@ def main() -> int:
                 params.update(q=text, n=40)
                 t0 = time.perf_counter()  # search()'s pipeline: settings, the agent's rows, the team's and global ones
                 with conn.pipeline():
-                    ranks = _send_vectors(conn, _Kind("fact", "facts", "fact_terms", where, params), where,
-                                          _QueryVector.of(vec), 40, None, True)
+                    kind = _Kind("fact", "facts", "fact_terms", where, params)
+                    ranks = _send_kinds_vectors(conn, [kind], {"fact": where}, _QueryVector.of(vec), 40, None,
+                                                True)["fact"]
                 ranks()
                 t1 = time.perf_counter()
                 bm25_ranks(conn, where, params, text, 40, "fact_terms")

@@ -74,7 +74,7 @@ def main() -> int:
     from factforge.storage.bm25 import bm25_query_from, terms_sql
     from factforge.storage.embedded import ensure_server
     from factforge.storage.scope import episode_filters, fact_filters
-    from factforge.storage.search import _Kind, _QueryVector, _send_vectors, search
+    from factforge.storage.search import _Kind, _QueryVector, _send_kinds_vectors, search
     from factforge.storage.store import Store
 
     home = Path(args.db)
@@ -109,8 +109,9 @@ def main() -> int:
                     params.update(q=text, n=40)
                     c0, t0 = _cpu_ns(pid), time.perf_counter()
                     with conn.pipeline():
-                        ranks = _send_vectors(conn, _Kind(name, table, terms_table, where, params), where,
-                                              _QueryVector.of(vec), 40, None, True)
+                        kind = _Kind(name, table, terms_table, where, params)
+                        ranks = _send_kinds_vectors(conn, [kind], {name: where}, _QueryVector.of(vec), 40, None,
+                                                    True)[name]
                     ranks()
                     c1, t1 = _cpu_ns(pid), time.perf_counter()
                     rows = conn.execute(terms_sql(terms_table), {"q": text}).fetchall()

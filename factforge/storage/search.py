@@ -355,12 +355,6 @@ class _QueryVector:
 _Ranks = dict[UUID, tuple[int, float]]
 
 
-def _send_vectors(conn: Any, kind: _Kind, where: str, vector: _QueryVector, n: int, ef_search: int | None,
-                  iterative: bool) -> Callable[[], _Ranks]:
-    """Sends ``kind``'s vector statements on ``conn`` (:func:`_send_kinds_vectors` of one kind)."""
-    return _send_kinds_vectors(conn, [kind], {kind.name: where}, vector, n, ef_search, iterative)[kind.name]
-
-
 def _send_kinds_vectors(conn: Any, kinds: Sequence[_Kind], vector_where: Mapping[str, str], vector: _QueryVector,
                         n: int, ef_search: int | None, iterative: bool) -> dict[str, Callable[[], _Ranks]]:
     """Sends the vector statements of ``kinds`` on ``conn``, in the pipeline its caller holds open; returns, per
