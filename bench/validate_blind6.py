@@ -24,6 +24,9 @@ not give (saying more than the turn), a wrong number or time, a plan or wish tol
 
 Turns: 25 from LoCoMo, 22 from the persona chats, 7 from Switchboard; 211 true and 154 invented facts.
 
+Measured once on the unchanged validator (7241dae, before any stop 38 change): true facts pass 0.754 (159 of 211),
+invented facts pass 0.078 (12 of 154); rejected true facts: ungrounded 51, too_short 1. The failures were not read.
+
 Case errors fixed after the first measurement: none.
 """
 
