@@ -394,6 +394,17 @@ SHAPES = [
     ("We adopted two horses last spring.", "User owns horses", True, ""),
     ("Honestly thinking of selling the old van.", "User owns a van", True, ""),
     ("I have a pug, a beagle, and a husky mix.", "User owns a beagle", True, ""),
+    # a hyphen-joined "owned" is someone else's owning; "my" owns only the thing it names (stop 38)
+    ("My favorite pizza place is a small, family-owned pizza shop in my hometown.", "User owns a pizza shop", False,
+     "ungrounded"),
+    ("We eat at this little family-owned Italian place.", "User's family owns an Italian place", False, "ungrounded"),
+    ("I love walking my golden retriever.", "User owns a golden retriever", True, ""),
+    ("Both of our cars are old.", "User owns cars", True, ""),
+    # a boyfriend or a wife is a partner, none of them another (fact_checks.yaml broader: partner)
+    ("My girlfriend and I adopted a kitten.", "User has a partner", True, ""),
+    ("My wife and I just left for Rome.", "User has a partner", True, ""),
+    ("My girlfriend and I adopted a kitten.", "User has a boyfriend", False, "ungrounded"),
+    ("My partner and I just got back from Lisbon.", "User has a girlfriend", False, "ungrounded"),
     # where the user lives, grew up or was born is the name of the clause that says so (fact_senses.yaml placed)
     ("I was born in Lagos, but these days I live in Leeds.", "User lives in Lagos", False, "ungrounded"),
     ("I was born in Lagos, but these days I live in Leeds.", "User lives in Leeds", True, ""),

@@ -270,6 +270,9 @@ class _SensesSpec(Spec):
     owning: list[Text] = []
     placed: list[Text] = []
     owned_by: list[Text] = []
+    possessors: list[Text] = []
+    possessor_gap: int = 2
+    thing_ends: list[Text] = []
     derivation: list[Text] = []
     derivation_base: int = 5
     joining: list[Text] = []
@@ -304,8 +307,10 @@ class _Senses:
     ended_frame: Any = None  # regex: the ended words but ``ended_states``, left out of a fact's content words
     unrealised: Any = None  # regex: what is still to be done ("I'll", "need to")
     owning: Any = None  # regex: the subject of a fact and an owning word after it ("User owns", "User doesn't own")
-    owned_by: Any = None  # regex: what says that the speaker has a thing ("my", "I have", "bought")
+    owned_by: Any = None  # regex: what says that the speaker has a thing ("I have", "bought"), not hyphen-joined
     placed: frozenset[str] = frozenset()  # words that place the user somewhere ("lives", "born")
+    possessor: Any = None  # regex: "my" / "our" and up to ``possessor_gap`` words after it
+    thing_ends: frozenset[str] = frozenset()  # words that end the thing a fact says the user owns ("in", "with")
 
 
 @lru_cache(maxsize=1)
@@ -340,7 +345,11 @@ def _senses() -> _Senses:
                    _polarity(spec.unrealised),
                    regex.compile(rf"^\S+\s+(?:[\p{{L}}'’]+\s+){{0,2}}?(?:{_polarity(spec.owning).pattern})",
                                  regex.IGNORECASE) if spec.owning else None,
-                   _polarity(spec.owned_by), frozenset(w.casefold() for w in spec.placed))
+                   regex.compile(rf"(?<!-)(?:{_polarity(spec.owned_by).pattern})", regex.IGNORECASE),
+                   frozenset(w.casefold() for w in spec.placed),
+                   regex.compile(rf"(?:{_polarity(spec.possessors).pattern})((?:\s+[\p{{L}}\p{{N}}'’-]+){{1,{spec.possessor_gap + 1}}})",
+                                 regex.IGNORECASE) if spec.possessors else None,
+                   frozenset(w.casefold() for w in spec.thing_ends))
 
 
 def _transitions(patterns: list[str]) -> tuple[Any, ...]:
@@ -654,13 +663,41 @@ def _unowned(content: str, terms: list[str], source: _Source, checks: _FactCheck
     speaker has it (data/fact_senses.yaml ``owning`` / ``owned_by``); None otherwise. A sentence, not a clause: "I
     have a golden retriever, a border collie, and a lab mix" has the border collie."""
     senses = _senses()
-    if senses.owning is None or not terms or senses.owning.search(content) is None:
+    owning = senses.owning.search(content) if senses.owning is not None and terms else None
+    if owning is None:
         return None
+    thing = _owned_thing(content[owning.end():], terms, senses)
     having = [m.group() for m in _SENTENCE.finditer(source.text)
-              if any(_Source(m.group(), frozenset()).has_term(t, checks.related) for t in terms)]
-    if not having or any(senses.owned_by.search(sentence) for sentence in having):
+              if any(_Source(m.group(), frozenset()).has_term(t, checks.related) for t in thing)]
+    if not having or any(senses.owned_by.search(sentence) or _possessed(sentence, thing, checks, senses)
+                         for sentence in having):
         return None
     return f"ownership: no sentence that names it says the speaker has it ({having[0].strip()!r})"
+
+
+def _owned_thing(rest: str, terms: list[str], senses: _Senses) -> list[str]:
+    """The thing a fact says the user owns, as terms: the last term of ``rest`` (the fact after its owning word)
+    before a word of data/fact_senses.yaml ``thing_ends`` ("a pizza shop in Ohio" -> "shop"); all ``terms`` when
+    that word is none of them."""
+    words = []
+    for w in (x.casefold() for x in _WORD.findall(rest)):
+        if w in senses.thing_ends and words:
+            break
+        words.append(w)
+    last = next((w for w in reversed(words) if w in terms), None)
+    return [last] if last is not None else terms
+
+
+def _possessed(sentence: str, thing: list[str], checks: _FactChecks, senses: _Senses) -> bool:
+    """Whether ``sentence`` has a possessor of data/fact_senses.yaml ("my", "our") with the thing within its gap of
+    words after it ("my old van")."""
+    if senses.possessor is None:
+        return False
+    for m in senses.possessor.finditer(sentence):
+        words = [w.casefold() for w in _WORD.findall(m.group(1))]
+        if any(_Source(w, frozenset()).has_term(t, checks.related) for w in words for t in thing):
+            return True
+    return False
 
 
 def _liking_turned(content: str, terms: list[str], source: _Source, checks: _FactChecks) -> str | None:
