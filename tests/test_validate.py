@@ -400,6 +400,20 @@ SHAPES = [
     ("We eat at this little family-owned Italian place.", "User's family owns an Italian place", False, "ungrounded"),
     ("I love walking my golden retriever.", "User owns a golden retriever", True, ""),
     ("Both of our cars are old.", "User owns cars", True, ""),
+    # a wish or a "would be" still to be done grounds no done deed; "I'd love" is a wish (stop 38)
+    ("It would be awesome to go to a pottery class with you sometime.", "User went to a pottery class", False,
+     "ungrounded"),
+    ("It would be awesome to go to a pottery class with you sometime.", "User would like to go to a pottery class",
+     True, ""),
+    ("I'd love to lend a hand with helping out at future events.", "User helped out at the event", False,
+     "ungrounded"),
+    # the clause with the fact's name (or a pointer to it) is the one that says it
+    ("I've been to a few countries in Europe, but I'd love to go to Mexico someday.", "User has been to Mexico", False,
+     "ungrounded"),
+    ("I've always wanted to learn Spanish. It's such a useful language!", "User thinks Spanish is useful", True, ""),
+    # "lately- I took" ends a clause at the dash; "my dad" in an ended clause is still the speaker's dad
+    ("Just wanted to tell you what's new lately- I took a writing class.", "User took a writing class", True, ""),
+    ("I used to go riding with my dad when I was a kid.", "User has a father", True, ""),
     # a boyfriend or a wife is a partner, none of them another (fact_checks.yaml broader: partner)
     ("My girlfriend and I adopted a kitten.", "User has a partner", True, ""),
     ("My wife and I just left for Rome.", "User has a partner", True, ""),

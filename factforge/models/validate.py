@@ -273,6 +273,8 @@ class _SensesSpec(Spec):
     possessors: list[Text] = []
     possessor_gap: int = 2
     thing_ends: list[Text] = []
+    modals: list[Text] = []
+    pointers: list[Text] = []
     derivation: list[Text] = []
     derivation_base: int = 5
     joining: list[Text] = []
@@ -311,6 +313,8 @@ class _Senses:
     placed: frozenset[str] = frozenset()  # words that place the user somewhere ("lives", "born")
     possessor: Any = None  # regex: "my" / "our" and up to ``possessor_gap`` words after it
     thing_ends: frozenset[str] = frozenset()  # words that end the thing a fact says the user owns ("in", "with")
+    modals: Any = None  # regex: "would", "could": no past of a clause still to be done
+    pointers: Any = None  # regex: a clause opening with "it", "they": may be about a name said before it
 
 
 @lru_cache(maxsize=1)
@@ -349,7 +353,8 @@ def _senses() -> _Senses:
                    frozenset(w.casefold() for w in spec.placed),
                    regex.compile(rf"(?:{_polarity(spec.possessors).pattern})((?:\s+[\p{{L}}\p{{N}}'’-]+){{1,{spec.possessor_gap + 1}}})",
                                  regex.IGNORECASE) if spec.possessors else None,
-                   frozenset(w.casefold() for w in spec.thing_ends))
+                   frozenset(w.casefold() for w in spec.thing_ends), _polarity(spec.modals),
+                   regex.compile(rf"^(?:{_polarity(spec.pointers).pattern})", regex.IGNORECASE))
 
 
 def _transitions(patterns: list[str]) -> tuple[Any, ...]:
@@ -394,7 +399,8 @@ def _places() -> tuple[Mapping[str, frozenset[str]], Mapping[str, Any]]:
 def _clause_rx(negation: NegationSpec | None) -> Any:
     """Where a clause ends: punctuation, a break word, or a break word that needs a new subject after it
     ("so I'm careful" ends a clause, "not so sure" does not)."""
-    parts = [r"(?:[;:!?()\n\u2014]|\.(?!\d)|,(?!\d{3}))+|\s-\s"]  # not inside "3.12" or "1,000"
+    # not inside "3.12" or "1,000"; a dash with a space after it ("lately- I took a class"), not "family-owned"
+    parts = [r"(?:[;:!?()\n\u2014]|\.(?!\d)|,(?!\d{3}))+|\s-\s|(?<=\p{L})-\s"]
     if negation is not None and negation.clause_breaks:
         parts.append(_polarity(negation.clause_breaks).pattern)
     if negation is not None and negation.subject_breaks and negation.subjects:
@@ -457,10 +463,11 @@ def _split_relative(part: str) -> list[tuple[str, str | None]]:
 
 
 def _polarity(words: list[str]) -> Any:
-    """Words as one regex of whole words; a word written "n't" matches the end of "doesn't" / "can’t"."""
+    """Words as one regex of whole words; a word written "n't" matches the end of "doesn't" / "can’t", one written
+    "'d love" the end of "I'd love" as well as a word of its own ("'cause")."""
     whole = sorted((w for w in words if not w.startswith("n't")), key=len, reverse=True)  # "no longer" before "no"
     alternation = "|".join(r"\s+".join(regex.escape(p).replace("'", "['’]") for p in w.split()) for w in whole)
-    parts = [rf"(?<![\p{{L}}'’])(?:{alternation})(?![\p{{L}}'’])"] if whole else []
+    parts = [rf"(?:(?<![\p{{L}}'’])|(?=['’]))(?:{alternation})(?![\p{{L}}'’])"] if whole else []
     if len(whole) < len(words):
         parts.append(r"(?<=\p{L})n['’]t(?![\p{L}])")
     return regex.compile("|".join(parts) or "(?!)", regex.IGNORECASE)
@@ -778,6 +785,11 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
                               and (scores[clauses.index(c)] >= enough or _negated_aside(c.text)) for c in having):
                 return "negation", f"{t!r} only in a negated clause: {having[0].text!r}"
     best = [c for c, n in zip(clauses, scores) if n == top]
+    # Of clauses that each say part of the fact, the one with its name is the one that says it: "I've been to a few
+    # countries in Europe, but I'd love to go to Mexico" says of Mexico only the wish (stop 38).
+    named = [c for c in best if any(c.has_term(n) for n in names) or _senses().pointers.match(c.text)] \
+        if names and top < len(terms) else []
+    best = named or best
     replaced = any(_Source(old, frozenset()).has_term(t) for old, _ in source.changes() for t in terms)
     doer = _named_subject(content, terms, source)
     if not about_speaker and doer is not None and not any(
@@ -806,7 +818,7 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
             problem = problem or ("negation", f"negation differs from {clause.text!r}")
             continue
         ended = _ended_differs(content, clause, senses, replaced)
-        if ended is not None:
+        if ended is not None and not had:  # "I used to ride with my dad": User has a father
             problem = problem or ("negation", f"{ended}: {clause.text!r}")
             continue
         if about_speaker and clause.other is None and senses.wish.search(clause.text) \
@@ -838,9 +850,9 @@ def _presupposed(content: str, clause: _Source) -> bool:
     m = _HAVING.match(content)
     if m is None:
         return False
-    keys = _keys(m.group("thing").casefold())
-    return any(not keys.isdisjoint(_keys(w.casefold())) for p in _MY.finditer(clause.text)
-               for w in p.group("thing").split())
+    thing, related = m.group("thing").casefold(), _fact_checks().related
+    return any(_Source(w, frozenset()).has_term(thing, related) for p in _MY.finditer(clause.text)
+               for w in p.group("thing").split())  # "my dad": User has a father
 
 
 # "User is the manager", "User was a night nurse": the role word, as one of the (at most) two words after the article.
@@ -887,7 +899,7 @@ def _unrealised(content: str, clause: str, senses: _Senses) -> bool:
     """Whether the fact says in the past tense what the clause says is still to be done ("User called the city"
     from "I'm about to call the city"); a fact that is a plan itself, or a clause with a past of its own, is fine."""
     return senses.unrealised.search(clause) is not None and _tense(content, senses)[1] \
-        and not senses.plan.search(content) and not _tense(clause, senses)[1]
+        and not senses.plan.search(content) and not _tense(senses.modals.sub(" ", clause), senses)[1]
 
 
 def _clue_words(content: str, source: _Source, checks: _FactChecks) -> list[str]:
