@@ -686,7 +686,7 @@ def _owned_thing(rest: str, terms: list[str], senses: _Senses) -> list[str]:
     """The thing a fact says the user owns, as terms: the last term of ``rest`` (the fact after its owning word)
     before a word of data/fact_senses.yaml ``thing_ends`` ("a pizza shop in Ohio" -> "shop"); all ``terms`` when
     that word is none of them."""
-    words = []
+    words: list[str] = []
     for w in (x.casefold() for x in _WORD.findall(rest)):
         if w in senses.thing_ends and words:
             break
