@@ -414,6 +414,15 @@ SHAPES = [
     # "lately- I took" ends a clause at the dash; "my dad" in an ended clause is still the speaker's dad
     ("Just wanted to tell you what's new lately- I took a writing class.", "User took a writing class", True, ""),
     ("I used to go riding with my dad when I was a kid.", "User has a father", True, ""),
+    # the two sides of one deed (fact_senses.yaml converses); a plan to become one is not being one
+    ("I play several instruments, and I also teach piano lessons.", "User takes piano lessons", False, "ungrounded"),
+    ("I play several instruments, and I also teach piano lessons.", "User teaches piano", True, ""),
+    ("I've been teaching myself to knit from YouTube videos.", "User is learning to knit", True, ""),
+    ("I've been teaching myself to knit from YouTube videos.", "User teaches knitting", False, "ungrounded"),
+    ("I'm planning to go back to school to become a computer programmer.", "User is a computer programmer", False,
+     "ungrounded"),
+    ("I'm planning to go back to school to become a computer programmer.", "User plans to become a programmer", True,
+     ""),
     # a boyfriend or a wife is a partner, none of them another (fact_checks.yaml broader: partner)
     ("My girlfriend and I adopted a kitten.", "User has a partner", True, ""),
     ("My wife and I just left for Rome.", "User has a partner", True, ""),

@@ -275,6 +275,7 @@ class _SensesSpec(Spec):
     thing_ends: list[Text] = []
     modals: list[Text] = []
     pointers: list[Text] = []
+    converses: list[list[list[Text]]] = []  # pairs of sides (checked in _senses)
     derivation: list[Text] = []
     derivation_base: int = 5
     joining: list[Text] = []
@@ -315,6 +316,8 @@ class _Senses:
     thing_ends: frozenset[str] = frozenset()  # words that end the thing a fact says the user owns ("in", "with")
     modals: Any = None  # regex: "would", "could": no past of a clause still to be done
     pointers: Any = None  # regex: a clause opening with "it", "they": may be about a name said before it
+    # the two sides of one deed: (keys of its single words, regex of its phrases) each
+    converses: tuple[tuple[tuple[frozenset[str], Any], tuple[frozenset[str], Any]], ...] = ()
 
 
 @lru_cache(maxsize=1)
@@ -331,6 +334,8 @@ def _derivation() -> tuple[tuple[str, ...], int]:
 @lru_cache(maxsize=1)
 def _senses() -> _Senses:
     spec = _senses_spec()
+    if any(len(pair) != 2 for pair in spec.converses):
+        raise PatternError("invalid data file fact_senses.yaml: converses: each entry is two lists, one per side")
     states = {w.casefold() for w in spec.ended_states}
     ended = _polarity([w for w in spec.ended if w.casefold() not in states]).pattern
     if states:  # "a retired firefighter" ends the firefighting; "User is retired" ends nothing
@@ -354,7 +359,38 @@ def _senses() -> _Senses:
                    regex.compile(rf"(?:{_polarity(spec.possessors).pattern})((?:\s+[\p{{L}}\p{{N}}'’-]+){{1,{spec.possessor_gap + 1}}})",
                                  regex.IGNORECASE) if spec.possessors else None,
                    frozenset(w.casefold() for w in spec.thing_ends), _polarity(spec.modals),
-                   regex.compile(rf"^(?:{_polarity(spec.pointers).pattern})", regex.IGNORECASE))
+                   regex.compile(rf"^(?:{_polarity(spec.pointers).pattern})", regex.IGNORECASE),
+                   tuple((_side(a), _side(b)) for a, b in spec.converses))
+
+
+def _side(words: list[str]) -> tuple[frozenset[str], Any]:
+    """One side of data/fact_senses.yaml ``converses``: the keys (:func:`_keys`) of its single words, the regex of
+    its phrases."""
+    single = [w for w in words if regex.fullmatch(r"\p{L}+", w)]
+    return frozenset(k for w in single for k in _keys(w.casefold())), _polarity([w for w in words if w not in single])
+
+
+def _sides(text: str, side: tuple[frozenset[str], Any]) -> tuple[bool, str]:
+    """(whether ``text`` says ``side``, ``text`` without that side's phrases)."""
+    keys, phrases = side
+    rest = phrases.sub(" ", text)
+    return rest != text or any(not keys.isdisjoint(_keys(w.casefold())) for w in _WORD.findall(rest)), rest
+
+
+def _converse(content: str, clause: str, senses: _Senses) -> str | None:
+    """The fact's words of one side of a deed when ``clause`` says only the other side ("User takes piano lessons"
+    from "I teach piano lessons"), else None."""
+    for a, b in senses.converses:
+        for mine, other in ((a, b), (b, a)):
+            # a side's phrases first: "teaching myself" says learning, not teaching
+            fact_other, rest = _sides(content, other)
+            if fact_other or not _sides(rest, mine)[0]:
+                continue
+            said_other, rest = _sides(clause, other)
+            if said_other and not _sides(rest, mine)[0]:
+                return next((w for w in _WORD.findall(content) if not mine[0].isdisjoint(_keys(w.casefold()))),
+                            content)
+    return None
 
 
 def _transitions(patterns: list[str]) -> tuple[Any, ...]:
@@ -811,6 +847,9 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
         if about_speaker and (swapped := _swapped(content, terms, clause, checks)) is not None:
             problem = problem or ("other_subject", f"{swapped!r} is done by someone else in {clause.text!r}")
             continue
+        if (converse := _converse(content, clause.text, senses)) is not None:
+            problem = problem or ("ungrounded", f"unsupported: {converse!r}, where {clause.text!r} says the other side")
+            continue
         # "my husband" says the speaker has one whatever the clause does with him ("my husband drives bc I can't",
         # "I'll ask my brother if he wants to come"): a fact that the user has one is not negated nor wished there.
         had = about_speaker and not fact_negated and _presupposed(content, clause)
@@ -826,7 +865,7 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
             problem = problem or ("ungrounded", f"unsupported: only wished for in {clause.text!r}")
             continue
         if _unrealised(content, clause.text, senses):
-            problem = problem or ("ungrounded", f"unsupported: done in the fact, still to be done in {clause.text!r}")
+            problem = problem or ("ungrounded", f"unsupported: done or so in the fact, still to be done in {clause.text!r}")
             continue
         return None
     return problem
@@ -896,9 +935,11 @@ def _named_subject(content: str, terms: list[str], source: _Source) -> list[str]
 
 
 def _unrealised(content: str, clause: str, senses: _Senses) -> bool:
-    """Whether the fact says in the past tense what the clause says is still to be done ("User called the city"
-    from "I'm about to call the city"); a fact that is a plan itself, or a clause with a past of its own, is fine."""
-    return senses.unrealised.search(clause) is not None and _tense(content, senses)[1] \
+    """Whether the fact says in the past tense, or as what the user is, what the clause says is still to be done
+    ("User called the city" from "I'm about to call the city", "User is a programmer" from "I'm planning to go back
+    to school to become a programmer"); a fact that is a plan itself, or a clause with a past of its own, is fine."""
+    return senses.unrealised.search(clause) is not None \
+        and (_tense(content, senses)[1] or _ROLE.match(content) is not None) \
         and not senses.plan.search(content) and not _tense(senses.modals.sub(" ", clause), senses)[1]
 
 
