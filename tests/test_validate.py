@@ -423,6 +423,14 @@ SHAPES = [
      "ungrounded"),
     ("I'm planning to go back to school to become a computer programmer.", "User plans to become a programmer", True,
      ""),
+    # a clause that only appraises ("sounds fun") says no deed; a lost job ended; weekdays written short
+    ("Oh, kayaking sounds fun! I've always wanted to try it.", "User kayaks", False, "ungrounded"),
+    ("Oh, kayaking sounds fun! I've always wanted to try it.", "User thinks kayaking sounds fun", True, ""),
+    ("I lost my job at the bank last month.", "User used to work at a bank", True, ""),
+    ("I lost my job at the bank last month.", "User works at a bank", False, "negation"),
+    ("Got laid off from the warehouse job on Friday.", "User quit their warehouse job", False, "ungrounded"),
+    ("Got laid off from the warehouse job on Friday.", "User was laid off", True, ""),
+    ("Last Fri I took my kids to a pottery workshop.", "User went to a pottery workshop last Friday", True, ""),
     # a boyfriend or a wife is a partner, none of them another (fact_checks.yaml broader: partner)
     ("My girlfriend and I adopted a kitten.", "User has a partner", True, ""),
     ("My wife and I just left for Rome.", "User has a partner", True, ""),

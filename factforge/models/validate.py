@@ -275,6 +275,9 @@ class _SensesSpec(Spec):
     thing_ends: list[Text] = []
     modals: list[Text] = []
     pointers: list[Text] = []
+    appraisals: list[Text] = []
+    ended_source: list[Text] = []
+    opinions: list[Text] = []
     converses: list[list[list[Text]]] = []  # pairs of sides (checked in _senses)
     derivation: list[Text] = []
     derivation_base: int = 5
@@ -318,6 +321,9 @@ class _Senses:
     pointers: Any = None  # regex: a clause opening with "it", "they": may be about a name said before it
     # the two sides of one deed: (keys of its single words, regex of its phrases) each
     converses: tuple[tuple[tuple[frozenset[str], Any], tuple[frozenset[str], Any]], ...] = ()
+    appraisal: Any = None  # regex: "sounds", "seems": a clause that only appraises
+    opinion: Any = None  # regex: what makes a fact an opinion ("thinks", "finds")
+    ended_source: Any = None  # regex: "lost my job": ends its clause of the source, a content word of a fact
 
 
 @lru_cache(maxsize=1)
@@ -360,7 +366,8 @@ def _senses() -> _Senses:
                                  regex.IGNORECASE) if spec.possessors else None,
                    frozenset(w.casefold() for w in spec.thing_ends), _polarity(spec.modals),
                    regex.compile(rf"^(?:{_polarity(spec.pointers).pattern})", regex.IGNORECASE),
-                   tuple((_side(a), _side(b)) for a, b in spec.converses))
+                   tuple((_side(a), _side(b)) for a, b in spec.converses), _polarity(spec.appraisals),
+                   _polarity(spec.opinions), _polarity(spec.ended_source))
 
 
 def _side(words: list[str]) -> tuple[frozenset[str], Any]:
@@ -864,11 +871,23 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
                 and not senses.plan.search(content) and not had:
             problem = problem or ("ungrounded", f"unsupported: only wished for in {clause.text!r}")
             continue
+        if about_speaker and clause.other is None and senses.appraisal.search(clause.text) \
+                and not _opinion(content, checks, senses) and not had:
+            problem = problem or ("ungrounded", f"unsupported: only appraised in {clause.text!r}")
+            continue
         if _unrealised(content, clause.text, senses):
             problem = problem or ("ungrounded", f"unsupported: done or so in the fact, still to be done in {clause.text!r}")
             continue
         return None
     return problem
+
+
+def _opinion(content: str, checks: _FactChecks, senses: _Senses) -> bool:
+    """Whether the fact is an opinion, a liking, a good feeling or a plan ("User thinks kayaking sounds fun", "User
+    wants to try kayaking"): what a clause that only appraises a thing can say."""
+    return senses.opinion.search(content) is not None or senses.plan.search(content) is not None \
+        or checks.positive is not None and checks.positive.search(content) is not None \
+        or any(_stem(w.casefold()) in checks.feelings for w in _WORD.findall(content))
 
 
 def _negated_aside(clause: str) -> bool:
@@ -1061,7 +1080,8 @@ def _ended_differs(content: str, clause: _Source, senses: _Senses, replaced: boo
     ``replaced``: the source has what the fact says ended as the old side of a change ("from MySQL to Postgres")."""
     since = _ended_since_rx()
     fact_ended = senses.ended.search(content) is not None or since.search(content) is not None
-    clause_ended = clause.ended or senses.ended.search(clause.text) is not None or since.search(clause.text) is not None
+    clause_ended = clause.ended or senses.ended.search(clause.text) is not None or since.search(clause.text) is not None \
+        or senses.ended_source.search(clause.text) is not None
     if clause_ended and not fact_ended:
         if senses.onset.search(content):
             return "begun in the fact, ended in the source"
