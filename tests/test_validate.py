@@ -431,6 +431,14 @@ SHAPES = [
     ("Got laid off from the warehouse job on Friday.", "User quit their warehouse job", False, "ungrounded"),
     ("Got laid off from the warehouse job on Friday.", "User was laid off", True, ""),
     ("Last Fri I took my kids to a pottery workshop.", "User went to a pottery workshop last Friday", True, ""),
+    # starting is not stopping; "might" is still to be done; a names-only clause is about the one before; what the
+    # user's someone is needs a stretch of the source about them
+    ("I've started journaling every night before bed.", "User stopped journaling", False, "ungrounded"),
+    ("I think I might go back to school for nursing?", "User is a nurse", False, "ungrounded"),
+    ("My son got into his first-choice college, Michigan!", "User got into Michigan", False, "other_subject"),
+    ("I'm a firefighter. My wife is a doctor.", "User's wife is a firefighter", False, "ungrounded"),
+    ("I'm a firefighter. My wife is a doctor.", "User's wife is a doctor", True, ""),
+    ("We adopted a greyhound, her name is Pepper. Super shy but so sweet.", "User's dog is shy", True, ""),
     # a boyfriend or a wife is a partner, none of them another (fact_checks.yaml broader: partner)
     ("My girlfriend and I adopted a kitten.", "User has a partner", True, ""),
     ("My wife and I just left for Rome.", "User has a partner", True, ""),
