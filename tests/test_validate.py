@@ -439,6 +439,11 @@ SHAPES = [
     ("I'm a firefighter. My wife is a doctor.", "User's wife is a firefighter", False, "ungrounded"),
     ("I'm a firefighter. My wife is a doctor.", "User's wife is a doctor", True, ""),
     ("We adopted a greyhound, her name is Pepper. Super shy but so sweet.", "User's dog is shy", True, ""),
+    # a fact read once more in other words (fact_senses.yaml restate)
+    ("I'm a vegetarian and I teach yoga three times a week.", "User doesn't eat meat", True, ""),
+    ("My sister is vegan so Thanksgiving is always interesting.", "User's sister doesn't eat meat", True, ""),
+    ("My sister is vegan so Thanksgiving is always interesting.", "User doesn't eat meat", False, "ungrounded"),
+    ("I eat meat every day.", "User doesn't eat meat", False, "negation"),
     # a boyfriend or a wife is a partner, none of them another (fact_checks.yaml broader: partner)
     ("My girlfriend and I adopted a kitten.", "User has a partner", True, ""),
     ("My wife and I just left for Rome.", "User has a partner", True, ""),

@@ -277,6 +277,7 @@ class _SensesSpec(Spec):
     pointers: list[Text] = []
     appraisals: list[Text] = []
     ended_source: list[Text] = []
+    restate: list[list[Text]] = []  # [regex, words] pairs (checked in _restatements)
     opinions: list[Text] = []
     converses: list[list[list[Text]]] = []  # pairs of sides (checked in _senses)
     derivation: list[Text] = []
@@ -398,6 +399,23 @@ def _converse(content: str, clause: str, senses: _Senses) -> str | None:
                 return next((w for w in _WORD.findall(content) if not mine[0].isdisjoint(_keys(w.casefold()))),
                             content)
     return None
+
+
+@lru_cache(maxsize=1)
+def _restatements() -> tuple[tuple[Any, str], ...]:
+    """data/fact_senses.yaml ``restate``, compiled and checked like rule regexes: (regex, words it stands for)."""
+    problems = Problems()
+    out = []
+    for i, pair in enumerate(_senses_spec().restate):
+        if len(pair) != 2:
+            problems.add(f"fact_senses.yaml restate #{i + 1}", "needs [regex, words]")
+            continue
+        rx = compile_regex(pair[0], f"fact_senses.yaml restate #{i + 1}", problems, regex.IGNORECASE)
+        if rx is not None:
+            out.append((rx, pair[1]))
+    if problems.items:
+        problems.raise_all("invalid data file fact_senses.yaml")
+    return tuple(out)
 
 
 def _transitions(patterns: list[str]) -> tuple[Any, ...]:
@@ -1732,6 +1750,14 @@ def _validate_fact(
     if category not in CATEGORIES:
         category = "other"
     reason, detail, spans, grounded = _fact_rejection(content, confidence, names, source, keeper, settings, subjects)
+    if reason in ("ungrounded", "negation"):
+        for rx, words in _restatements():
+            restated = rx.sub(words, content)
+            if restated != content:  # "User doesn't eat meat" read as "User is a vegetarian"
+                second = _fact_rejection(restated, confidence, names, source, keeper, settings, subjects)
+                if second[0] is None:
+                    reason, detail, spans, grounded = second
+                    break
     note = "validated against source"
     if reason is None and not _category_fits(content, category, _fact_checks()):
         # The words are the source's; only the label is wrong ("User mostly reads fiction" as a preference). The
