@@ -388,8 +388,13 @@ def _sides(text: str, side: tuple[frozenset[str], Any]) -> tuple[bool, str]:
 def _converse(content: str, clause: str, senses: _Senses) -> str | None:
     """The fact's words of one side of a deed when ``clause`` says only the other side ("User takes piano lessons"
     from "I teach piano lessons"), else None."""
+    if not senses.converses:
+        return None
+    said_keys = {k for w in _WORD.findall(content) for k in _keys(w.casefold())}
     for a, b in senses.converses:
         for mine, other in ((a, b), (b, a)):
+            if said_keys.isdisjoint(mine[0]) and mine[1].search(content) is None:
+                continue  # the fact says nothing of this side (most facts: checked by their keys once)
             # a side's phrases first: "teaching myself" says learning, not teaching
             fact_other, rest = _sides(content, other)
             if fact_other or not _sides(rest, mine)[0]:
@@ -527,8 +532,12 @@ def _polarity(words: list[str]) -> Any:
     """Words as one regex of whole words; a word written "n't" matches the end of "doesn't" / "can’t", one written
     "'d love" the end of "I'd love" as well as a word of its own ("'cause")."""
     whole = sorted((w for w in words if not w.startswith("n't")), key=len, reverse=True)  # "no longer" before "no"
-    alternation = "|".join(r"\s+".join(regex.escape(p).replace("'", "['’]") for p in w.split()) for w in whole)
-    parts = [rf"(?:(?<![\p{{L}}'’])|(?=['’]))(?:{alternation})(?![\p{{L}}'’])"] if whole else []
+    parts = []
+    apostrophed = [w for w in whole if w.startswith("'")]
+    for opens, group in ((False, [w for w in whole if not w.startswith("'")]), (True, apostrophed)):
+        if group:
+            alternation = "|".join(r"\s+".join(regex.escape(p).replace("'", "['’]") for p in w.split()) for w in group)
+            parts.append(("" if opens else r"(?<![\p{L}'’])") + rf"(?:{alternation})(?![\p{{L}}'’])")
     if len(whole) < len(words):
         parts.append(r"(?<=\p{L})n['’]t(?![\p{L}])")
     return regex.compile("|".join(parts) or "(?!)", regex.IGNORECASE)
