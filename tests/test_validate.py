@@ -439,6 +439,18 @@ SHAPES = [
     ("I'm a firefighter. My wife is a doctor.", "User's wife is a firefighter", False, "ungrounded"),
     ("I'm a firefighter. My wife is a doctor.", "User's wife is a doctor", True, ""),
     ("We adopted a greyhound, her name is Pepper. Super shy but so sweet.", "User's dog is shy", True, ""),
+    # a place of the user by a word too; a participle a comma joins has the subject before it; a role only someone's
+    ("I grew up on a dairy farm, but now I live in a tiny apartment in Brooklyn.", "User lives on a farm", False,
+     "ungrounded"),
+    ("I grew up on a dairy farm, but now I live in a tiny apartment in Brooklyn.", "User lives in an apartment", True,
+     ""),
+    ("We planted tomatoes and basil this spring, first time growing anything.", "User grows basil", True, ""),
+    ("She had a tough time, going through a divorce, and ending up homeless.", "User went through a divorce", False,
+     "other_subject"),
+    ("She had a tough time, going through a divorce, and ending up homeless.", "User is homeless", False,
+     "other_subject"),
+    ("I visited a veteran's hospital last week.", "User is a veteran", False, "ungrounded"),
+    ("I visited a veteran's hospital last week.", "User visited a veteran's hospital", True, ""),
     # a fact read once more in other words (fact_senses.yaml restate)
     ("I'm a vegetarian and I teach yoga three times a week.", "User doesn't eat meat", True, ""),
     ("My sister is vegan so Thanksgiving is always interesting.", "User's sister doesn't eat meat", True, ""),

@@ -754,13 +754,42 @@ def _apart(content: str, terms: list[str], source: _Source, checks: _FactChecks)
     return f"no stretch of the source about the user's {other} says any of {', '.join(rest)}"
 
 
-def _misplaced(content: str, source: _Source, checks: _FactChecks, subjects: set[str]) -> str | None:
+# Where a placing word puts the user: "lives on a farm", "grew up in a small town"; not "moved in with", "grows basil".
+_PLACE_AT = frozenset({"in", "on", "at", "near", "to", "into", "from", "outside"})
+
+
+def _place_terms(after: list[str], terms: Iterable[str]) -> list[str]:
+    """The terms of the place that follows a placing word (``after``: the fact's words after it): the words after
+    its place preposition up to the next preposition ("on a dairy farm in Wisconsin" -> "dairy", "farm")."""
+    terms = set(terms)
+    if after[:1] == ["up"]:
+        after = after[1:]
+    if not after or after[0] not in _PLACE_AT:
+        return []
+    out = []
+    for w in after[1:]:
+        if w in _PLACE_AT or w in ("with", "for", "of", "by"):
+            break
+        if w in terms:
+            out.append(w)
+    return out
+
+
+def _misplaced(content: str, source: _Source, checks: _FactChecks, subjects: set[str],
+               terms: Iterable[str] = ()) -> str | None:
     """What is wrong when the fact places the user by a name (data/fact_senses.yaml ``placed``: "User lives in
-    Somalia") and no clause of the source that has the name says that relation; None otherwise."""
-    relations = [w for w in (x.casefold() for x in _WORD.findall(content)) if w in _senses().placed]
+    Somalia") or by a word of ``terms`` after its relation ("User lives on a farm") and no clause of the source that
+    has it says that relation; None otherwise."""
+    words = [x.casefold() for x in _WORD.findall(content)]
+    relations = [w for w in words if w in _senses().placed]
     if not relations:
         return None
     clauses = source.clauses(checks)
+    for t in _place_terms(words[words.index(relations[0]) + 1:], terms):
+        # "I grew up on a dairy farm" is no "User lives on a farm"
+        having = [c for c in clauses if c.has_term(t, checks.related, checks.phrases)]
+        if having and not any(c.has_term(r, checks.related, checks.phrases) for c in having for r in relations):
+            return f"{t!r} is not where the source says the user {relations[0]}: {having[0].text!r}"
     for m in _NAME.finditer(content):
         name = _POSSESSIVE.sub("", m.group()).casefold()
         if m.start() == 0 or name in subjects:
@@ -981,6 +1010,21 @@ def _presupposed(content: str, clause: _Source) -> bool:
 # "User is the manager", "User was a night nurse": the role word, as one of the (at most) two words after the article.
 _ROLE = regex.compile(r"\S+\s+(?:is|was|works\s+as|worked\s+as|became)\s+(?:an?|the)\s+(?P<first>[\p{L}-]+)"
                       r"(?:\s+(?P<second>[\p{L}-]+))?", regex.IGNORECASE)
+
+
+def _role_of_another(content: str, source: _Source) -> str | None:
+    """The role word of a fact that says what the user is ("User is a veteran") when the source has it only as
+    someone's ("I visited a veteran's hospital"), else None (stop 38)."""
+    m = _ROLE.match(content)
+    if m is None:
+        return None
+    words = _WORD.findall(source.text)
+    for g in ("first", "second"):
+        role = (m.group(g) or "").casefold()
+        said = [w.casefold() for w in words if _POSSESSIVE.sub("", w.casefold()) == role]
+        if said and all(_POSSESSIVE.search(w) for w in said):
+            return role
+    return None
 
 
 def _is_role(content: str, other: str) -> bool:
@@ -1383,6 +1427,22 @@ _FIRST_PERSON = frozenset({"i", "me", "my", "myself", "we", "us", "our", "i'm", 
 _DETERMINERS = frozenset({"my", "our", "his", "her", "their"})
 
 
+_COMMA_ONLY = regex.compile(r"\s*,\s*")
+# A participle that opens a clause ("going through a divorce", "and ending up homeless"), after a joining word.
+_PARTICIPLE = regex.compile(r"^\s*(?:(?:and|or|then|also|even)\s+)*\p{L}{2,}ing(?![\p{L}'’])", regex.IGNORECASE)
+
+
+def _participial(part: str) -> bool:
+    """Whether ``part`` opens with a participle and has no first person of its own ("going through a divorce"; not
+    "leaving me heartbroken")."""
+    return _PARTICIPLE.match(part) is not None and all(w.casefold() not in _FIRST_PERSON for w in _WORD.findall(part))
+
+
+def _first_marked(cuts: list[tuple[str, str | None]], mark: bool) -> list[tuple[str, str | None, bool]]:
+    """``cuts`` with ``mark`` on the first and False on the rest."""
+    return [(part, antecedent, mark and i == 0) for i, (part, antecedent) in enumerate(cuts)]
+
+
 class _Source:
     """The source text prepared once for all grounding checks of one reply."""
 
@@ -1433,14 +1493,26 @@ class _Source:
         """The source cut at punctuation and clause breaks, each clause with whom it is about."""
         if self._clauses is None:
             self._clauses = []
-            parts = checks.clause.split(self.text) if checks.clause is not None else [self.text]
-            for part, antecedent in (cut for p in parts if p for piece in _split_joined(p)
-                                     for cut in _split_relative(piece)):
+            parts, commas = [self.text], [False]  # each part, and whether a comma alone cut it from the one before
+            if checks.clause is not None:
+                parts, commas, at = [], [False], 0
+                for m in checks.clause.finditer(self.text):
+                    parts.append(self.text[at:m.start()])
+                    commas.append(_COMMA_ONLY.fullmatch(m.group()) is not None)
+                    at = m.end()
+                parts.append(self.text[at:])
+            for part, antecedent, first in (cut for p, comma in zip(parts, commas) if p
+                                            for n, piece in enumerate(_split_joined(p))
+                                            for cut in _first_marked(_split_relative(piece), comma and n == 0)):
                 if part and part.strip():
                     clause = _Source(part.strip(), self.stopwords)
                     clause.other = antecedent or _other_subject(part, checks)
                     if clause.other is None and self._clauses and all(w[:1].isupper() for w in _WORD.findall(part)):
                         # a clause of names only goes with the one before: "My son got into college, Michigan!"
+                        clause.other = self._clauses[-1].other
+                    if clause.other is None and self._clauses and first and _participial(part):
+                        # a clause that a comma joins and a participle opens has the subject of the one before:
+                        # "She had a tough time, going through a divorce" (stop 38)
                         clause.other = self._clauses[-1].other
                     if self._clauses and _bare_ended(clause.text):
                         self._clauses[-1].ended = True  # "I taught for years, but then I quit to travel"
@@ -1703,10 +1775,13 @@ def _fact_rejection(
     specific = _specifics_unsupported(said, source, checks, subjects)
     if specific is not None:
         return "ungrounded", "unsupported: " + specific, spans, grounded
+    role = _role_of_another(content, source)
+    if role is not None:
+        return "ungrounded", f"unsupported: {role!r} is only someone's in the source ({role}'s ...)", spans, grounded
     apart = _apart(content, grounded, source, checks)
     if apart is not None:
         return "ungrounded", "unsupported: " + apart, spans, grounded
-    misplaced = _misplaced(content, source, checks, subjects)
+    misplaced = _misplaced(content, source, checks, subjects, grounded)
     if misplaced is not None:
         return "ungrounded", "unsupported: " + misplaced, spans, grounded
     about_user = content.casefold().startswith(settings.user_subject.casefold())
