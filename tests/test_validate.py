@@ -451,6 +451,20 @@ SHAPES = [
      "other_subject"),
     ("I visited a veteran's hospital last week.", "User is a veteran", False, "ungrounded"),
     ("I visited a veteran's hospital last week.", "User visited a veteran's hospital", True, ""),
+    # "to become", "excited to", "keen on" are not yet; a lost pronoun may start a stretch about them; playing is
+    # doing, watching or a favorite is not playing
+    ("I'm in college to become a nurse.", "User is a nurse", False, "ungrounded"),
+    ("I'm in college to become a nurse.", "User is a student", True, ""),
+    ("I'm really excited to watch this new show called \"Severance\".", "User has watched Severance", False,
+     "ungrounded"),
+    ("I'm really excited to watch this new show called \"Severance\".", "User is excited to watch Severance", True,
+     ""),
+    ("I'm keen on counseling or working in mental health.", "User works in mental health", False, "ungrounded"),
+    ("I'm keen on counseling or working in mental health.", "User is interested in counseling", True, ""),
+    ("I'm from Colorado, so I grew up hiking a lot.", "User grew up in Colorado", True, ""),
+    ("Basketball is my passion, I practice and train every day.", "User plays basketball", True, ""),
+    ("My favorite band is Radiohead, seen them live four times.", "User plays in a band", False, "ungrounded"),
+    ("I love watching tennis on TV.", "User plays tennis", False, "ungrounded"),
     # a fact read once more in other words (fact_senses.yaml restate)
     ("I'm a vegetarian and I teach yoga three times a week.", "User doesn't eat meat", True, ""),
     ("My sister is vegan so Thanksgiving is always interesting.", "User's sister doesn't eat meat", True, ""),

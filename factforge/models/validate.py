@@ -720,6 +720,10 @@ def _in_words(content: str, source: _Source, checks: _FactChecks) -> str:
 _THEIRS = regex.compile(r"^\S+['’]s\s+(?P<first>[\p{L}-]+)(?:\s+(?P<second>[\p{L}-]+))?")
 
 
+_THEY = regex.compile(r"\s*(?:he|she|they|he['’]s|she['’]s|they['’]re|they['’]ve|his|her|their)(?![\p{L}])",
+                     regex.IGNORECASE)
+
+
 def _apart(content: str, terms: list[str], source: _Source, checks: _FactChecks) -> str | None:
     """What is wrong when the fact is about the user's someone else ("User's wife is a firefighter") and no stretch
     of the source about them says any of the rest of it ("I'm a firefighter. My wife is a doctor."); None otherwise
@@ -740,8 +744,8 @@ def _apart(content: str, terms: list[str], source: _Source, checks: _FactChecks)
     # speaker opens ("I became an aircraft mechanic instead").
     sentences = [m.group() for m in _SENTENCE.finditer(source.text)]
     for i, sentence in enumerate(sentences):
-        if not _Source(sentence, frozenset()).has_term(other, checks.related):
-            continue
+        if not _Source(sentence, frozenset()).has_term(other, checks.related) and not _THEY.match(sentence):
+            continue  # a sentence that names them, or opens with a pronoun that may ("They love learning about ...")
         stretch = [sentence]
         for after in sentences[i + 1:]:
             first = _WORD.search(after)
@@ -962,7 +966,7 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
             problem = problem or ("ungrounded", f"unsupported: {converse!r}, where {clause.text!r} says the other side")
             continue
         if about_speaker and clause.other is None and senses.wish.search(clause.text) \
-                and not senses.plan.search(content) and not had:
+                and not _opinion(content, checks, senses) and not had:
             problem = problem or ("ungrounded", f"unsupported: only wished for in {clause.text!r}")
             continue
         if about_speaker and clause.other is None and senses.appraisal.search(clause.text) \
@@ -1066,9 +1070,20 @@ def _unrealised(content: str, clause: str, senses: _Senses) -> bool:
     """Whether the fact says in the past tense, or as what the user is, what the clause says is still to be done
     ("User called the city" from "I'm about to call the city", "User is a programmer" from "I'm planning to go back
     to school to become a programmer"); a fact that is a plan itself, or a clause with a past of its own, is fine."""
-    return senses.unrealised.search(clause) is not None \
-        and (_tense(content, senses)[1] or _ROLE.match(content) is not None) \
-        and not senses.plan.search(content) and not _tense(senses.modals.sub(" ", clause), senses)[1]
+    still = senses.unrealised.search(clause)
+    if still is None or senses.plan.search(content) or senses.unrealised.search(content):
+        return False  # no such clause, or the fact says it is still to be done too ("User is excited to meet people")
+    role = _ROLE.match(content)
+    roles = [_keys((role.group(g) or "").casefold()) for g in ("first", "second") if role is not None and role.group(g)]
+    if not _tense(content, senses)[1] and not any(not keys.isdisjoint(_keys(w.casefold())) for keys in roles
+                                                  for w in _WORD.findall(clause[still.end():])):
+        return False
+    # its own past: not a modal ("would"), the marker itself ("excited to"), nor a participle that only names ("a new
+    # show called ...")
+    naming = _fact_checks().naming
+    rest = senses.modals.sub(" ", clause[:still.start()] + " " + clause[still.end():])
+    own = " ".join(w for w in _WORD.findall(rest) if w.casefold() not in naming)
+    return not _tense(own, senses)[1]
 
 
 def _clue_words(content: str, source: _Source, checks: _FactChecks) -> list[str]:
