@@ -465,6 +465,14 @@ SHAPES = [
     ("Basketball is my passion, I practice and train every day.", "User plays basketball", True, ""),
     ("My favorite band is Radiohead, seen them live four times.", "User plays in a band", False, "ungrounded"),
     ("I love watching tennis on TV.", "User plays tennis", False, "ungrounded"),
+    # everyday entailments as data: a workout is exercise, twins are children, a birthday is turning an age, a
+    # homeowner owns a home
+    ("I go to the gym every morning at six.", "User works out at 6 am", True, ""),
+    ("We're expecting twins in October!", "User is expecting two babies", True, ""),
+    ("We just celebrated my son's 8th birthday.", "User's son turned 8", True, ""),
+    ("We just celebrated my son's 8th birthday.", "User's son turned 9", False, "ungrounded"),
+    ("I was able to buy a house a few years ago.", "User is a homeowner", True, ""),
+    ("I rent a tiny studio in Brooklyn.", "User is a homeowner", False, "ungrounded"),
     # a fact read once more in other words (fact_senses.yaml restate)
     ("I'm a vegetarian and I teach yoga three times a week.", "User doesn't eat meat", True, ""),
     ("My sister is vegan so Thanksgiving is always interesting.", "User's sister doesn't eat meat", True, ""),
