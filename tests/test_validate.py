@@ -473,6 +473,11 @@ SHAPES = [
     ("We just celebrated my son's 8th birthday.", "User's son turned 9", False, "ungrounded"),
     ("I was able to buy a house a few years ago.", "User is a homeowner", True, ""),
     ("I rent a tiny studio in Brooklyn.", "User is a homeowner", False, "ungrounded"),
+    ("we finally closed on the house!!!", "User bought a house", True, ""),
+    ("Haven't had a drink since New Year's. Six months sober today!", "User doesn't drink alcohol", True, ""),
+    ("Die-hard Packers fan since I was a kid.", "User has been a Packers fan since childhood", True, ""),
+    ("My husband and I spent our 15th anniversary in Santorini.", "User celebrated their 15th wedding anniversary",
+     True, ""),
     # a fact read once more in other words (fact_senses.yaml restate)
     ("I'm a vegetarian and I teach yoga three times a week.", "User doesn't eat meat", True, ""),
     ("My sister is vegan so Thanksgiving is always interesting.", "User's sister doesn't eat meat", True, ""),
