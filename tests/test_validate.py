@@ -478,6 +478,11 @@ SHAPES = [
     ("Die-hard Packers fan since I was a kid.", "User has been a Packers fan since childhood", True, ""),
     ("My husband and I spent our 15th anniversary in Santorini.", "User celebrated their 15th wedding anniversary",
      True, ""),
+    # a clause with both sides of a deed: the side nearest before the fact's thing is the one said of it
+    ("I sold my old guitar and bought a keyboard instead.", "User bought a guitar", False, "ungrounded"),
+    ("I sold my old guitar and bought a keyboard instead.", "User sold their keyboard", False, "ungrounded"),
+    ("I sold my old guitar and bought a keyboard instead.", "User bought a keyboard", True, ""),
+    ("I sold my old guitar and bought a keyboard instead.", "User sold their guitar", True, ""),
     # a fact read once more in other words (fact_senses.yaml restate)
     ("I'm a vegetarian and I teach yoga three times a week.", "User doesn't eat meat", True, ""),
     ("My sister is vegan so Thanksgiving is always interesting.", "User's sister doesn't eat meat", True, ""),

@@ -385,9 +385,10 @@ def _sides(text: str, side: tuple[frozenset[str], Any]) -> tuple[bool, str]:
     return rest != text or any(not keys.isdisjoint(_keys(w.casefold())) for w in _WORD.findall(rest)), rest
 
 
-def _converse(content: str, clause: str, senses: _Senses) -> str | None:
+def _converse(content: str, clause: str, senses: _Senses, terms: Iterable[str] = ()) -> str | None:
     """The fact's words of one side of a deed when ``clause`` says only the other side ("User takes piano lessons"
-    from "I teach piano lessons"), else None."""
+    from "I teach piano lessons"), or says both and the other one of the fact's thing ("User bought a guitar" from "I
+    sold my old guitar and bought a keyboard": the side word nearest before one of ``terms``), else None."""
     if not senses.converses:
         return None
     said_keys = {k for w in _WORD.findall(content) for k in _keys(w.casefold())}
@@ -400,9 +401,34 @@ def _converse(content: str, clause: str, senses: _Senses) -> str | None:
             if fact_other or not _sides(rest, mine)[0]:
                 continue
             said_other, rest = _sides(clause, other)
-            if said_other and not _sides(rest, mine)[0]:
-                return next((w for w in _WORD.findall(content) if not mine[0].isdisjoint(_keys(w.casefold()))),
-                            content)
+            if not said_other:
+                continue
+            word = next((w for w in _WORD.findall(content) if not mine[0].isdisjoint(_keys(w.casefold()))), content)
+            if not _sides(rest, mine)[0] or _nearest_side(clause, terms, mine, other) == "other":
+                return word
+    return None
+
+
+def _nearest_side(clause: str, terms: Iterable[str], mine: tuple[frozenset[str], Any],
+                  other: tuple[frozenset[str], Any]) -> str | None:
+    """Which side ("mine" / "other") the word nearest before the fact's thing in ``clause`` is of (a side's phrase,
+    "teaching myself", counts as one word of it): for its first term that the clause has after a side word; None
+    when there is none."""
+    marked = other[1].sub(" \x01 ", mine[1].sub(" \x00 ", clause))
+    words = [frozenset({"\x00"}) if w == "\x00" else frozenset({"\x01"}) if w == "\x01" else _keys(w.casefold())
+             for w in regex.findall(r"[\x00\x01]|[\p{L}\p{N}][\p{L}\p{N}'’_-]*", marked)]
+    for t in terms:
+        keys = _keys(t)
+        if not keys.isdisjoint(mine[0]) or not keys.isdisjoint(other[0]):
+            continue  # a side word itself is no thing
+        for i, k in enumerate(words):
+            if keys.isdisjoint(k):
+                continue
+            for j in range(i - 1, -1, -1):
+                if "\x00" in words[j] or not words[j].isdisjoint(mine[0]):
+                    return "mine"
+                if "\x01" in words[j] or not words[j].isdisjoint(other[0]):
+                    return "other"
     return None
 
 
@@ -962,7 +988,7 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
         if ended is not None and not had:  # "I used to ride with my dad": User has a father
             problem = problem or ("negation", f"{ended}: {clause.text!r}")
             continue
-        if (converse := _converse(content, clause.text, senses)) is not None:
+        if (converse := _converse(content, clause.text, senses, terms)) is not None:
             problem = problem or ("ungrounded", f"unsupported: {converse!r}, where {clause.text!r} says the other side")
             continue
         if about_speaker and clause.other is None and senses.wish.search(clause.text) \
