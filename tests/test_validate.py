@@ -483,6 +483,9 @@ SHAPES = [
     ("I sold my old guitar and bought a keyboard instead.", "User sold their keyboard", False, "ungrounded"),
     ("I sold my old guitar and bought a keyboard instead.", "User bought a keyboard", True, ""),
     ("I sold my old guitar and bought a keyboard instead.", "User sold their guitar", True, ""),
+    # "except" ends the negated clause before it
+    ("Still don't know anyone here except our neighbor Rosa.", "User's neighbor is named Rosa", True, ""),
+    ("Still don't know anyone here except our neighbor Rosa.", "User knows anyone here", False, "negation"),
     # a fact read once more in other words (fact_senses.yaml restate)
     ("I'm a vegetarian and I teach yoga three times a week.", "User doesn't eat meat", True, ""),
     ("My sister is vegan so Thanksgiving is always interesting.", "User's sister doesn't eat meat", True, ""),
