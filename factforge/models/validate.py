@@ -18,9 +18,16 @@ called the city"); a liking must not turn into a dislike or back, nor like what 
 named doer ("Tom owns the auth service") must be in the clause that says the deed, and a relative clause ("my
 brother who lives in Australia") is about the one it follows. A good feeling ("User is excited about the
 series") is grounded like a liking, by the source's liking or praise ("can't wait!"); "User owns X" needs a sentence
-that names X and says the speaker has it ("my", "I have", "bought"); a fact that places the user by a name ("lives
-in", "born in") needs that name in the clause that says so; "my brother" says the speaker has one whatever its
-clause negates or wishes. Each rejection
+that names X and says the speaker has it ("I have", "bought", or "my" / "our" just before the thing; not
+"family-owned"); a fact that places the user by a name or a word ("lives in", "born in", "lives on a farm") needs it
+in the clause that says so; "my brother" says the speaker has one whatever its clause negates, wishes or ended. Stop
+38 added: the two sides of one deed (take / teach, buy / sell, start / stop, play / watch) are not each other; a
+clause that only appraises ("kayaking sounds fun") grounds only an opinion, liking or plan; "would be", "might", "to
+become", "excited to" are still to be done, for a done deed and for what the user is; of clauses that each say part
+of a fact, those with its name (or a pointer to it) say it; what the user's someone else is needs a stretch of the
+source about them; a participle joined by a comma has the subject before it; a role only someone's ("a veteran's
+hospital") is not the user's; and a fact its own words do not ground is read once more as data/fact_senses.yaml
+restates it ("User doesn't eat meat" as "User is a vegetarian"). Each rejection
 names what was unsupported (``explain`` of :func:`validate_items`). A grounded fact whose category has no cue in
 its words ("User mostly reads fiction" as a preference) is kept as "other", its explanation saying so. The floor
 (words, a content word and a clause, not characters), the word lists and the cue words each category needs live in
