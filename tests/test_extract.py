@@ -203,6 +203,11 @@ def test_elliptical_answer_examples(question: str, answer: str, fact: str) -> No
     ("Where do you live?", "Not telling you."),
     ("What's your name?", "why?"),
     ("Do you like it here?", "Nurse, yes."),
+    ("How often do you visit your parents?", "Once a year."),
+    ("How often do you see them?", "Once a week."),
+    ("How often do you all work out together?", "Three times a week."),
+    ("How often do you go hiking?", "Not that often."),
+    ("How often does your sister visit?", "Twice a year."),
 ])
 def test_replies_that_answer_nothing(question: str, answer: str) -> None:
     assert Extractor().extract_turn(answer, prior_assistant=question).facts == ()

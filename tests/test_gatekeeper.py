@@ -178,6 +178,51 @@ def test_open_slot_misuse_is_a_load_error(tmp_path: Path) -> None:
     assert "'rest' has no required class" in message, message
 
 
+def test_a_slot_may_join_classes(tmp_path: Path) -> None:
+    """"a|b" takes a phrase of either class: one shape reads a bag of words in any order."""
+    gate_yaml = (default_patterns_dir() / "gate.yaml").read_text(encoding="utf-8")
+    text = "Grit beats talent and talent beats luck."
+    assert GATE.judge(text).passed
+    extended = gate_yaml.replace("  kinds:\n    reaction:\n",
+                                 "    quality: [grit, talent, luck]\n    beats: [beats, and]\n"
+                                 "  kinds:\n    reaction:\n      - quality quality|beats*\n")
+    folder = _write(tmp_path, "gate.yaml", extended)
+    gate = Gatekeeper.from_dir(folder)
+    assert gate.judge(text).reason == "reaction"
+    assert gate.judge("Grit beats my talent.").passed
+
+
+def test_a_joined_slot_names_only_defined_classes(tmp_path: Path) -> None:
+    gate_yaml = (default_patterns_dir() / "gate.yaml").read_text(encoding="utf-8")
+    broken = gate_yaml.replace("  kinds:\n    reaction:\n", "  kinds:\n    reaction:\n      - plain|nosuch* evaluation\n")
+    folder = _write(tmp_path, "gate.yaml", broken)
+    with pytest.raises(PatternError) as info:
+        Gatekeeper.from_dir(folder)
+    assert "'plain|nosuch*' is not a class of shapes.classes" in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Moments like that are so special.", "reaction"),
+        ("It helps us find the small joys, especially in busy times.", "reaction"),
+        ("Those moments really make me feel so special.", "reaction"),
+        ("We can make a difference and help lots of people.", "reaction"),
+        ("Yeah, it can be tough, but it's really satisfying and worthwhile.", "reaction"),
+        ("Hiking brings me peace.", None),
+        ("My family means a lot to me.", None),
+        ("We love nature.", None),
+        ("We had a great time.", None),
+        ("They will make mistakes.", None),
+        ("Our dog brings us so much joy.", None),
+        ("Wow, great! I also went hiking last week.", None),
+        ("It's great that Maria helps at the shelter.", None),
+    ],
+)
+def test_judge_platitudes(text: str, expected: str | None) -> None:
+    assert GATE.judge(text).reason == expected
+
+
 @pytest.mark.parametrize(
     ("text", "rule_id"),
     [

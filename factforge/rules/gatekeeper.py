@@ -37,8 +37,9 @@ logger = logging.getLogger("factforge.gatekeeper")
 
 # Injection rules are verbose, so long rules can be folded over lines in YAML (spaces are written as \s).
 INJECTION_FLAGS = regex.IGNORECASE | regex.VERBOSE
-# A shape slot is a class name, optionally followed by "?" (zero or one) or "*" (zero or more).
-_SLOT = regex.compile(r"([a-z_]+)([?*]?)")
+# A shape slot is a class name, or names joined by "|" (a phrase of any of them), optionally followed by "?" (zero
+# or one) or "*" (zero or more).
+_SLOT = regex.compile(r"([a-z_]+(?:\|[a-z_]+)*)([?*]?)")
 # The open slot: a shape slot may be ``rest``, one or more words of any kind within the clause except
 # first-person ones and the language's ``open_tail_stop`` ("That's so cool how you ...": talk about the
 # listener; "... my sister" is content), and no capitalised word (a name: :data:`NAME`).
@@ -702,7 +703,7 @@ def _load_gate(path: Path, problems: Problems) -> GateFileSpec | None:
             slots = _shape_slots(text, gate.shapes.classes)
             for part in text.split():
                 m = _SLOT.fullmatch(part)
-                if m is None or (m.group(1) not in gate.shapes.classes and m.group(1) != REST):
+                if m is None or (m.group(1) != REST and not _known(m.group(1), gate.shapes.classes)):
                     problems.add(where, f"shapes.kinds.{kind}: {text!r}: {part!r} is not a class of shapes.classes")
             if any(name == REST and mod for name, mod in slots):
                 problems.add(where, f"shapes.kinds.{kind}: {text!r}: {REST!r} takes no ? or *")
@@ -715,7 +716,12 @@ def _shape_slots(text: str, classes: Mapping[str, Any]) -> list[tuple[str, str]]
     """The (class, modifier) slots of one shape ("pointer linking? evaluation", "compliment rest"); unknown
     classes left out."""
     return [(m.group(1), m.group(2)) for m in map(_SLOT.fullmatch, text.split())
-            if m is not None and (m.group(1) in classes or m.group(1) == REST)]
+            if m is not None and (m.group(1) == REST or _known(m.group(1), classes))]
+
+
+def _known(slot: str, classes: Mapping[str, Any]) -> bool:
+    """Whether every class a slot names ("evaluation", "noun|evaluation") is defined."""
+    return all(name in classes for name in slot.split("|"))
 
 
 def _build_shapes(tokenizer: regex.Pattern[str], spec: GateShapesSpec, where: str,
@@ -737,6 +743,9 @@ def _build_shapes(tokenizer: regex.Pattern[str], spec: GateShapesSpec, where: st
     for kind, texts in spec.kinds.items():
         for text in texts:
             slots = _shape_slots(text, spec.classes)
+            for name, _ in slots:
+                if "|" in name and name not in classes:
+                    classes[name] = PhraseSet.build({p: name for part in name.split("|") for p in classes[part].phrases})
             compiled = tuple((None if name == REST else classes[name], mod != "", mod == "*") for name, mod in slots)
             starts: set[str] = set()
             for words, optional, _ in compiled:
