@@ -347,13 +347,14 @@ class Gatekeeper:
             return None
         for reading in self.normaliser.readings(text):
             candidates: set[int] = set()
-            for _end, indices in self.automaton.iter(reading.lower()):
+            low = reading.lower()
+            for _end, indices in self.automaton.iter(low):
                 candidates.update(indices)
             for index in sorted(candidates):
                 rule = self.injection_rules[index]
                 # In ASCII text the regex's superset says whether it can match at all, and from where; it answers
                 # only "no" or "search from here", so the guard still fails closed on the regex's own verdict.
-                pos = rule.starts.first(reading)
+                pos = rule.starts.first(reading, low)
                 if pos < 0:
                     continue
                 try:

@@ -295,7 +295,8 @@ class PatternLibrary:
         if not text:
             return []
         norm = text.translate(_QUOTES)  # shared by the prefilter and the regexes
-        return self._match(text, self._norm_candidates(norm), timestamp, settings, norm)
+        low = norm.lower()  # ... and lower-cased, by the keywords, the required words and the supersets
+        return self._match(text, self._norm_candidates(norm, low), timestamp, settings, norm, low)
 
     def test(self, text: str, timestamp: datetime | None = None) -> list[Fact]:
         """Alias of :meth:`match`, for ``factforge patterns test``."""
@@ -333,9 +334,10 @@ class PatternLibrary:
             return []
         return self._norm_candidates(text.translate(_QUOTES))
 
-    def _norm_candidates(self, norm: str) -> list[int]:
+    def _norm_candidates(self, norm: str, low: str | None = None) -> list[int]:
         found: set[int] = set()
-        low = norm.lower()
+        if low is None:
+            low = norm.lower()
         for _end, indices in self.automaton.iter(low):
             found.update(indices)
         if not norm.isascii():
@@ -347,19 +349,21 @@ class PatternLibrary:
 
     def _match(
         self, text: str, indices: Iterable[int], timestamp: datetime | None, settings: Settings | None,
-        norm: str | None = None,
+        norm: str | None = None, low: str | None = None,
     ) -> list[Fact]:
         if not text or not indices:
             return []
         if norm is None:
             norm = text.translate(_QUOTES)
+        if low is None:
+            low = norm.lower()
         sentences = _Sentences(norm)
         settings = settings or _DEFAULT_SETTINGS
         hits: list[_Hit] = []
         for index in indices:
             rule = self.rules[index]
             # In ASCII text the regex's superset says whether it can match at all, and from where.
-            pos = rule.starts.first(norm)
+            pos = rule.starts.first(norm, low)
             if pos < 0:
                 continue
             for m in safe_finditer(rule.regex, norm, rule.id, pos):
