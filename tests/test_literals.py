@@ -188,6 +188,51 @@ def test_starts_finds_no_later_than_the_regex() -> None:
     assert starts.first("Oh, I LOVE tea", "oh, i love tea") == 4  # the lower-cased text, handed over by the caller
 
 
+@pytest.mark.parametrize(("pattern", "text"), [
+    # the superset drops the look-behind: it matches at "swe" and "xwe" too, where the regex does not
+    (r"(?<![\p{L}'])(?:I|we)\s+(?:really\s+)?(?:love|like)(?!\s+it)", "swe like tea, xwe love it, we like tea and I love it"),
+    (r"(?<![\p{L}'])(?:I|we)\s+(?:really\s+)?(?:love|like)(?!\s+it)", "swe like x swe like x swe like x swe like x we like y"),
+    (r"(?<=^|\.\s)(?:lost|started)\s+(?P<obj>\w+)", "I lost it. Started running. We started. lost keys"),
+    (r"(?<![a-z])[a-z]+(?=\d)", "ab1 cd ef2 g3"),  # a superset that matches at nearly every letter: the regex searches
+    (r"x?(?=y)", "ayby xy"),  # empty matches: the regex's own iteration
+    (r"(?<![\p{L}'])(?:I|we)\s+like", "nothing here"),
+])
+def test_starts_finditer_finds_what_the_regex_does(pattern: str, text: str) -> None:
+    rx = regex.compile(pattern, _FLAGS)
+    starts = Starts(pattern, _FLAGS)
+    assert starts.rx is not None
+    first = starts.first(text)
+    expected = [(m.span(), m.groupdict()) for m in rx.finditer(text)]
+    if first < 0:
+        assert expected == []
+    else:
+        assert [(m.span(), m.groupdict()) for m in starts.finditer(rx, text, first)] == expected
+        assert [(m.span(), m.groupdict()) for m in starts.finditer(rx, text, first, text.lower())] == expected
+
+
+def test_starts_finditer_tries_the_regex_only_where_its_superset_matches() -> None:
+    """Where the superset matches at few places the regex is matched there, never searched: a regex that cannot
+    be searched (it would time out at once) still finds its match."""
+
+    class MatchOnly:
+        def __init__(self, rx: regex.Pattern[str]) -> None:
+            self.rx, self.calls = rx, []
+
+        def match(self, text: str, pos: int = 0, timeout: float | None = None) -> regex.Match[str] | None:
+            self.calls.append(pos)
+            return self.rx.match(text, pos)
+
+        def search(self, *args: object, **kwargs: object) -> None:
+            raise AssertionError("searched")
+
+    pattern = r"(?<![\p{L}'])(?:I|we)\s+like\s+(?P<obj>\w+)"
+    starts = Starts(pattern, _FLAGS)
+    rx = MatchOnly(regex.compile(pattern, _FLAGS))
+    text = "swe like x, and we like tea"
+    found = starts.finditer(rx, text, starts.first(text))  # type: ignore[arg-type]
+    assert [m.group("obj") for m in found] == ["tea"] and rx.calls == [1, 16]
+
+
 def test_every_bundled_rule_matches_only_where_its_superset_does() -> None:
     """Every rule's example and counter-example text, and every fact: where the rule's regex matches, its superset
     matches no later (so the rule finds the same matches searching from there)."""
@@ -206,6 +251,9 @@ def test_every_bundled_rule_matches_only_where_its_superset_does() -> None:
                 assert 0 <= first <= found.start(), (rule.id, text)
                 assert [m.span() for m in rule.regex.finditer(text, first)] == [
                     m.span() for m in rule.regex.finditer(text)], (rule.id, text)
+                # tried only where the superset matches, the regex finds the same matches, groups and all
+                assert [(m.span(), m.groupdict()) for m in rule.starts.finditer(rule.regex, text, first)] == [
+                    (m.span(), m.groupdict()) for m in rule.regex.finditer(text)], (rule.id, text)
 
 
 def test_the_bundled_supersets_scan_adversarial_text_fast() -> None:

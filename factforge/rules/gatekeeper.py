@@ -354,11 +354,13 @@ class Gatekeeper:
                 rule = self.injection_rules[index]
                 # In ASCII text the regex's superset says whether it can match at all, and from where; it answers
                 # only "no" or "search from here", so the guard still fails closed on the regex's own verdict.
-                pos = rule.starts.first(reading, low)
+                starts = rule.starts
+                pos = starts.first(reading, low)
                 if pos < 0:
                     continue
                 try:
-                    found = own_time(lambda timeout: rule.regex.search(reading, pos, timeout=timeout),
+                    # ... and the regex is tried where the superset matches (Starts.search), not at every position.
+                    found = own_time(lambda timeout: starts.search(rule.regex, reading, pos, low, timeout),
                                      guard_budget(len(reading)))
                     if found is not None:
                         return rule.id

@@ -92,6 +92,8 @@ _SHORT_RUN = 3
 # 2,000 characters for the worst bundled rule, ~3 ms at 500 (chat turns are mostly far shorter; a longer text runs the
 # rule regex from its start, as before).
 STARTS_MAX_CHARS = 500
+# The positions :meth:`Starts.search` tries the regex at (``match``) before it lets the regex search on by itself.
+MATCH_TRIES = 2
 
 
 def relaxed(pattern: str, flags: int = 0, lower: bool = False) -> tuple[str, bool] | None:
@@ -423,6 +425,62 @@ class Starts:
             return 0
         found = self.rx.search(text.lower() if low is None else low)
         return -1 if found is None else found.start() if self.anchored else 0
+
+    def finditer(self, rx: regex.Pattern[str], text: str, pos: int, low: str | None = None,
+                 timeout: float | None = None) -> list[regex.Match[str]]:
+        """``list(rx.finditer(text, pos, timeout=timeout))``, the regex whose superset this is, tried only where the
+        superset matches (:meth:`search`); ``pos``: :meth:`first`'s answer for ``text`` (not -1), ``low``:
+        ``text.lower()``. The search that follows a match ends where the superset finds nothing more."""
+        sup = self.rx
+        if sup is None or not self.anchored or len(text) > STARTS_MAX_CHARS or not text.isascii():
+            return list(rx.finditer(text, pos, timeout=timeout))
+        if low is None:
+            low = text.lower()
+        out: list[regex.Match[str]] = []
+        while True:
+            m = self._search(sup, rx, text, low, pos, timeout)
+            if m is None:
+                return out
+            if m.end() == m.start():
+                # An empty match: what may follow it is the regex's own iteration's to say (it starts with this match).
+                return out + list(rx.finditer(text, m.start(), timeout=timeout))
+            out.append(m)
+            found = sup.search(low, m.end())
+            if found is None:
+                return out
+            pos = found.start()
+
+    def search(self, rx: regex.Pattern[str], text: str, pos: int, low: str | None = None,
+               timeout: float | None = None) -> regex.Match[str] | None:
+        """``rx.search(text, pos, timeout=timeout)``, the regex whose superset this is, tried only where the superset
+        matches; ``pos``: :meth:`first`'s answer for ``text`` (not -1), ``low``: ``text.lower()``.
+
+        A match of the regex can only start where its superset matches, so its search from a position finds the first
+        of those positions where its match (``rx.match``) succeeds. A rule's regex that does not match where its
+        superset does (a look-behind or a look-ahead the superset dropped) otherwise scans the rest of the text
+        position by position, each time through its look-arounds: 40-150 us a message for some bundled rules. Where
+        the superset matches at more than :data:`MATCH_TRIES` positions (one cut after a class matches at nearly every
+        letter), the regex searches from the next one itself, so a text costs at most that many more calls of the
+        regex than its own search, each with ``timeout``."""
+        sup = self.rx
+        if sup is None or not self.anchored or len(text) > STARTS_MAX_CHARS or not text.isascii():
+            return rx.search(text, pos, timeout=timeout)
+        return self._search(sup, rx, text, text.lower() if low is None else low, pos, timeout)
+
+    @staticmethod
+    def _search(sup: re.Pattern[str], rx: regex.Pattern[str], text: str, low: str, pos: int,
+                timeout: float | None) -> regex.Match[str] | None:
+        """:meth:`search` with a superset that can be read (``sup``) and ``low`` given."""
+        n = len(text)
+        for _ in range(MATCH_TRIES):
+            m = rx.match(text, pos, timeout=timeout)
+            if m is not None:
+                return m
+            found = sup.search(low, pos + 1) if pos < n else None
+            if found is None:
+                return None
+            pos = found.start()
+        return rx.search(text, pos, timeout=timeout)
 
 
 def branches(pattern: str, verbose: bool = True) -> list[str] | None:

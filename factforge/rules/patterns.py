@@ -363,10 +363,11 @@ class PatternLibrary:
         for index in indices:
             rule = self.rules[index]
             # In ASCII text the regex's superset says whether it can match at all, and from where.
-            pos = rule.starts.first(norm, low)
+            starts = rule.starts
+            pos = starts.first(norm, low)
             if pos < 0:
                 continue
-            for m in safe_finditer(rule.regex, norm, rule.id, pos):
+            for m in _rule_matches(rule, starts, norm, low, pos):
                 for start, fact in self._facts(rule, m, text, sentences, timestamp, settings):
                     hits.append(_Hit(fact, (start, index), rule.time_group is not None))
         if not hits:
@@ -606,6 +607,17 @@ class PatternLibrary:
 
 
 _DEFAULT_SETTINGS = Settings(home=Path("."))
+
+
+def _rule_matches(rule: Rule, starts: Starts, norm: str, low: str, pos: int) -> list[regex.Match[str]]:
+    """Every match of the rule's regex in ``norm`` from ``pos`` (:meth:`literals.Starts.finditer`: tried where its
+    superset matches), or none if the regex exceeds its time budget (logged), as ``rulefile.safe_finditer``."""
+    rx = rule.regex
+    try:
+        return own_time(lambda timeout: starts.finditer(rx, norm, pos, low, timeout))
+    except TimeoutError:
+        logger.warning("regex of rule %s timed out on %d chars; skipped", rule.id, len(norm))
+        return []
 
 
 # --------------------------------------------------------------------------------------------- helpers
