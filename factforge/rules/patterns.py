@@ -10,9 +10,9 @@ use.
 
 Matching is two-stage for speed: one Aho-Corasick pass over the lower-cased text finds the rules whose
 literal ``keywords`` occur; of those, in ASCII text, only the rules whose text holds the words their regex cannot
-match without (:func:`literals.required`, read from the regex itself) go on, and each runs its regex (through
-``rulefile.safe_finditer``, with a timeout) only if the regex's superset (:class:`literals.Starts`: its look-behinds
-dropped, its classes widened) matches, and from where it first does. A match is then dropped when its sentence is a question or when a
+match without (:func:`literals.required`, read from the regex itself) go on, and each runs its regex (with a timeout)
+only if the regex's superset (:class:`literals.Starts`: its look-behinds dropped, its classes widened) matches, and
+only where it does (:meth:`literals.Starts.finditer`). A match is then dropped when its sentence is a question or when a
 file's ``blockers`` regex ("if", "whether", "should we" ...) occurs in the sentence before it - hypotheticals are
 not facts.
 """
@@ -34,7 +34,7 @@ import regex
 
 from .literals import Branches, Starts, clause_checks, meets, required
 from .rulefile import (Problems, compile_regex, compiled_once, default_patterns_dir, grammar_words, keyword_automaton,
-                       own_time, read_yaml, remember, safe_finditer, verified_folder, yaml_files)
+                       own_time, read_yaml, remember, verified_folder, yaml_files)
 from .ner import FILE_NAME as ENTITIES_FILE, EntityRecognizer
 from .schema import FactExampleSpec, FactRuleSpec, FactsFileSpec, check, unique
 from ..settings import Settings
