@@ -127,6 +127,42 @@ def test_relaxed(pattern: str, source: str | None) -> None:
     assert relaxed(pattern, _FLAGS) == (None if source is None else (source, True))
 
 
+@pytest.mark.parametrize(("pattern", "source"), [
+    # for the lower-cased text: literals and classes in lower case, read case-sensitively
+    (r"(?<![\p{L}'])I\s+(?:love|like)\s+(?P<obj>\w+)", r"i(?:[\x09-\x0d\x20]){1,}l(?:ove|ike)"
+                                                      r"(?:[\x09-\x0d\x20]){1,}(?:[\x30-\x39\x5f\x61-\x7a]){1,}"),
+    (r"(?!NEVER)A(?=B)", "(?!never)a(?=b)"),
+    (r"(?-i:\p{Lu})X", r"(?:[\x61-\x7a])x"),  # case-sensitive, read case-insensitively too: all letters, as lower case
+    (r"[^x]y", r"[\x00-\x40\x5b-\x7f]y"),  # "X" is not refused, so neither is its lower case
+    # a kept look-ahead whose letters tell case apart cannot be read in lower-cased text: dropped (a wider superset)
+    (r"(?!(?-i:The)\b)x", "x"),
+    (r"a(?!(?-i:[A-Z]))b", "ab"),
+    (r"a(?!(?-i:[A-Za-z]))b", r"a(?!(?:[\x61-\x7a]))b"),  # ... one that holds both cases of each letter is kept
+    (r"a(?!(?-i:[0-9_]))b", r"a(?!(?:[\x30-\x39\x5f]))b"),  # ... and so is one of no letters
+])
+def test_relaxed_for_lower_cased_text(pattern: str, source: str) -> None:
+    assert relaxed(pattern, _FLAGS, lower=True) == (source, True)
+
+
+@pytest.mark.parametrize("text", ["Oh, I LOVE tea", "oh, i love tea", "WE Like It", "we like it", "The x", "THE X",
+                                  "the x", "AB", "Ab", "aZb", "AzB", "a1b"])
+def test_lower_cased_supersets_match_where_the_case_insensitive_ones_do(text: str) -> None:
+    """Read in the lower-cased text, the superset finds what the case-insensitive one finds in the text (or, where a
+    look-ahead had to be dropped, earlier)."""
+    import re
+
+    for pattern in (r"(?<![\p{L}'])(?:I|we)\s+(?:really\s+)?(?:love|like)(?!\s+it)", r"(?!(?-i:The)\b)x",
+                    r"a(?!(?-i:[A-Z]))b", r"a(?!(?-i:[A-Za-z]))b", r"[^x]y|(?-i:\p{Lu})z"):
+        cased, low = relaxed(pattern, _FLAGS), relaxed(pattern, _FLAGS, lower=True)
+        assert cased is not None and low is not None
+        found = re.search(cased[0], text, re.IGNORECASE)
+        found_low = re.search(low[0], text.lower())
+        if found is not None:
+            assert found_low is not None and found_low.start() <= found.start(), (pattern, text)
+        if "(?-i:" not in pattern:  # nothing dropped: the same positions
+            assert (found and found.start()) == (found_low and found_low.start()), (pattern, text)
+
+
 def test_relaxed_leaves_out_an_opening_run() -> None:
     assert relaxed(r"(?:(?:all|every)\s+)?[\p{L}-]+\s+is\s+required", _FLAGS) == (
         r"is(?:[\x09-\x0d\x20]){1,}required", False)
@@ -149,6 +185,52 @@ def test_starts_finds_no_later_than_the_regex() -> None:
     assert starts.first("x" * (STARTS_MAX_CHARS + 1)) == 0  # too long: not read, the regex runs from the start
     assert starts.first("the view, I think é") == 0  # not ASCII: not read (the superset is ASCII's only)
     assert Starts("(a)\\1", _FLAGS).rx is not None and Starts("\\1", 0).first("anything") == 0
+    assert starts.first("Oh, I LOVE tea", "oh, i love tea") == 4  # the lower-cased text, handed over by the caller
+
+
+@pytest.mark.parametrize(("pattern", "text"), [
+    # the superset drops the look-behind: it matches at "swe" and "xwe" too, where the regex does not
+    (r"(?<![\p{L}'])(?:I|we)\s+(?:really\s+)?(?:love|like)(?!\s+it)", "swe like tea, xwe love it, we like tea and I love it"),
+    (r"(?<![\p{L}'])(?:I|we)\s+(?:really\s+)?(?:love|like)(?!\s+it)", "swe like x swe like x swe like x swe like x we like y"),
+    (r"(?<=^|\.\s)(?:lost|started)\s+(?P<obj>\w+)", "I lost it. Started running. We started. lost keys"),
+    (r"(?<![a-z])[a-z]+(?=\d)", "ab1 cd ef2 g3"),  # a superset that matches at nearly every letter: the regex searches
+    (r"x?(?=y)", "ayby xy"),  # empty matches: the regex's own iteration
+    (r"(?<![\p{L}'])(?:I|we)\s+like", "nothing here"),
+])
+def test_starts_finditer_finds_what_the_regex_does(pattern: str, text: str) -> None:
+    rx = regex.compile(pattern, _FLAGS)
+    starts = Starts(pattern, _FLAGS)
+    assert starts.rx is not None
+    first = starts.first(text)
+    expected = [(m.span(), m.groupdict()) for m in rx.finditer(text)]
+    if first < 0:
+        assert expected == []
+    else:
+        assert [(m.span(), m.groupdict()) for m in starts.finditer(rx, text, first)] == expected
+        assert [(m.span(), m.groupdict()) for m in starts.finditer(rx, text, first, text.lower())] == expected
+
+
+def test_starts_finditer_tries_the_regex_only_where_its_superset_matches() -> None:
+    """Where the superset matches at few places the regex is matched there, never searched: a regex that cannot
+    be searched (it would time out at once) still finds its match."""
+
+    class MatchOnly:
+        def __init__(self, rx: regex.Pattern[str]) -> None:
+            self.rx, self.calls = rx, []
+
+        def match(self, text: str, pos: int = 0, timeout: float | None = None) -> regex.Match[str] | None:
+            self.calls.append(pos)
+            return self.rx.match(text, pos)
+
+        def search(self, *args: object, **kwargs: object) -> None:
+            raise AssertionError("searched")
+
+    pattern = r"(?<![\p{L}'])(?:I|we)\s+like\s+(?P<obj>\w+)"
+    starts = Starts(pattern, _FLAGS)
+    rx = MatchOnly(regex.compile(pattern, _FLAGS))
+    text = "swe like x, and we like tea"
+    found = starts.finditer(rx, text, starts.first(text))  # type: ignore[arg-type]
+    assert [m.group("obj") for m in found] == ["tea"] and rx.calls == [1, 16]
 
 
 def test_every_bundled_rule_matches_only_where_its_superset_does() -> None:
@@ -169,6 +251,9 @@ def test_every_bundled_rule_matches_only_where_its_superset_does() -> None:
                 assert 0 <= first <= found.start(), (rule.id, text)
                 assert [m.span() for m in rule.regex.finditer(text, first)] == [
                     m.span() for m in rule.regex.finditer(text)], (rule.id, text)
+                # tried only where the superset matches, the regex finds the same matches, groups and all
+                assert [(m.span(), m.groupdict()) for m in rule.starts.finditer(rule.regex, text, first)] == [
+                    (m.span(), m.groupdict()) for m in rule.regex.finditer(text)], (rule.id, text)
 
 
 def test_the_bundled_supersets_scan_adversarial_text_fast() -> None:

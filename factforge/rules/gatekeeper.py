@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import islice
 from pathlib import Path
 from typing import Any, cast
 
@@ -190,7 +191,10 @@ class ClassMasks:
 
     singles: Mapping[str, int]  # a one-word phrase -> the classes holding it
     phrases: Mapping[tuple[str, ...], int]  # a longer phrase -> the classes holding it
-    lengths: Mapping[str, tuple[int, ...]]  # a word -> the lengths of the longer phrases it opens
+    # The first two words of a longer phrase -> (the classes holding those two words as a phrase, the lengths of the
+    # phrases of three or more words they open): most words that open a phrase are followed by no second word of one,
+    # so a sentence is read pair by pair, and a longer slice is looked up only behind a pair that opens one.
+    pairs: Mapping[tuple[str, str], tuple[int, tuple[int, ...]]]
     required: Mapping[int, int]  # id of a shape -> its required classes
 
     @classmethod
@@ -204,9 +208,14 @@ class ClassMasks:
                     singles[phrase[0]] = singles.get(phrase[0], 0) | bits[id(words)]
                 else:
                     phrases[phrase] = phrases.get(phrase, 0) | bits[id(words)]
-        lengths: dict[str, set[int]] = {}
-        for phrase in phrases:
-            lengths.setdefault(phrase[0], set()).add(len(phrase))
+        pairs: dict[tuple[str, str], tuple[int, set[int]]] = {}
+        for phrase, found in phrases.items():
+            mask, longer = pairs.get((phrase[0], phrase[1]), (0, set()))
+            if len(phrase) == 2:
+                mask |= found
+            else:
+                longer.add(len(phrase))
+            pairs[phrase[0], phrase[1]] = (mask, longer)
         required: dict[int, int] = {}
         for shape_list in shapes.values():
             for shape in shape_list:
@@ -214,7 +223,7 @@ class ClassMasks:
                 for words in shape.required:
                     mask |= bits[id(words)]
                 required[id(shape)] = mask
-        return cls(singles, phrases, {w: tuple(sorted(ls)) for w, ls in lengths.items()}, required)
+        return cls(singles, phrases, {k: (m, tuple(sorted(ls))) for k, (m, ls) in pairs.items()}, required)
 
     def of(self, words: Sequence[str], present: Iterable[str]) -> int:
         """The classes a phrase of which occurs in ``words`` (``present``: their set)."""
@@ -224,12 +233,13 @@ class ClassMasks:
             found = singles.get(word)
             if found:
                 mask |= found
-        lengths, phrases = self.lengths, self.phrases
+        pairs, phrases = self.pairs, self.phrases
         n = len(words)
-        for i, word in enumerate(words):
-            opens = lengths.get(word)
-            if opens:
-                for length in opens:
+        for i, pair in enumerate(zip(words, islice(words, 1, None))):
+            entry = pairs.get(pair)
+            if entry is not None:
+                mask |= entry[0]
+                for length in entry[1]:
                     if i + length <= n:
                         found = phrases.get(tuple(words[i:i + length]))
                         if found:
@@ -348,17 +358,20 @@ class Gatekeeper:
             return None
         for reading in self.normaliser.readings(text):
             candidates: set[int] = set()
-            for _end, indices in self.automaton.iter(reading.lower()):
+            low = reading.lower()
+            for _end, indices in self.automaton.iter(low):
                 candidates.update(indices)
             for index in sorted(candidates):
                 rule = self.injection_rules[index]
                 # In ASCII text the regex's superset says whether it can match at all, and from where; it answers
                 # only "no" or "search from here", so the guard still fails closed on the regex's own verdict.
-                pos = rule.starts.first(reading)
+                starts = rule.starts
+                pos = starts.first(reading, low)
                 if pos < 0:
                     continue
                 try:
-                    found = own_time(lambda timeout: rule.regex.search(reading, pos, timeout=timeout),
+                    # ... and the regex is tried where the superset matches (Starts.search), not at every position.
+                    found = own_time(lambda timeout: starts.search(rule.regex, reading, pos, low, timeout),
                                      guard_budget(len(reading)))
                     if found is not None:
                         return rule.id

@@ -10,9 +10,9 @@ use.
 
 Matching is two-stage for speed: one Aho-Corasick pass over the lower-cased text finds the rules whose
 literal ``keywords`` occur; of those, in ASCII text, only the rules whose text holds the words their regex cannot
-match without (:func:`literals.required`, read from the regex itself) go on, and each runs its regex (through
-``rulefile.safe_finditer``, with a timeout) only if the regex's superset (:class:`literals.Starts`: its look-behinds
-dropped, its classes widened) matches, and from where it first does. A match is then dropped when its sentence is a question or when a
+match without (:func:`literals.required`, read from the regex itself) go on, and each runs its regex (with a timeout)
+only if the regex's superset (:class:`literals.Starts`: its look-behinds dropped, its classes widened) matches, and
+only where it does (:meth:`literals.Starts.finditer`). A match is then dropped when its sentence is a question or when a
 file's ``blockers`` regex ("if", "whether", "should we" ...) occurs in the sentence before it - hypotheticals are
 not facts.
 """
@@ -34,7 +34,7 @@ import regex
 
 from .literals import Branches, Starts, clause_checks, meets, required
 from .rulefile import (Problems, compile_regex, compiled_once, default_patterns_dir, grammar_words, keyword_automaton,
-                       own_time, read_yaml, remember, safe_finditer, verified_folder, yaml_files)
+                       own_time, read_yaml, remember, verified_folder, yaml_files)
 from .ner import FILE_NAME as ENTITIES_FILE, EntityRecognizer
 from .schema import FactExampleSpec, FactRuleSpec, FactsFileSpec, check, unique
 from ..settings import Settings
@@ -295,7 +295,8 @@ class PatternLibrary:
         if not text:
             return []
         norm = text.translate(_QUOTES)  # shared by the prefilter and the regexes
-        return self._match(text, self._norm_candidates(norm), timestamp, settings, norm)
+        low = norm.lower()  # ... and lower-cased, by the keywords, the required words and the supersets
+        return self._match(text, self._norm_candidates(norm, low), timestamp, settings, norm, low)
 
     def test(self, text: str, timestamp: datetime | None = None) -> list[Fact]:
         """Alias of :meth:`match`, for ``factforge patterns test``."""
@@ -333,36 +334,46 @@ class PatternLibrary:
             return []
         return self._norm_candidates(text.translate(_QUOTES))
 
-    def _norm_candidates(self, norm: str) -> list[int]:
+    def _norm_candidates(self, norm: str, low: str | None = None) -> list[int]:
         found: set[int] = set()
-        low = norm.lower()
+        if low is None:
+            low = norm.lower()
         for _end, indices in self.automaton.iter(low):
             found.update(indices)
         if not norm.isascii():
             return sorted(found)
         # In ASCII text, also the words each regex cannot match without (lower-casing agrees with the regex
         # engine's case-insensitive matching there): a rule whose keyword occurs but not one of them is not run.
+        # (Rule.may_match, inlined: its words are read once, and a message asks it of five rules on average.)
         rules = self.rules
-        return [i for i in sorted(found) if rules[i].may_match(low)]
+        out = []
+        for i in sorted(found):
+            rule = rules[i]
+            if meets(rule._requires[0] if rule._requires else rule.requires, low):
+                out.append(i)
+        return out
 
     def _match(
         self, text: str, indices: Iterable[int], timestamp: datetime | None, settings: Settings | None,
-        norm: str | None = None,
+        norm: str | None = None, low: str | None = None,
     ) -> list[Fact]:
         if not text or not indices:
             return []
         if norm is None:
             norm = text.translate(_QUOTES)
+        if low is None:
+            low = norm.lower()
         sentences = _Sentences(norm)
         settings = settings or _DEFAULT_SETTINGS
         hits: list[_Hit] = []
         for index in indices:
             rule = self.rules[index]
             # In ASCII text the regex's superset says whether it can match at all, and from where.
-            pos = rule.starts.first(norm)
+            starts = rule.starts
+            pos = starts.first(norm, low)
             if pos < 0:
                 continue
-            for m in safe_finditer(rule.regex, norm, rule.id, pos):
+            for m in _rule_matches(rule, starts, norm, low, pos):
                 for start, fact in self._facts(rule, m, text, sentences, timestamp, settings):
                     hits.append(_Hit(fact, (start, index), rule.time_group is not None))
         if not hits:
@@ -602,6 +613,17 @@ class PatternLibrary:
 
 
 _DEFAULT_SETTINGS = Settings(home=Path("."))
+
+
+def _rule_matches(rule: Rule, starts: Starts, norm: str, low: str, pos: int) -> list[regex.Match[str]]:
+    """Every match of the rule's regex in ``norm`` from ``pos`` (:meth:`literals.Starts.finditer`: tried where its
+    superset matches), or none if the regex exceeds its time budget (logged), as ``rulefile.safe_finditer``."""
+    rx = rule.regex
+    try:
+        return own_time(lambda timeout: starts.finditer(rx, norm, pos, low, timeout))
+    except TimeoutError:
+        logger.warning("regex of rule %s timed out on %d chars; skipped", rule.id, len(norm))
+        return []
 
 
 # --------------------------------------------------------------------------------------------- helpers
