@@ -34,7 +34,8 @@ from ..errors import DatabaseError, ValidationError
 from ..settings import DEFAULT_AGENT_GRAPH_MIN_ROWS
 from .search import GRAPH_EF_CONSTRUCTION, PRIVATE_ROWS, TEAM_GRAPH_EF_CONSTRUCTION, TEAM_ROWS
 
-__all__ = ["AGENT_GRAPH_MIN_ROWS", "AGENT_GRAPH_EF_SEARCH", "TEAM_GRAPH_EF_SEARCH", "OWNER_KINDS", "GraphBuild", "graph_name",
+__all__ = ["AGENT_GRAPH_MIN_ROWS", "AGENT_GRAPH_EF_SEARCH", "TEAM_GRAPH_EF_SEARCH", "OWNER_KINDS", "GraphBuild",
+           "graph_name",
            "agent_graph_name", "team_graph_name", "graph_exists_sql", "graph_ddl", "graph_candidates",
            "build_owner_graphs", "graph_counts", "drop_graphs"]
 

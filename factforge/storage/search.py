@@ -423,12 +423,13 @@ def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, 
     each with the candidate list its graph needs: the agent's own rows (:func:`graph_sql`, its graph walked with
     :data:`~factforge.storage.graphs.AGENT_GRAPH_EF_SEARCH` candidates), its team's (:func:`graph_sql`,
     :data:`~factforge.storage.graphs.TEAM_GRAPH_EF_SEARCH`) and the global rows (:func:`global_sql`, by the
-    global graph's size, :data:`GLOBAL_EF_SEARCH_ROWS`), or ``ef_search`` for all; the neighbours of the statements, merged by
-    distance, are the top ``n``. ``own_graph=False`` (a narrowing filter): one statement, the agent's rows read
-    exactly (a walk of its graph may stop before it meets a rare match; the team's and the global graph are walked
-    on by the iterative scan, as the shared graph was). The analyst's view (no agent, no team): one statement,
-    every private and team row read exactly (:func:`vector_sql`), the global graph walked. ``n`` is written into
-    the statements: a prepared statement's generic plan then knows its limit, as a one-off plan did."""
+    global graph's size, :data:`GLOBAL_EF_SEARCH_ROWS`), or ``ef_search`` for all; the neighbours of the
+    statements, merged by distance, are the top ``n``. ``own_graph=False`` (a narrowing filter): one statement,
+    the agent's rows read exactly (a walk of its graph may stop before it meets a rare match; the team's and the
+    global graph are walked on by the iterative scan, as the shared graph was, with :func:`ef_search_sql`'s
+    list). The analyst's view (no agent, no team): one statement, every private and team row read exactly
+    (:func:`vector_sql`), the global graph walked. ``n`` is written into the statements: a prepared statement's
+    generic plan then knows its limit, as a one-off plan did."""
     from .graphs import AGENT_GRAPH_EF_SEARCH, TEAM_GRAPH_EF_SEARCH
 
     # the limit and the owners written into the statement text (see _settings_sql's ``generic``)

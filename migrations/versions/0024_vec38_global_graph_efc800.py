@@ -33,7 +33,8 @@ def _global_graphs(ef_construction: int) -> None:
     for table in _TABLES:
         op.execute(f"DROP INDEX IF EXISTS {table}_embedding_global_hnsw")
         op.execute(f"CREATE INDEX {table}_embedding_global_hnsw ON {table} USING hnsw "
-                   f"((embedding::halfvec({dim})) halfvec_cosine_ops) WITH (m = 16, ef_construction = {ef_construction}) "
+                   f"((embedding::halfvec({dim})) halfvec_cosine_ops) "
+                   f"WITH (m = 16, ef_construction = {ef_construction}) "
                    "WHERE visibility = 'global'")
 
 
