@@ -141,7 +141,7 @@ def test_backfill_then_reset_to_another_dimension(db_url: str, tmp_path: Path) -
             assert [r[0] for r in conn.execute("SELECT indexdef FROM pg_indexes WHERE indexdef LIKE '%hnsw%' "
                                                "AND tablename = 'facts'")] == [
                 "CREATE INDEX facts_embedding_global_hnsw ON public.facts USING hnsw "
-                "(((embedding)::halfvec(768)) halfvec_cosine_ops) WITH (m='16', ef_construction='400') "
+                "(((embedding)::halfvec(768)) halfvec_cosine_ops) WITH (m='16', ef_construction='800') "
                 "WHERE (visibility = 'global'::text)"]
             # the column was made anew: its vectors stay in their rows all the same (migration 0022)
             assert conn.execute("SELECT attstorage FROM pg_attribute WHERE attname = 'embedding' "

@@ -164,7 +164,7 @@ def test_a_busy_process_reads_both_kinds_neighbours_on_one_connection_and_finds_
         store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch, graphs: bool) -> None:
     """While no other search runs in the process, a hybrid search reads each kind's neighbours on a connection
     of its own (three in all); while others run, both kinds' on one (two in all), the settings of the agent's
-    graphs sent once for both kinds: the same statements, the same hits."""
+    and the team's graphs sent once for both kinds: the same statements, the same hits."""
     from sqlalchemy import event
 
     from factforge.storage import search as search_module
@@ -198,10 +198,11 @@ def test_a_busy_process_reads_both_kinds_neighbours_on_one_connection_and_finds_
         monkeypatch.setattr(search_module._IN_FLIGHT, "count", 0)
         assert len(idle) == 20 and busy == idle
         assert (idle_connections, busy_connections) == (3, 2)
-        # the agent graph's settings (ef_search 200) once, then the rest's of each table
-        own = [s for s in idle_settings if "'200'" in s]
-        assert len(idle_settings) == 4 and len(own) == 2 and own[0] == own[1]
-        assert busy_settings == sorted(set(idle_settings))
+        # the agent graph's settings (ef_search 120) and the team graph's (200) once each, then the global graph's
+        # of each table
+        own = [s for s in idle_settings if "'120'" in s]
+        assert len(idle_settings) == 6 and len(own) == 2 and own[0] == own[1]
+        assert busy_settings == sorted(set(idle_settings)) and len(busy_settings) == 4
 
 
 @pytest.mark.parametrize("graphs", [False, True])
@@ -227,7 +228,7 @@ def test_the_vector_branches_state_their_own_part_of_the_scope_and_nothing_more(
                       max_distance=None)
         vectors = [s for s in sent if "<=>" in s]
         bm25 = [s for s in sent if "bm25_idf" in s]
-        assert len(vectors) == 4 and bm25
+        assert len(vectors) == 6 and bm25  # per kind: the agent's, the team's and the global rows
         assert all("CASE f.visibility" not in s for s in vectors) and all("CASE f.visibility" in s for s in bm25)
         assert {h.agent_id for h in hits if h.visibility == "private"} == {"a1"}
         facts = search(store, "s", agent_id="a1", team_id="t1", mode="vector", k=200, kinds=["fact"],

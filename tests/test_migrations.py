@@ -151,9 +151,10 @@ def _insert_rows(url: str, table: str, visibility: str, team: str, n: int, dim: 
 
 def test_0023_walks_the_global_rows_alone_and_gives_large_teams_graphs_and_goes_back(fresh_cluster: str,
                                                                                      tmp_path: Path) -> None:
-    """Head: per table the graph of the global rows (no longer every team's), a graph of its own for each team
+    """0023: per table the graph of the global rows (no longer every team's), a graph of its own for each team
     with at least DEFAULT_TEAM_GRAPH_MIN_ROWS team rows with a vector when the upgrade ran, none for a smaller
-    team, and facts' team btree; back at 0022: 0015's shared graphs and nothing of 0023's; and up again."""
+    team, and facts' team btree; back at 0022: 0015's shared graphs and nothing of 0023's; and up again. 0024
+    (head): the global graphs built with ef_construction 800, the teams' as they were; back at 0023, 400."""
     from factforge.settings import DEFAULT_TEAM_GRAPH_MIN_ROWS
     from factforge.storage.graphs import team_graph_name
 
@@ -164,7 +165,7 @@ def test_0023_walks_the_global_rows_alone_and_gives_large_teams_graphs_and_goes_
         _insert_rows(url, table, "team", "big", DEFAULT_TEAM_GRAPH_MIN_ROWS, settings.embed_dim)
         _insert_rows(url, table, "team", "small", DEFAULT_TEAM_GRAPH_MIN_ROWS - 1, settings.embed_dim)
         _insert_rows(url, table, "global", "big", 3, settings.embed_dim)
-    db.upgrade(url, settings)
+    db.upgrade(url, settings, "0023")
     head = _graphs(url)
     assert sorted(head) == sorted(["facts_embedding_global_hnsw", "turns_embedding_global_hnsw",
                                    team_graph_name("facts", "big"), team_graph_name("turns", "big")])
@@ -182,7 +183,16 @@ def test_0023_walks_the_global_rows_alone_and_gives_large_teams_graphs_and_goes_
     assert _graphs(url) == shared
     with psycopg.connect(db.conninfo(url)) as conn:
         assert conn.execute("SELECT to_regclass('facts_team_idx')").fetchone() == (None,)
+    db.upgrade(url, settings, "0023")
+    assert _graphs(url) == head
     db.upgrade(url, settings)
+    rebuilt = _graphs(url)
+    for table in ("facts", "turns"):
+        name = f"{table}_embedding_global_hnsw"
+        assert rebuilt[name] == head[name].replace("ef_construction='400'", "ef_construction='800'") != head[name]
+    teams = {k: v for k, v in head.items() if "global" not in k}
+    assert {k: v for k, v in rebuilt.items() if "global" not in k} == teams
+    db.downgrade(url, "0023")
     assert _graphs(url) == head
 
 

@@ -594,24 +594,29 @@ def test_a_search_waits_for_the_server_once_per_statement_and_leaves_no_setting_
 
 
 def test_the_default_candidate_list_grows_with_the_global_graph(db_url: str) -> None:
-    """ef_search by default: 200 for a small graph, one per 250 rows of the table's global graph from 50k on,
-    1000 at most, whatever the private and team rows; never below the rows asked for; an explicit value is kept
-    (capped at 1000)."""
+    """ef_search by default: for a team's graph 200 for a small global graph, one per 250 rows of the table's
+    global graph from 50k on; for the global graph itself (built with a longer candidate list, migration 0024)
+    120, one per 250 rows from 30k on; 1000 at most, whatever the private and team rows; never below the rows
+    asked for; an explicit value is kept (capped at 1000)."""
     from factforge.storage.search import ef_search_sql
 
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
 
-        def ef(table: str, ef_search: int | None, n: int) -> str:
-            conn.execute(ef_search_sql(table, ef_search, n))
+        def ef(table: str, ef_search: int | None, n: int, graph: str = "team") -> str:
+            conn.execute(ef_search_sql(table, ef_search, n, graph))
             return str(conn.execute("SELECT current_setting('hnsw.ef_search')").fetchone()[0])
 
         assert [ef("facts", None, 10), ef("turns", None, 10), ef("facts", None, 900)] == ["200", "200", "900"]
+        assert [ef("facts", None, 10, "global"), ef("turns", None, 10, "global")] == ["120", "120"]
         assert [ef("facts", 700, 10), ef("facts", 5000, 10), ef("facts", 40, 100)] == ["700", "1000", "100"]
-        for rows, expected in ((30_000, "200"), (76_000, "304"), (150_000, "600"), (2_000_000, "1000")):
+        assert [ef("facts", 700, 10, "global"), ef("facts", 40, 100, "global")] == ["700", "100"]
+        for rows, expected, walk in ((20_000, "200", "120"), (32_000, "200", "128"), (76_000, "304", "304"),
+                                     (150_000, "600", "600"), (2_000_000, "1000", "1000")):
             conn.execute("UPDATE pg_class SET reltuples = %s WHERE oid = 'facts_embedding_global_hnsw'::regclass",
                          (rows,))
             conn.execute("UPDATE pg_class SET reltuples = 10000000 WHERE oid = 'turns'::regclass")
             assert (ef("facts", None, 10), ef("turns", None, 10)) == (expected, "200"), rows
+            assert (ef("facts", None, 10, "global"), ef("turns", None, 10, "global")) == (walk, "120"), rows
         conn.rollback()  # the row counts were make-believe
         with pytest.raises(ValidationError):
             ef_search_sql("api_keys", None, 10)
@@ -737,7 +742,9 @@ def test_vector_statements_name_their_owners_as_literals_and_run_by_a_generic_pl
     finally:
         store.close()
     owners = {"f.agent_id = E'ag''ent\\\\ü'": "agent", "f.team_id = E't''1 \"x\"'": "team"}
-    assert len(rows) == 2 and {owners[o] for s, _g, _c in rows for o in owners if o in s} == {"agent", "team"}, rows
+    # one statement per graph: the agent's, the team's, and the global one (which names no owner)
+    assert len(rows) == 3 and sorted(tuple(owners[o] for o in owners if o in s) for s, _g, _c in rows) == [
+        (), ("agent",), ("team",)], rows
     assert all("$2" not in s for s, _g, _c in rows)  # the query vector is the one parameter
     assert all(g == 3 and c == 0 for _s, g, c in rows), [(g, c) for _s, g, c in rows]
     assert mode is not None and mode[0] == "auto"  # set for the statements' transaction only

@@ -45,10 +45,23 @@ MAX_K = 1000  # the most hits one search returns
 # the caller may see only: at 1M facts the team's and the global graph (both built with ef_construction 400)
 # give 0.943 / 0.953 / 0.957 / 0.960 at 200 / 250 / 300 / 400 (0.958 / 0.968 / 0.972 / 0.975 by distance), so
 # 1M facts take ~300 (76k global rows); 1M episodes (32k global rows) 200: 0.965 (0.907 before at 1000). An
-# agent's graph is walked in a statement of its own, with AGENT_GRAPH_EF_SEARCH (graphs.py).
+# agent's graph is walked in a statement of its own, with AGENT_GRAPH_EF_SEARCH (graphs.py). Since migration 0024
+# each graph is: the team's with TEAM_GRAPH_EF_SEARCH (graphs.py), the global one (built with
+# GLOBAL_GRAPH_EF_CONSTRUCTION) with one candidate per GLOBAL_EF_SEARCH_ROWS rows, at least GLOBAL_EF_SEARCH_MIN
+# (see there); this rule stays for the one statement of a search with a narrowing filter.
 EF_SEARCH_MIN = 200
 EF_SEARCH_ROWS = 250
 MAX_EF_SEARCH = 1000
+# The global graph's own walk (migration 0024: built with ef_construction 800), one candidate per
+# GLOBAL_EF_SEARCH_ROWS rows of it, at least GLOBAL_EF_SEARCH_MIN: 308 for 77k global facts, 128 for 32k global
+# episodes. At 1M facts + 1M episodes (bench_search data), recall@10 of
+# search(mode="vector") under a scope, by id, for the bench's 100 questions / 150 others (seed 99): facts 0.958 /
+# 0.933 with the graph of 0023 at 308 (1,485 buffers a walk), 0.972 / 0.974 with the new one (1,720); episodes
+# 0.937 / 0.975 at 200 (1,773 buffers), 0.953 / 0.979 at 128 (~1,300). The new graph at 160 (1,050 buffers) gives
+# facts 0.954 / 0.959: its recall steps up between 250 and 300 candidates on this data (the bench repeats
+# sentences with small differences, near-duplicate clusters a walk must take in whole).
+GLOBAL_EF_SEARCH_MIN = 120
+GLOBAL_EF_SEARCH_ROWS = 250
 EF_SEARCH = None  # search()'s default: by the global graph's size, as above
 # How search() fuses the rank lists of the kinds (LoCoMo dev, conversation 1, evidence recall@10 LLM off:
 # calibrated 0.71, per-kind 0.68, joint 0.59; see bench/eval_locomo.py):
@@ -248,14 +261,17 @@ COVERED_MAX_DIM = 512
 # 112 was measured in stop 35 (5.5% fewer buffer accesses per insert, recall@10 at 100k unchanged) and not taken:
 # its recall at 1M, where the margin is thin, was not measured (bench/README.md).
 GRAPH_EF_CONSTRUCTION = 128
-# The global graph's and the teams' graphs' (migration 0023). These rows repeat the same few thousand sentences
-# with small differences (bench_search's data: near-duplicate vectors), where a walk needs a long list, and a
-# better-built graph needs a shorter one. At 1M facts, 100 questions, recall@10 of one graph's rows alone at
-# ef_search 100 / 200 / 400 (/ 1000): the global graph (77k rows) 0.764 / 0.852 / 0.884 / 0.977 built with 128,
-# 0.818 / 0.916 / 0.952 / 0.998 with 400 (m 32 and 256: 0.737 / 0.840 / 0.924 / 0.988); a team's (35k rows)
-# 0.851 / 0.918 / 0.995 with 128, 0.924 / 0.992 / - with 400. A build takes longer (the global graph 109 s
-# against 41 s, a team's ~40 s against ~17 s, load ~10-15); an agent's graph, whose rows are one speaker's, keeps 128.
-GLOBAL_GRAPH_EF_CONSTRUCTION = 400
+# The teams' graphs' (migration 0023), and the global graph's before migration 0024. These rows repeat the same few
+# thousand sentences with small differences (bench_search's data: near-duplicate vectors), where a walk needs a
+# long list, and a better-built graph needs a shorter one. At 1M facts, 100 questions, recall@10 of one graph's
+# rows alone at ef_search 100 / 200 / 400 (/ 1000): the global graph (77k rows) 0.764 / 0.852 / 0.884 / 0.977
+# built with 128, 0.818 / 0.916 / 0.952 / 0.998 with 400 (m 32 and 256: 0.737 / 0.840 / 0.924 / 0.988); a team's
+# (35k rows) 0.851 / 0.918 / 0.995 with 128, 0.924 / 0.992 / - with 400. A build takes longer (the global graph
+# 109 s against 41 s, a team's ~40 s against ~17 s, load ~10-15); an agent's graph, whose rows are one
+# speaker's, keeps 128.
+TEAM_GRAPH_EF_CONSTRUCTION = 400
+# The global graph's (migration 0024), which every search walks: see GLOBAL_EF_SEARCH_MIN for what it buys.
+GLOBAL_GRAPH_EF_CONSTRUCTION = 800
 
 
 def vector_index_ddl(table: str, dim: int, ef_construction: int = GLOBAL_GRAPH_EF_CONSTRUCTION) -> list[str]:
@@ -309,32 +325,40 @@ def private_index_ddl(table: str, dim: int) -> str:
     return f"CREATE INDEX {table}_private_agent_idx ON {table} (agent_id) WHERE visibility = 'private'"
 
 
-def ef_search_sql(table: str, ef_search: int | None, n: int) -> str:
+def ef_search_sql(table: str, ef_search: int | None, n: int, graph: str = "team") -> str:
     """The statement that sets ``hnsw.ef_search`` for the rest of its transaction: ``ef_search``, or by default
-    by the size of ``table``'s global graph (see :data:`EF_SEARCH_ROWS`); never below ``n`` (past the candidate
-    list the iterative scan goes on for more rows) nor above pgvector's largest."""
-    return f"SELECT set_config('hnsw.ef_search', {_ef_search_value(table, ef_search, n)}, true); "
+    by the size of ``table``'s global graph (see :data:`EF_SEARCH_ROWS`, and :data:`GLOBAL_EF_SEARCH_ROWS` for
+    the walk of the global graph itself, ``graph`` "global"); never below ``n`` (past the candidate list the
+    iterative scan goes on for more rows) nor above pgvector's largest."""
+    return f"SELECT set_config('hnsw.ef_search', {_ef_search_value(table, ef_search, n, graph)}, true); "
 
 
-def _ef_search_value(table: str, ef_search: int | None, n: int) -> str:
+# The default candidate list per graph walked: (at least, one per this many rows of the table's global graph)
+_EF_RULES = {"team": (EF_SEARCH_MIN, EF_SEARCH_ROWS), "global": (GLOBAL_EF_SEARCH_MIN, GLOBAL_EF_SEARCH_ROWS)}
+
+
+def _ef_search_value(table: str, ef_search: int | None, n: int, graph: str = "team") -> str:
     if ef_search is not None:
         return f"'{int(min(max(ef_search, n), MAX_EF_SEARCH))}'"
     if table not in _PRIVATE_COVER:
         raise ValidationError(f"no vectors in table {table!r}")
-    return (f"least({MAX_EF_SEARCH}, greatest({int(n)}, {EF_SEARCH_MIN}, "
+    least, rows = _EF_RULES[graph]
+    return (f"least({MAX_EF_SEARCH}, greatest({int(n)}, {least}, "
             f"(SELECT reltuples FROM pg_class WHERE oid = to_regclass('{table}_embedding_global_hnsw')) / "
-            f"{EF_SEARCH_ROWS}))::int::text")
+            f"{rows}))::int::text")
 
 
-def _settings_sql(table: str, ef_search: int | None, n: int, iterative: bool, generic: bool = False) -> str:
+def _settings_sql(table: str, ef_search: int | None, n: int, iterative: bool, generic: bool = False,
+                  graph: str = "team") -> str:
     """One statement that sets a vector statement's HNSW settings for the rest of the transaction
-    (:func:`ef_search_sql`, and pgvector >= 0.8's iterative scan in relaxed order). ``generic``: the statement
-    runs by its generic plan from its first run (its owners are literals, so a generic plan walks the owner's
-    graph as a custom one does; planning its branches against every partial index of the table cost ~0.5 ms a
-    statement at 1M facts, with 60 graphs)."""
+    (:func:`ef_search_sql` for ``graph``, and pgvector >= 0.8's iterative scan in relaxed order). ``generic``: the
+    statement runs by its generic plan from its first run (its owners are literals, so a generic plan walks the
+    owner's graph as a custom one does; planning its branches against every partial index of the table cost
+    ~0.5 ms a statement at 1M facts, with 60 graphs)."""
     relaxed = ", set_config('hnsw.iterative_scan', 'relaxed_order', true)" if iterative else ""
     plans = f", set_config('plan_cache_mode', '{'force_generic_plan' if generic else 'auto'}', true)"
-    return f"SELECT set_config('hnsw.ef_search', {_ef_search_value(table, ef_search, n)}, true){relaxed}{plans}"
+    return (f"SELECT set_config('hnsw.ef_search', {_ef_search_value(table, ef_search, n, graph)}, true)"
+            f"{relaxed}{plans}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,15 +419,18 @@ else PostgreSQL's own choice after five runs). Sent as one
 
 def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, n: int, ef_search: int | None,
                       iterative: bool = True, own_graph: bool = True) -> list[tuple[str, str]]:
-    """What one vector search of ``table`` runs, as (settings, statement) pairs: the agent's own rows
-    (:func:`graph_sql`, its graph walked with :data:`~factforge.storage.graphs.AGENT_GRAPH_EF_SEARCH`
-    candidates, or ``ef_search``) and the rest (:func:`vector_sql` with the team's graph, it and the global
-    graph walked with the candidate list of :func:`ef_search_sql`); the neighbours of both statements, merged
-    by distance, are the top ``n``. ``own_graph=False`` (a narrowing filter): one statement, the agent's rows
-    read exactly (a walk of its graph may stop before it meets a rare match; the team's and the global graph
-    are walked on by the iterative scan, as the shared graph was). ``n`` is written into the statements: a
-    prepared statement's generic plan then knows its limit, as a one-off plan did."""
-    from .graphs import AGENT_GRAPH_EF_SEARCH
+    """What one vector search of ``table`` runs, as (settings, statement) pairs, one statement per graph walked,
+    each with the candidate list its graph needs: the agent's own rows (:func:`graph_sql`, its graph walked with
+    :data:`~factforge.storage.graphs.AGENT_GRAPH_EF_SEARCH` candidates), its team's (:func:`graph_sql`,
+    :data:`~factforge.storage.graphs.TEAM_GRAPH_EF_SEARCH`) and the global rows (:func:`global_sql`, by the
+    global graph's size, :data:`GLOBAL_EF_SEARCH_ROWS`), or ``ef_search`` for all; the neighbours of the
+    statements, merged by distance, are the top ``n``. ``own_graph=False`` (a narrowing filter): one statement,
+    the agent's rows read exactly (a walk of its graph may stop before it meets a rare match; the team's and the
+    global graph are walked on by the iterative scan, as the shared graph was, with :func:`ef_search_sql`'s
+    list). The analyst's view (no agent, no team): one statement, every private and team row read exactly
+    (:func:`vector_sql`), the global graph walked. ``n`` is written into the statements: a prepared statement's
+    generic plan then knows its limit, as a one-off plan did."""
+    from .graphs import AGENT_GRAPH_EF_SEARCH, TEAM_GRAPH_EF_SEARCH
 
     # the limit and the owners written into the statement text (see _settings_sql's ``generic``)
     values = {"n": str(int(n)), **{name: _literal(params.get(name)) for name in _OWNER_PARAM.values()}}
@@ -411,12 +438,29 @@ def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, 
     def written(statement: str) -> str:  # one pass: a written owner's text is not read for placeholders again
         return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group()) if m.group(1) else m.group(), statement)
 
-    rest = _settings_sql(table, ef_search, n, iterative, generic=own_graph)
-    if params.get("v_agent") is None or not own_graph:
-        return [(rest, written(vector_sql(table, where, params, dim, graphs=("team",))))]
-    own = _settings_sql(table, AGENT_GRAPH_EF_SEARCH if ef_search is None else ef_search, n, iterative, generic=True)
-    return [(own, written(graph_sql(table, "agent", where, params, dim))),
-            (rest, written(vector_sql(table, where, params, dim, graphs=("team",), private=False)))]
+    if not own_graph:
+        return [(_settings_sql(table, ef_search, n, iterative),
+                 written(vector_sql(table, where, params, dim, graphs=("team",))))]
+    walk_global = _settings_sql(table, ef_search, n, iterative, generic=True, graph="global")
+    if "v_agent" not in params and "v_team" not in params:  # the analyst's view
+        return [(walk_global, written(vector_sql(table, where, params, dim)))]
+    out = []
+    if params.get("v_agent") is not None:
+        own = _settings_sql(table, AGENT_GRAPH_EF_SEARCH if ef_search is None else ef_search, n, iterative,
+                            generic=True)
+        out.append((own, written(graph_sql(table, "agent", where, params, dim))))
+    if params.get("v_team") is not None:
+        team = _settings_sql(table, TEAM_GRAPH_EF_SEARCH if ef_search is None else ef_search, n, iterative,
+                             generic=True)
+        out.append((team, written(graph_sql(table, "team", where, params, dim))))
+    out.append((walk_global, written(global_sql(table, where, dim))))
+    return out
+
+
+def global_sql(table: str, where: str, dim: int) -> str:
+    """The ``%(n)s`` nearest global rows of ``table`` to ``%(v)s`` under ``where``, by the global graph."""
+    rows = _nearest(table, f"f.visibility = 'global' AND {where}", _graph_order(dim))
+    return f"SELECT id, d FROM {rows} x"
 
 
 # psycopg's named placeholders, and its escaped percent sign (read as a whole, so that "%%(n)s" is no placeholder)
@@ -544,9 +588,11 @@ def search(
     out, so fewer, better facts come back; "auto" is ``LOCAL_MAX_DISTANCE`` for the local embedder, else none.
 
     ``ef_search``: the HNSW candidate list of every graph walked (the global one, the team's and the agent's);
-    None: the global and team graphs by the global graph's size, one per :data:`EF_SEARCH_ROWS` rows, 200 to
-    1000, and an agent's graph :data:`~factforge.storage.graphs.AGENT_GRAPH_EF_SEARCH`. At 1M facts
-    (bench/bench_search.py data) recall@10 under a scope is 0.957 by id at 300 (see :data:`EF_SEARCH_MIN`).
+    None: the global graph by its size, one per :data:`GLOBAL_EF_SEARCH_ROWS` rows, 120 to 1000, a team's graph
+    :data:`~factforge.storage.graphs.TEAM_GRAPH_EF_SEARCH` and an agent's
+    :data:`~factforge.storage.graphs.AGENT_GRAPH_EF_SEARCH` (with a narrowing filter, the team's and the global
+    graph by :data:`EF_SEARCH_ROWS`). At 1M facts (bench/bench_search.py data) recall@10 under a scope is 0.968
+    by id (see :data:`GLOBAL_EF_SEARCH_MIN`).
 
     ``source`` is a :class:`~factforge.store.Store` (its pooled connections are reused: no connection
     set-up per query) or a database URL (one connection for this call). ``kinds``: "fact", "episode" or both
