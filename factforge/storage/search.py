@@ -639,16 +639,17 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
     searched = [kind for kind in plan if mode != "vector"]
     here = list(plan) if qvector is not None else []
     pending = []
-    if qvector is not None and not isinstance(source, str) and (mode == "hybrid" or len(plan) > 1):
-        # Another pooled connection: the HNSW queries run while this one does BM25 (hybrid), or while it does the
-        # first kind's (vector). Each kind on a connection of its own while no other search runs in this process
-        # (at 1M facts + 1M episodes each kind's statements take ~8-9 ms, so the kinds run side by side too);
-        # with others running the cores have work anyway, and a connection more costs a pool checkout, a thread
-        # hop and a round trip for nothing: the kinds share one (bench_api, 8 clients, 3.7k episodes and facts
-        # of the agent: CPU per search 7.5 -> 6.7 ms, API and PostgreSQL).
+    if qvector is not None and not isinstance(source, str) and (mode == "hybrid" or len(plan) > 1) and running <= 1:
+        # While no other search runs in this process: each kind's HNSW queries on a pooled connection of its own,
+        # while this one does BM25 (hybrid), or the first kind's (vector); at 1M facts + 1M episodes each kind's
+        # statements take ~8-9 ms, so the halves and the kinds run side by side. With others running the cores
+        # have work anyway, and a connection more costs a pool checkout, a thread hop and a round trip for
+        # nothing: every statement goes on this connection, the vector ones in BM25's first round trip
+        # (bench_api, 8 clients, 2.9k episodes and 1k facts of the agent: CPU per search 7.5 -> 6.7 ms, API and
+        # PostgreSQL, with the kinds on one other connection; 5.59 -> 5.12 ms with none).
         aside = plan if mode == "hybrid" else plan[1:]
         here = [kind for kind in here if kind not in aside]
-        groups = [[kind] for kind in aside] if running <= 1 else [list(aside)]
+        groups = [[kind] for kind in aside]
         pending = [_executor().submit(_vectors_on_own_connection, source, group, vector_where, qvector, n, ef_search)
                    for group in groups]
     iterative = _has_iterative_scan(conn, source) if here else False
