@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -370,8 +370,9 @@ else PostgreSQL's own choice after five runs). Sent as one
     planned = []
     for kind in kinds:
         args = {**kind.params, "v": vector.value}
-        for settings, query in vector_statements(kind.table, vector_where[kind.name], kind.params, vector.dim, n,
-                                                 ef_search, iterative, not kind.narrowed):
+        owners = tuple((name, kind.params[name]) for name in _OWNER_PARAM.values() if name in kind.params)
+        for settings, query in _statements_of(kind.table, vector_where[kind.name], owners, vector.dim, n,
+                                              ef_search, iterative, not kind.narrowed):
             planned.append((settings, kind.name, query, args))
     planned.sort(key=lambda p: p[0])  # stable: the same settings side by side, each kind's statements in order
     found: dict[str, list[Any]] = {kind.name: [] for kind in kinds}
@@ -417,6 +418,14 @@ def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, 
     own = _settings_sql(table, AGENT_GRAPH_EF_SEARCH if ef_search is None else ef_search, n, iterative, generic=True)
     return [(own, written(graph_sql(table, "agent", where, params, dim))),
             (rest, written(vector_sql(table, where, params, dim, graphs=("team",), private=False)))]
+
+
+@lru_cache(maxsize=512)
+def _statements_of(table: str, where: str, owners: tuple[tuple[str, Any], ...], dim: int, n: int,
+                   ef_search: int | None, iterative: bool, own_graph: bool) -> tuple[tuple[str, str], ...]:
+    """:func:`vector_statements` for the owner parameters ``owners`` ((name, value) of those given): the same
+    arguments make the same text, so a process makes each once, not on every search (90 us a hybrid search)."""
+    return tuple(vector_statements(table, where, dict(owners), dim, n, ef_search, iterative, own_graph))
 
 
 # psycopg's named placeholders, and its escaped percent sign (read as a whole, so that "%%(n)s" is no placeholder)
