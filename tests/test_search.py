@@ -621,7 +621,7 @@ def test_bm25_reads_term_frequencies_from_ts_rank_exactly(db_url: str) -> None:
     """BM25 reads a lexeme's tf from ts_rank (bm25.TF_EXACT) instead of unnesting the tsvector: for tf 0 to 40,
     with and without weights and positions, the expression must say what the positions say (a PostgreSQL whose
     ts_rank computes otherwise fails here); past TF_EXACT it falls back to the positions."""
-    from factforge.storage.bm25 import TF_CUTS, TF_EXACT, _tf
+    from factforge.storage.bm25 import TF_EXACT, _tf
 
     docs = ["'other':1"] + [f"'kafka':{','.join(str(2 * p + 1) + w for p in range(tf))} 'other':2"
                             for tf in range(1, 41) for w in ("", "A")] + ["'kafka' 'other':1", "'kafka':16383 'x':1"]
@@ -629,7 +629,7 @@ def test_bm25_reads_term_frequencies_from_ts_rank_exactly(db_url: str) -> None:
         rows = conn.execute(
             f"SELECT d, {_tf('d::tsvector', 0)}, (SELECT coalesce(array_length(x.positions, 1), 0) FROM "
             "unnest(d::tsvector) x WHERE x.lexeme = 'kafka') FROM unnest(%(docs)s::text[]) d",
-            {"docs": docs, "bm25_l0": "'kafka'", "bm25_x0": "kafka", "bm25_tfcuts": TF_CUTS}).fetchall()
+            {"docs": docs, "bm25_l0": "'kafka'", "bm25_x0": "kafka"}).fetchall()
     assert len(rows) == len(docs) and TF_EXACT < 40
     for doc, tf, positions in rows:
         assert tf == (positions if positions is not None else 0) or (positions == 0 and tf == 1), doc
