@@ -44,7 +44,7 @@ from typing import Any
 from .scope import rule_cases, scope_keys
 
 __all__ = ["BM25_K1", "BM25_B", "bm25_query", "bm25_query_from", "bm25_ranks", "bm25_ranks_sized", "terms_sql",
-           "send_ranks", "SCOPED_TSV"]
+           "terms_sql_of", "send_ranks", "SCOPED_TSV"]
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -126,6 +126,12 @@ def terms_sql(table: str) -> str:
     of the query's lexemes (parameter ``%(q)s``), whose rows :func:`bm25_query_from` turns into the second. A
     caller that searches several tables sends these together, then the second statements together."""
     return _QUERY_TERMS.format(stats=_STATS.get(table, "bm25"))
+
+
+def terms_sql_of(tables: Sequence[str]) -> str:
+    """:func:`terms_sql` of several tables in one statement (one statement to prepare, bind and read instead of
+    one per table): each row is led by its table's place in ``tables``."""
+    return " UNION ALL ".join(f"SELECT {i} AS kind, s.* FROM ({terms_sql(table)}) s" for i, table in enumerate(tables))
 
 
 def _terms(rows: Sequence[Any]) -> tuple[list[_Term], float, int]:

@@ -26,7 +26,7 @@ from uuid import UUID
 
 from ..errors import DatabaseError, EmbedderError, ValidationError
 from .bm25 import (BM25_B, BM25_K1, SCOPED_TSV, bm25_query, bm25_query_from, bm25_ranks,  # noqa: F401 (re-exported)
-                   bm25_ranks_sized, send_ranks, terms_sql)
+                   bm25_ranks_sized, send_ranks, terms_sql, terms_sql_of)
 from .scope import episode_filters, fact_filters, own_session, scope_keys, source_readable  # noqa: F401 (scope_keys re-exported)
 
 logger = logging.getLogger("factforge.search")
@@ -639,8 +639,9 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
     distinct UUIDs. Vector neighbours too far away that BM25 did not find are left out (:func:`_agreeing`).
     Also each kind's number of documents, as its BM25 statistics read it (none in vector mode).
 
-    Two round trips on ``conn`` whatever the number of kinds: BM25's first statement of every kind (its term
-    statistics) with the vector statements that stay on ``conn``, then BM25's second statement of every kind.
+    Two round trips on ``conn`` whatever the number of kinds: BM25's first statement (every kind's term
+    statistics, in one) with the vector statements that stay on ``conn``, then BM25's second statement of every
+    kind.
     ``running``: how many searches this process runs at the moment, this one included."""
     ranks: dict[tuple[str, str], _Ranks] = {}
     sizes: dict[str, int] = {}
@@ -663,15 +664,20 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
                    for group in groups]
     iterative = _has_iterative_scan(conn, source) if here else False
     with conn.pipeline():  # (never empty: a search that reaches here has a kind, and each kind a path)
-        terms = {kind.name: conn.execute(terms_sql(kind.terms_table), {"q": query}) for kind in searched}
+        # every kind's term statistics in one statement
+        terms = (conn.execute(terms_sql_of([kind.terms_table for kind in searched]), {"q": query}, prepare=True)
+                 if searched else None)
         read = (_send_kinds_vectors(conn, here, vector_where, qvector, n, ef_search, iterative)
                 if qvector is not None and here else {})
     for name, found in read.items():
         ranks[name, "vector"] = found()
+    term_rows: list[list[Any]] = [[] for _ in searched]
+    for row in terms.fetchall() if terms is not None else ():
+        term_rows[row[0]].append(row[1:])
     built = {}
-    for kind in searched:
-        built[kind.name], sizes[kind.name] = bm25_query_from(terms[kind.name].fetchall(), kind.where,
-                                                             {**kind.params, "n": n}, query, kind.terms_table)
+    for kind, rows in zip(searched, term_rows):
+        built[kind.name], sizes[kind.name] = bm25_query_from(rows, kind.where, {**kind.params, "n": n}, query,
+                                                             kind.terms_table)
     statements = {name: statement for name, statement in built.items() if statement is not None}
     scored = {}
     if statements:  # (an empty pipeline would still wait for the server)
