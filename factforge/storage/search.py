@@ -831,25 +831,20 @@ def _rows(conn: Any, fact_ids: Sequence[UUID], episode_ids: Sequence[UUID], agen
           team_id: str | None = None) -> dict[UUID, dict[str, Any]]:
     """The stored columns of the hits, facts with the time, session and speaker of their first source that the
     caller may read: a team fact first said in another agent's private conversation does not tell who spoke
-    there or in which session (:func:`~factforge.storage.facts.sources` hides them the same way)."""
-    found = []
-    with conn.pipeline():  # one round trip for both
-        if fact_ids:
-            found.append(_fact_rows(conn, fact_ids, agent_id, team_id))
-        if episode_ids:
-            found.append(_episode_rows(conn, episode_ids))
-    out: dict[UUID, dict[str, Any]] = {}
-    for cur in found:
-        names = [d.name for d in cur.description]
-        out.update({r[0]: dict(zip(names, r)) for r in cur.fetchall()})
-    return out
+    there or in which session (:func:`~factforge.storage.facts.sources` hides them the same way).
+
+    Facts and episodes in one statement (the episodes' columns as a fact's): one to bind, run and read instead of
+    two (a kind without hits looks up an empty list of ids, which reads nothing)."""
+    cur = conn.execute(f"{_fact_rows(agent_id, team_id)} UNION ALL {_EPISODE_ROWS}",
+                       {"ids": list(fact_ids), "episode_ids": list(episode_ids), "v_agent": agent_id,
+                        "v_team": team_id})
+    names = [d.name for d in cur.description]
+    return {r[0]: dict(zip(names, r)) for r in cur.fetchall()}
 
 
-def _fact_rows(conn: Any, fact_ids: Sequence[UUID], agent_id: str | None, team_id: str | None) -> Any:
-    readable = source_readable(agent_id, team_id)
-    return conn.execute(
-        f"""
-        SELECT f.id, f.content, f.category, f.confidence, f.extraction_method AS method, f.visibility,
+def _fact_rows(agent_id: str | None, team_id: str | None) -> str:
+    return f"""
+        (SELECT f.id, f.content, f.category, f.confidence, f.extraction_method AS method, f.visibility,
                f.agent_id, f.team_id, f.entities, f.superseded_at, f.last_seen_at, f.first_seen_at,
                f.valid_from, f.valid_to, src.message_ts AS source_ts,
                coalesce(src.session_id, src.activity_session,
@@ -858,24 +853,16 @@ def _fact_rows(conn: Any, fact_ids: Sequence[UUID], agent_id: str | None, team_i
                src.user_name AS speaker, f.explanation->'span'->>'text' AS evidence
         FROM facts f LEFT JOIN LATERAL (
             SELECT s.message_ts, s.session_id, s.activity_session, t.user_name FROM fact_sources s
-            LEFT JOIN turns t ON t.key = s.source_key WHERE s.fact_id = f.id AND {readable}
+            LEFT JOIN turns t ON t.key = s.source_key WHERE s.fact_id = f.id AND {source_readable(agent_id, team_id)}
             ORDER BY s.seen_at, s.id LIMIT 1
         ) src ON true
-        WHERE f.id = ANY({_ids("ids")})
-        """,
-        {"ids": list(fact_ids), "v_agent": agent_id, "v_team": team_id},
-    )
+        WHERE f.id = ANY({_ids("ids")}))"""
 
 
-def _episode_rows(conn: Any, episode_ids: Sequence[UUID]) -> Any:
-    return conn.execute(
-        f"""
-        SELECT id, user_message AS content, 'episode' AS category, 1.0 AS confidence, 'episode' AS method,
+_EPISODE_ROWS = f"""
+        (SELECT id, user_message AS content, 'episode' AS category, 1.0::real AS confidence, 'episode' AS method,
                visibility, agent_id, team_id, entities, NULL::timestamptz AS superseded_at,
                coalesce(message_ts, created_at) AS last_seen_at, coalesce(message_ts, created_at) AS first_seen_at,
                valid_from, valid_to, message_ts AS source_ts, coalesce(session_id, activity_session) AS session_id,
-               user_name AS speaker
-        FROM turns WHERE id = ANY({_ids("ids")}) AND visibility IS NOT NULL
-        """,
-        {"ids": list(episode_ids)},
-    )
+               user_name AS speaker, NULL::text AS evidence
+        FROM turns WHERE id = ANY({_ids("episode_ids")}) AND visibility IS NOT NULL)"""
