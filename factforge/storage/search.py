@@ -127,7 +127,7 @@ def _agreeing(ranks_v: dict[UUID, tuple[int, float]], ranks_b: dict[UUID, tuple[
     """The vector neighbours worth returning: those BM25 also found, and the others within ``max_distance``."""
     if max_distance is None:
         return ranks_v
-    return {fid: rd for fid, rd in ranks_v.items() if fid in ranks_b or rd[1] <= max_distance}
+    return {fid: rd for fid, rd in ranks_v.items() if rd[1] <= max_distance or fid in ranks_b}  # (the cheap test first)
 
 
 _ITERATIVE: dict[str, bool] = {}
