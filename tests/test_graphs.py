@@ -163,8 +163,9 @@ def test_an_agents_search_walks_its_own_graph_and_answers_as_the_exact_read(stor
 def test_a_busy_process_reads_both_kinds_neighbours_on_one_connection_and_finds_the_same(
         store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch, graphs: bool) -> None:
     """While no other search runs in the process, a hybrid search reads each kind's neighbours on a connection
-    of its own (three in all); while others run, both kinds' on one (two in all), the settings of the agent's
-    and the team's graphs sent once for both kinds: the same statements, the same hits."""
+    of its own (three in all); while others run, both kinds' on its own connection with BM25's first statements
+    (one in all), the settings of the agent's and the team's graphs sent once for both kinds: the same
+    statements, the same hits."""
     from sqlalchemy import event
 
     from factforge.storage import search as search_module
@@ -197,7 +198,7 @@ def test_a_busy_process_reads_both_kinds_neighbours_on_one_connection_and_finds_
         busy, busy_connections, busy_settings = run(q)
         monkeypatch.setattr(search_module._IN_FLIGHT, "count", 0)
         assert len(idle) == 20 and busy == idle
-        assert (idle_connections, busy_connections) == (3, 2)
+        assert (idle_connections, busy_connections) == (3, 1)
         # the agent graph's settings (ef_search 120) and the team graph's (200) once each, then the global graph's
         # of each table
         own = [s for s in idle_settings if "'120'" in s]

@@ -626,7 +626,7 @@ def test_bm25_reads_term_frequencies_from_ts_rank_exactly(db_url: str) -> None:
     """BM25 reads a lexeme's tf from ts_rank (bm25.TF_EXACT) instead of unnesting the tsvector: for tf 0 to 40,
     with and without weights and positions, the expression must say what the positions say (a PostgreSQL whose
     ts_rank computes otherwise fails here); past TF_EXACT it falls back to the positions."""
-    from factforge.storage.bm25 import TF_CUTS, TF_EXACT, _tf
+    from factforge.storage.bm25 import TF_EXACT, _tf
 
     docs = ["'other':1"] + [f"'kafka':{','.join(str(2 * p + 1) + w for p in range(tf))} 'other':2"
                             for tf in range(1, 41) for w in ("", "A")] + ["'kafka' 'other':1", "'kafka':16383 'x':1"]
@@ -634,7 +634,7 @@ def test_bm25_reads_term_frequencies_from_ts_rank_exactly(db_url: str) -> None:
         rows = conn.execute(
             f"SELECT d, {_tf('d::tsvector', 0)}, (SELECT coalesce(array_length(x.positions, 1), 0) FROM "
             "unnest(d::tsvector) x WHERE x.lexeme = 'kafka') FROM unnest(%(docs)s::text[]) d",
-            {"docs": docs, "bm25_l0": "'kafka'", "bm25_x0": "kafka", "bm25_tfcuts": TF_CUTS}).fetchall()
+            {"docs": docs, "bm25_l0": "'kafka'", "bm25_x0": "kafka"}).fetchall()
     assert len(rows) == len(docs) and TF_EXACT < 40
     for doc, tf, positions in rows:
         assert tf == (positions if positions is not None else 0) or (positions == 0 and tf == 1), doc
@@ -665,9 +665,10 @@ def test_the_bm25_statement_is_prepared_once_its_shape_recurs(corpus: Store, db_
 
 
 def test_the_hits_rows_are_looked_up_by_a_cached_generic_plan(db_url: str, tmp_path: Path) -> None:
-    """The statements that read the hits' rows and their fact-episode links take their ids through an InitPlan:
-    given a few ids as a plain parameter, every run's own plan looked cheaper than the generic one and
-    PostgreSQL planned them anew on every search; now, as for the BM25 statement, a cached generic plan runs."""
+    """The statement that reads the hits' rows (facts and episodes) and the one that reads their fact-episode links
+    take their ids through an InitPlan: given a few ids as a plain parameter, every run's own plan looked cheaper
+    than the generic one and PostgreSQL planned them anew on every search; now, as for the BM25 statement, a
+    cached generic plan runs."""
     from factforge.memory import Memory
 
     settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path),
@@ -687,9 +688,10 @@ def test_the_hits_rows_are_looked_up_by_a_cached_generic_plan(db_url: str, tmp_p
                 "OR statement LIKE '%%user_message AS content%%'").fetchall()
         finally:
             raw.close()
-    lookups = {("links" if "fact_sources s JOIN" in s else "facts" if "f.content" in s else "episodes"): g
-               for s, g in rows}
-    assert set(lookups) == {"links", "facts", "episodes"} and all(g > 0 for g in lookups.values()), lookups
+    # the facts' and the episodes' rows in one statement
+    lookups = {("links" if "fact_sources s JOIN" in s else "rows" if "f.content" in s and "user_message AS content" in s
+                else s): g for s, g in rows}
+    assert set(lookups) == {"links", "rows"} and all(g > 0 for g in lookups.values()), lookups
 
 
 def test_ids_order_by_their_number_as_by_their_text() -> None:
@@ -774,3 +776,21 @@ def test_owner_literals_hold_whatever_the_servers_string_syntax(db_url: str, tmp
         assert sorted(h.content for h in hits) == [f"Team keeps own note {i}" for i in range(3)]
     finally:
         store.close()
+
+
+def test_every_kinds_term_statistics_come_in_one_statement(corpus: Store, db_url: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """BM25's first statement reads the query's term statistics of facts and of episodes at once (one statement
+    to bind and read, not one per kind); each kind's ranks are what its own statistics give."""
+    sent: list[str] = []
+    execute = psycopg.Connection.execute
+
+    def traced(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(query if isinstance(query, str) else "")
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", traced)
+    hits = search(corpus, "kafka billing", agent_id="a1", team_id="t1", mode="bm25", k=10)
+    stats = [s for s in sent if "_corpus c" in s]
+    assert len(stats) == 1 and "FROM bm25_corpus c" in stats[0] and "FROM episode_bm25_corpus c" in stats[0]
+    assert [round(h.bm25_score or 0, 6) for h in hits] == [round(s, 6) for _, s in _oracle(db_url, "kafka billing", 10)]

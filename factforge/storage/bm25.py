@@ -44,7 +44,7 @@ from typing import Any
 from .scope import rule_cases, scope_keys
 
 __all__ = ["BM25_K1", "BM25_B", "bm25_query", "bm25_query_from", "bm25_ranks", "bm25_ranks_sized", "terms_sql",
-           "send_ranks", "SCOPED_TSV"]
+           "terms_sql_of", "send_ranks", "SCOPED_TSV"]
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -126,6 +126,12 @@ def terms_sql(table: str) -> str:
     of the query's lexemes (parameter ``%(q)s``), whose rows :func:`bm25_query_from` turns into the second. A
     caller that searches several tables sends these together, then the second statements together."""
     return _QUERY_TERMS.format(stats=_STATS.get(table, "bm25"))
+
+
+def terms_sql_of(tables: Sequence[str]) -> str:
+    """:func:`terms_sql` of several tables in one statement (one statement to prepare, bind and read instead of
+    one per table): each row is led by its table's place in ``tables``."""
+    return " UNION ALL ".join(f"SELECT {i} AS kind, s.* FROM ({terms_sql(table)}) s" for i, table in enumerate(tables))
 
 
 def _terms(rows: Sequence[Any]) -> tuple[list[_Term], float, int]:
@@ -225,12 +231,15 @@ def _rank_of_tf(tf: int) -> float:
 
 # the lower bounds of tf 1 .. TF_EXACT + 1 (the last: "more than TF_EXACT")
 TF_CUTS = [_rank_of_tf(1) / 2] + [(_rank_of_tf(t - 1) + _rank_of_tf(t)) / 2 for t in range(2, TF_EXACT + 2)]
+# ... written into the statement (repr reads back as the same float8): sent as a parameter, the 33 numbers were
+# turned into text by psycopg and parsed by PostgreSQL on every run of every BM25 statement.
+_TF_CUTS_SQL = "'{" + ",".join(repr(c) for c in TF_CUTS) + "}'::float8[]"
 
 
 def _tf(tsv: str, i: int) -> str:
     """SQL: the term frequency of query lexeme ``i`` in the document ``tsv`` (0: absent); see :data:`TF_EXACT`."""
     return (f"coalesce(nullif(width_bucket(ts_rank('{{1,1,1,1}}'::float4[], {tsv}, %(bm25_l{i})s::tsquery)::float8, "
-            f"%(bm25_tfcuts)s::float8[]), {TF_EXACT + 1}), (SELECT coalesce(array_length(x.positions, 1), 1) "
+            f"{_TF_CUTS_SQL}), {TF_EXACT + 1}), (SELECT coalesce(array_length(x.positions, 1), 1) "
             f"FROM unnest({tsv}) x WHERE x.lexeme = %(bm25_x{i})s))::float8")
 
 
@@ -282,7 +291,6 @@ def bm25_query_from(term_rows: Sequence[Any], where: str, params: dict[str, Any]
         return None, corpus
     keys = scope_keys(params.get("v_agent"), params.get("v_team")) if table in _SCOPED_TABLES else None
     params = dict(params)
-    params["bm25_tfcuts"] = TF_CUTS
     params.update(_bound_params(terms, avgdl))
     # (SELECT ...): the query is parsed once per step, not once per row
     extra = f" AND ts_match_vq(f.tsv, (SELECT {_WEBSEARCH}))" if _OPERATORS.search(query) else ""

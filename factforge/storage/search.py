@@ -19,14 +19,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
 from ..errors import DatabaseError, EmbedderError, ValidationError
 from .bm25 import (BM25_B, BM25_K1, SCOPED_TSV, bm25_query, bm25_query_from, bm25_ranks,  # noqa: F401 (re-exported)
-                   bm25_ranks_sized, send_ranks, terms_sql)
+                   bm25_ranks_sized, send_ranks, terms_sql, terms_sql_of)
 from .scope import episode_filters, fact_filters, own_session, scope_keys, source_readable  # noqa: F401 (scope_keys re-exported)
 
 logger = logging.getLogger("factforge.search")
@@ -140,7 +140,7 @@ def _agreeing(ranks_v: dict[UUID, tuple[int, float]], ranks_b: dict[UUID, tuple[
     """The vector neighbours worth returning: those BM25 also found, and the others within ``max_distance``."""
     if max_distance is None:
         return ranks_v
-    return {fid: rd for fid, rd in ranks_v.items() if fid in ranks_b or rd[1] <= max_distance}
+    return {fid: rd for fid, rd in ranks_v.items() if rd[1] <= max_distance or fid in ranks_b}  # (the cheap test first)
 
 
 _ITERATIVE: dict[str, bool] = {}
@@ -394,8 +394,9 @@ else PostgreSQL's own choice after five runs). Sent as one
     planned = []
     for kind in kinds:
         args = {**kind.params, "v": vector.value}
-        for settings, query in vector_statements(kind.table, vector_where[kind.name], kind.params, vector.dim, n,
-                                                 ef_search, iterative, not kind.narrowed):
+        owners = tuple((name, kind.params[name]) for name in _OWNER_PARAM.values() if name in kind.params)
+        for settings, query in _statements_of(kind.table, vector_where[kind.name], owners, vector.dim, n,
+                                              ef_search, iterative, not kind.narrowed):
             planned.append((settings, kind.name, query, args))
     planned.sort(key=lambda p: p[0])  # stable: the same settings side by side, each kind's statements in order
     found: dict[str, list[Any]] = {kind.name: [] for kind in kinds}
@@ -461,6 +462,14 @@ def global_sql(table: str, where: str, dim: int) -> str:
     """The ``%(n)s`` nearest global rows of ``table`` to ``%(v)s`` under ``where``, by the global graph."""
     rows = _nearest(table, f"f.visibility = 'global' AND {where}", _graph_order(dim))
     return f"SELECT id, d FROM {rows} x"
+
+
+@lru_cache(maxsize=512)
+def _statements_of(table: str, where: str, owners: tuple[tuple[str, Any], ...], dim: int, n: int,
+                   ef_search: int | None, iterative: bool, own_graph: bool) -> tuple[tuple[str, str], ...]:
+    """:func:`vector_statements` for the owner parameters ``owners`` ((name, value) of those given): the same
+    arguments make the same text, so a process makes each once, not on every search (90 us a hybrid search)."""
+    return tuple(vector_statements(table, where, dict(owners), dim, n, ef_search, iterative, own_graph))
 
 
 # psycopg's named placeholders, and its escaped percent sign (read as a whole, so that "%%(n)s" is no placeholder)
@@ -676,8 +685,9 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
     distinct UUIDs. Vector neighbours too far away that BM25 did not find are left out (:func:`_agreeing`).
     Also each kind's number of documents, as its BM25 statistics read it (none in vector mode).
 
-    Two round trips on ``conn`` whatever the number of kinds: BM25's first statement of every kind (its term
-    statistics) with the vector statements that stay on ``conn``, then BM25's second statement of every kind.
+    Two round trips on ``conn`` whatever the number of kinds: BM25's first statement (every kind's term
+    statistics, in one) with the vector statements that stay on ``conn``, then BM25's second statement of every
+    kind.
     ``running``: how many searches this process runs at the moment, this one included."""
     ranks: dict[tuple[str, str], _Ranks] = {}
     sizes: dict[str, int] = {}
@@ -685,29 +695,35 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
     searched = [kind for kind in plan if mode != "vector"]
     here = list(plan) if qvector is not None else []
     pending = []
-    if qvector is not None and not isinstance(source, str) and (mode == "hybrid" or len(plan) > 1):
-        # Another pooled connection: the HNSW queries run while this one does BM25 (hybrid), or while it does the
-        # first kind's (vector). Each kind on a connection of its own while no other search runs in this process
-        # (at 1M facts + 1M episodes each kind's statements take ~8-9 ms, so the kinds run side by side too);
-        # with others running the cores have work anyway, and a connection more costs a pool checkout, a thread
-        # hop and a round trip for nothing: the kinds share one (bench_api, 8 clients, 3.7k episodes and facts
-        # of the agent: CPU per search 7.5 -> 6.7 ms, API and PostgreSQL).
+    if qvector is not None and not isinstance(source, str) and (mode == "hybrid" or len(plan) > 1) and running <= 1:
+        # While no other search runs in this process: each kind's HNSW queries on a pooled connection of its own,
+        # while this one does BM25 (hybrid), or the first kind's (vector); at 1M facts + 1M episodes each kind's
+        # statements take ~8-9 ms, so the halves and the kinds run side by side. With others running the cores
+        # have work anyway, and a connection more costs a pool checkout, a thread hop and a round trip for
+        # nothing: every statement goes on this connection, the vector ones in BM25's first round trip
+        # (bench_api, 8 clients, 2.9k episodes and 1k facts of the agent: CPU per search 7.5 -> 6.7 ms, API and
+        # PostgreSQL, with the kinds on one other connection; 5.59 -> 5.12 ms with none).
         aside = plan if mode == "hybrid" else plan[1:]
         here = [kind for kind in here if kind not in aside]
-        groups = [[kind] for kind in aside] if running <= 1 else [list(aside)]
+        groups = [[kind] for kind in aside]
         pending = [_executor().submit(_vectors_on_own_connection, source, group, vector_where, qvector, n, ef_search)
                    for group in groups]
     iterative = _has_iterative_scan(conn, source) if here else False
     with conn.pipeline():  # (never empty: a search that reaches here has a kind, and each kind a path)
-        terms = {kind.name: conn.execute(terms_sql(kind.terms_table), {"q": query}) for kind in searched}
+        # every kind's term statistics in one statement
+        terms = (conn.execute(terms_sql_of([kind.terms_table for kind in searched]), {"q": query}, prepare=True)
+                 if searched else None)
         read = (_send_kinds_vectors(conn, here, vector_where, qvector, n, ef_search, iterative)
                 if qvector is not None and here else {})
     for name, found in read.items():
         ranks[name, "vector"] = found()
+    term_rows: list[list[Any]] = [[] for _ in searched]
+    for row in terms.fetchall() if terms is not None else ():
+        term_rows[row[0]].append(row[1:])
     built = {}
-    for kind in searched:
-        built[kind.name], sizes[kind.name] = bm25_query_from(terms[kind.name].fetchall(), kind.where,
-                                                             {**kind.params, "n": n}, query, kind.terms_table)
+    for kind, rows in zip(searched, term_rows):
+        built[kind.name], sizes[kind.name] = bm25_query_from(rows, kind.where, {**kind.params, "n": n}, query,
+                                                             kind.terms_table)
     statements = {name: statement for name, statement in built.items() if statement is not None}
     scored = {}
     if statements:  # (an empty pipeline would still wait for the server)
@@ -861,25 +877,20 @@ def _rows(conn: Any, fact_ids: Sequence[UUID], episode_ids: Sequence[UUID], agen
           team_id: str | None = None) -> dict[UUID, dict[str, Any]]:
     """The stored columns of the hits, facts with the time, session and speaker of their first source that the
     caller may read: a team fact first said in another agent's private conversation does not tell who spoke
-    there or in which session (:func:`~factforge.storage.facts.sources` hides them the same way)."""
-    found = []
-    with conn.pipeline():  # one round trip for both
-        if fact_ids:
-            found.append(_fact_rows(conn, fact_ids, agent_id, team_id))
-        if episode_ids:
-            found.append(_episode_rows(conn, episode_ids))
-    out: dict[UUID, dict[str, Any]] = {}
-    for cur in found:
-        names = [d.name for d in cur.description]
-        out.update({r[0]: dict(zip(names, r)) for r in cur.fetchall()})
-    return out
+    there or in which session (:func:`~factforge.storage.facts.sources` hides them the same way).
+
+    Facts and episodes in one statement (the episodes' columns as a fact's): one to bind, run and read instead of
+    two (a kind without hits looks up an empty list of ids, which reads nothing)."""
+    cur = conn.execute(f"{_fact_rows(agent_id, team_id)} UNION ALL {_EPISODE_ROWS}",
+                       {"ids": list(fact_ids), "episode_ids": list(episode_ids), "v_agent": agent_id,
+                        "v_team": team_id})
+    names = [d.name for d in cur.description]
+    return {r[0]: dict(zip(names, r)) for r in cur.fetchall()}
 
 
-def _fact_rows(conn: Any, fact_ids: Sequence[UUID], agent_id: str | None, team_id: str | None) -> Any:
-    readable = source_readable(agent_id, team_id)
-    return conn.execute(
-        f"""
-        SELECT f.id, f.content, f.category, f.confidence, f.extraction_method AS method, f.visibility,
+def _fact_rows(agent_id: str | None, team_id: str | None) -> str:
+    return f"""
+        (SELECT f.id, f.content, f.category, f.confidence, f.extraction_method AS method, f.visibility,
                f.agent_id, f.team_id, f.entities, f.superseded_at, f.last_seen_at, f.first_seen_at,
                f.valid_from, f.valid_to, src.message_ts AS source_ts,
                coalesce(src.session_id, src.activity_session,
@@ -888,24 +899,16 @@ def _fact_rows(conn: Any, fact_ids: Sequence[UUID], agent_id: str | None, team_i
                src.user_name AS speaker, f.explanation->'span'->>'text' AS evidence
         FROM facts f LEFT JOIN LATERAL (
             SELECT s.message_ts, s.session_id, s.activity_session, t.user_name FROM fact_sources s
-            LEFT JOIN turns t ON t.key = s.source_key WHERE s.fact_id = f.id AND {readable}
+            LEFT JOIN turns t ON t.key = s.source_key WHERE s.fact_id = f.id AND {source_readable(agent_id, team_id)}
             ORDER BY s.seen_at, s.id LIMIT 1
         ) src ON true
-        WHERE f.id = ANY({_ids("ids")})
-        """,
-        {"ids": list(fact_ids), "v_agent": agent_id, "v_team": team_id},
-    )
+        WHERE f.id = ANY({_ids("ids")}))"""
 
 
-def _episode_rows(conn: Any, episode_ids: Sequence[UUID]) -> Any:
-    return conn.execute(
-        f"""
-        SELECT id, user_message AS content, 'episode' AS category, 1.0 AS confidence, 'episode' AS method,
+_EPISODE_ROWS = f"""
+        (SELECT id, user_message AS content, 'episode' AS category, 1.0::real AS confidence, 'episode' AS method,
                visibility, agent_id, team_id, entities, NULL::timestamptz AS superseded_at,
                coalesce(message_ts, created_at) AS last_seen_at, coalesce(message_ts, created_at) AS first_seen_at,
                valid_from, valid_to, message_ts AS source_ts, coalesce(session_id, activity_session) AS session_id,
-               user_name AS speaker
-        FROM turns WHERE id = ANY({_ids("ids")}) AND visibility IS NOT NULL
-        """,
-        {"ids": list(episode_ids)},
-    )
+               user_name AS speaker, NULL::text AS evidence
+        FROM turns WHERE id = ANY({_ids("episode_ids")}) AND visibility IS NOT NULL)"""
