@@ -105,6 +105,9 @@ VARIANTS: dict[str, list[str]] = {
     # a live system's: every team already has a graph of its own (migration 0023; built by the worker once a team
     # holds FACTFORGE_TEAM_GRAPH_MIN_ROWS vectors), so each team row goes into its team's graph as it arrives
     "team_graphs": [_team_graph(f"team-{i}") for i in range(bs.N_TEAMS)],
+    # the same with the global graph built as before migration 0024 (ef_construction 400, not 800)
+    "team_graphs_global400": [_team_graph(f"team-{i}") for i in range(bs.N_TEAMS)]
+    + ["ALTER INDEX facts_embedding_global_hnsw SET (ef_construction = 400)"],
     "graph_ef128": ["ALTER INDEX facts_embedding_global_hnsw SET (ef_construction = 128)"],
     "graph_ef112": ["ALTER INDEX facts_embedding_global_hnsw SET (ef_construction = 112)"],
     "graph_ef96": ["ALTER INDEX facts_embedding_global_hnsw SET (ef_construction = 96)"],
