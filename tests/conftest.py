@@ -76,6 +76,23 @@ _EMPTIED: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
 
 
 @pytest.fixture
+def sent_sql(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The text of every statement psycopg's ``Connection.execute`` runs while the test does ("" for a
+    composed one), in order; the test may clear it between steps."""
+    import psycopg
+
+    sent: list[str] = []
+    execute = psycopg.Connection.execute
+
+    def traced(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(query if isinstance(query, str) else "")
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", traced)
+    return sent
+
+
+@pytest.fixture
 def db_url(pg_server_url: str) -> Iterator[str]:
     """The session database, emptied before each test."""
     import psycopg

@@ -161,7 +161,7 @@ def test_an_agents_search_walks_its_own_graph_and_answers_as_the_exact_read(stor
 
 @pytest.mark.parametrize("graphs", [False, True])
 def test_a_busy_process_reads_both_kinds_neighbours_on_one_connection_and_finds_the_same(
-        store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch, graphs: bool) -> None:
+        store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch, sent_sql: list[str], graphs: bool) -> None:
     """While no other search runs in the process, a hybrid search reads each kind's neighbours on a connection
     of its own (three in all); while others run, both kinds' on its own connection with BM25's first statements
     (one in all), the settings of the agent's and the team's graphs sent once for both kinds: the same
@@ -175,23 +175,15 @@ def test_a_busy_process_reads_both_kinds_neighbours_on_one_connection_and_finds_
         assert len(_graphs(db_url)) == 4
     rng = np.random.default_rng(5)
     checkouts: list[Any] = []
-    settings: list[str] = []
-    execute = psycopg.Connection.execute
-
-    def traced(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(query, str) and "set_config('hnsw.ef_search'" in query:
-            settings.append(query)
-        return execute(self, query, *args, **kwargs)
 
     def run(q: np.ndarray) -> tuple[list[Any], int, list[str]]:
         checkouts.clear()
-        settings.clear()
+        sent_sql.clear()
         hits = search(store, "service job", agent_id="a1", team_id="t1", k=20, embedder=_Fixed(q.tolist()),
                       max_distance=None)
-        return hits, len(checkouts), sorted(settings)
+        return hits, len(checkouts), sorted(s for s in sent_sql if "set_config('hnsw.ef_search'" in s)
 
     event.listen(store.engine, "checkout", lambda *_: checkouts.append(1))
-    monkeypatch.setattr(psycopg.Connection, "execute", traced)
     for q in _unit(rng, 3):
         idle, idle_connections, idle_settings = run(q)
         monkeypatch.setattr(search_module._IN_FLIGHT, "count", 3)  # three other searches running
@@ -208,20 +200,13 @@ def test_a_busy_process_reads_both_kinds_neighbours_on_one_connection_and_finds_
 
 @pytest.mark.parametrize("graphs", [False, True])
 def test_the_vector_branches_state_their_own_part_of_the_scope_and_nothing_more(
-        store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch, graphs: bool) -> None:
+        store: Store, db_url: str, sent_sql: list[str], graphs: bool) -> None:
     """A scoped caller's vector statements read its private rows, its team's and the global ones each by its own
     condition, without the visibility rule's CASE on every row (BM25's statements keep it); nobody else's
     private rows come back, from the exact read or from a graph."""
     if graphs:
         store.build_graphs(min_rows=40)
-    sent: list[str] = []
-    execute = psycopg.Connection.execute
-
-    def traced(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(query if isinstance(query, str) else "")
-        return execute(self, query, *args, **kwargs)
-
-    monkeypatch.setattr(psycopg.Connection, "execute", traced)
+    sent = sent_sql
     rng = np.random.default_rng(9)
     for q in _unit(rng, 3):
         sent.clear()

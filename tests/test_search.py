@@ -779,17 +779,10 @@ def test_owner_literals_hold_whatever_the_servers_string_syntax(db_url: str, tmp
 
 
 def test_every_kinds_term_statistics_come_in_one_statement(corpus: Store, db_url: str,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+                                                           sent_sql: list[str]) -> None:
     """BM25's first statement reads the query's term statistics of facts and of episodes at once (one statement
     to bind and read, not one per kind); each kind's ranks are what its own statistics give."""
-    sent: list[str] = []
-    execute = psycopg.Connection.execute
-
-    def traced(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(query if isinstance(query, str) else "")
-        return execute(self, query, *args, **kwargs)
-
-    monkeypatch.setattr(psycopg.Connection, "execute", traced)
+    sent = sent_sql
     hits = search(corpus, "kafka billing", agent_id="a1", team_id="t1", mode="bm25", k=10)
     stats = [s for s in sent if "_corpus c" in s]
     assert len(stats) == 1 and "FROM bm25_corpus c" in stats[0] and "FROM episode_bm25_corpus c" in stats[0]
