@@ -6,8 +6,9 @@ Revises: 0023
 Every search walks the global graph of facts and of episodes. At 1M facts + 1M episodes (bench/bench_search.py
 data: sentences repeated in many scopes, near-duplicate vectors; 250 questions of two seeds) the graph of 0023
 needed ``hnsw.ef_search`` 300 for recall@10 under a scope of 0.947 by id (facts; 1,485 buffers a walk); built
-with 800 it gives 0.964 at 160 (1,050 buffers): the walk is walked with fewer candidates
-(``factforge.storage.search.GLOBAL_EF_SEARCH_ROWS``), for better recall at less CPU. Episodes: 0.960 at 200
+with 800 it gives 0.954 / 0.959 at 160 (1,050 buffers) and 0.972 / 0.974 at 300, so searches keep one
+candidate per 250 global rows (``factforge.storage.search.GLOBAL_EF_SEARCH_ROWS``: 308 at 77k) for better recall,
+and walk the agents' and teams' graphs with shorter lists than before. Episodes: 0.960 at 200
 (1,773 buffers) before, 0.962 at 120 (1,260). A build takes about twice as long (77k global facts: ~290 s at load
 ~8, 2 cores), and this upgrade, like 0015's, wants a large ``maintenance_work_mem`` on a large database.
 """
