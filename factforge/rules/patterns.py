@@ -34,7 +34,7 @@ import regex
 
 from .literals import Branches, Starts, clause_checks, meets, required
 from .rulefile import (Problems, compile_regex, compiled_once, default_patterns_dir, grammar_words, keyword_automaton,
-                       own_time, read_yaml, remember, verified_folder, yaml_files)
+                       own_time, read_yaml, remember, safe_finditer, verified_folder, yaml_files)
 from .ner import FILE_NAME as ENTITIES_FILE, EntityRecognizer
 from .schema import FactExampleSpec, FactRuleSpec, FactsFileSpec, check, unique
 from ..settings import Settings
@@ -373,7 +373,7 @@ class PatternLibrary:
             pos = starts.first(norm, low)
             if pos < 0:
                 continue
-            for m in _rule_matches(rule, starts, norm, low, pos):
+            for m in safe_finditer(rule.regex, norm, rule.id, pos, starts, low):
                 for start, fact in self._facts(rule, m, text, sentences, timestamp, settings):
                     hits.append(_Hit(fact, (start, index), rule.time_group is not None))
         if not hits:
@@ -613,17 +613,6 @@ class PatternLibrary:
 
 
 _DEFAULT_SETTINGS = Settings(home=Path("."))
-
-
-def _rule_matches(rule: Rule, starts: Starts, norm: str, low: str, pos: int) -> list[regex.Match[str]]:
-    """Every match of the rule's regex in ``norm`` from ``pos`` (:meth:`literals.Starts.finditer`: tried where its
-    superset matches), or none if the regex exceeds its time budget (logged), as ``rulefile.safe_finditer``."""
-    rx = rule.regex
-    try:
-        return own_time(lambda timeout: starts.finditer(rx, norm, pos, low, timeout))
-    except TimeoutError:
-        logger.warning("regex of rule %s timed out on %d chars; skipped", rule.id, len(norm))
-        return []
 
 
 # --------------------------------------------------------------------------------------------- helpers

@@ -9,13 +9,16 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import ahocorasick
 import regex
 import yaml
 
 from ..errors import PatternError
+
+if TYPE_CHECKING:
+    from .literals import Starts
 
 logger = logging.getLogger("factforge")
 
@@ -214,10 +217,15 @@ def compiled_once(cell: list[regex.Pattern[str]], pattern: str, flags: int, wher
     return cell[0]
 
 
-def safe_finditer(rx: regex.Pattern[str], text: str, rule_id: str, pos: int = 0) -> list[regex.Match[str]]:
+def safe_finditer(rx: regex.Pattern[str], text: str, rule_id: str, pos: int = 0, starts: Starts | None = None,
+                  low: str | None = None) -> list[regex.Match[str]]:
     """All matches of ``rx`` in ``text`` starting at ``pos`` or later (look-behinds still read the text before it), or
-    none if the regex exceeds its time budget (logged)."""
+    none if the regex exceeds its time budget (logged). ``starts``: ``rx``'s superset, the regex then tried only where
+    it matches (:meth:`literals.Starts.finditer`; ``pos`` its :meth:`~literals.Starts.first`, ``low``
+    ``text.lower()``)."""
     try:
+        if starts is not None:
+            return own_time(lambda timeout: starts.finditer(rx, text, pos, low, timeout))
         return own_time(lambda timeout: list(rx.finditer(text, pos, timeout=timeout)))
     except TimeoutError:
         logger.warning("regex of rule %s timed out on %d chars; skipped", rule_id, len(text))
