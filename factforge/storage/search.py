@@ -388,9 +388,9 @@ def _send_kinds_vectors(conn: Any, kinds: Sequence[_Kind], vector_where: Mapping
     the settings last for: statements that need the same settings (an agent's graph of facts and of episodes)
     are sent one after the other, after one settings statement. Each statement is prepared, its vector bound (in
     binary), and runs by its generic plan (from its first run where its settings say so, :func:`_settings_sql`;
-else PostgreSQL's own choice after five runs). Sent as one
-    simple-protocol message with the vector as a literal, the statements were planned anew on every search:
-    1.5-2 ms of a kind's 4-5 ms of PostgreSQL CPU at ~1k rows (bench_api)."""
+    else PostgreSQL's own choice after five runs). Sent as one simple-protocol message with the vector as a
+    literal, the statements were planned anew on every search: 1.5-2 ms of a kind's 4-5 ms of PostgreSQL CPU at
+    ~1k rows (bench_api)."""
     planned = []
     for kind in kinds:
         args = {**kind.params, "v": vector.value}
