@@ -25,10 +25,12 @@ persona chat, Switchboard) with facts written blind, frozen before the validator
 ``--cases blind5`` runs bench/validate_blind5.py: an eighth set, dev turns from LoCoMo sessions, persona chats and
 Switchboard stretches no earlier set used, facts written blind and frozen before the validator changes of stop 37.
 ``--cases blind6`` runs bench/validate_blind6.py: a ninth set drawn the same way from what blind5 and the earlier sets
-left, facts written blind and frozen before the validator changes of stop 38.
+left, facts written blind and frozen before the validator changes of stop 38. ``--cases blind7`` runs
+bench/validate_blind7.py: a tenth set, everyday personal chat turns written for it (not drawn from the dev data), facts
+written blind and frozen before the validator changes of stop 39.
 Each set reports the cost per fact (validation only, warm).
 
-Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3|blind4|blind5|blind6|tune36|tune38] [--verbose] [--json]
+Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3|blind4|blind5|blind6|blind7|tune36|tune38] [--verbose] [--json]
 """
 
 from __future__ import annotations
@@ -139,6 +141,7 @@ SETS = {"heldout": ("validate_heldout", "HELDOUT"), "fresh": ("validate_fresh", 
         "blind": ("validate_blind", "BLIND"), "blind2": ("validate_blind2", "BLIND2"),
         "blind3": ("validate_blind3", "BLIND3"), "blind4": ("validate_blind4", "BLIND4"),
         "blind5": ("validate_blind5", "BLIND5"), "blind6": ("validate_blind6", "BLIND6"),
+        "blind7": ("validate_blind7", "BLIND7"),
         "tune36": ("validate_tune36", "TUNE36"), "tune38": ("validate_tune38", "TUNE38")}
 
 
