@@ -777,7 +777,8 @@ def _apart(content: str, terms: list[str], source: _Source, checks: _FactChecks)
     # speaker opens ("I became an aircraft mechanic instead").
     sentences = [m.group() for m in _SENTENCE.finditer(source.text)]
     for i, sentence in enumerate(sentences):
-        if not _Source(sentence, frozenset()).has_term(other, checks.related) and not _THEY.match(sentence):
+        if not _Source(sentence, frozenset()).has_term(other, checks.related, checks.phrases) \
+                and not _THEY.match(sentence):
             continue  # a sentence that names them, or opens with a pronoun that may ("They love learning about ...")
         stretch = [sentence]
         for after in sentences[i + 1:]:
@@ -977,8 +978,8 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
         # A fact may name the other one by a broader word: "User has a child" from "my daughter lost a tooth", or by
         # the name the clause gives it: "User is sad that Tom is moving" from "my best friend Tom is moving".
         # Named as what the user is ("User is the manager" from "my manager Priya wants ..."), it is not named.
-        if other is not None and (_is_role(content, other) or not fact_words.has_term(other, checks.related)
-                                  and not any(_Source(other, frozenset()).has_term(t, checks.related) for t in terms)
+        if other is not None and (_is_role(content, other)
+                                  or not _names_other(other, clause.text, fact_words, terms, checks)
                                   and not _speakers_own(terms, clause)) and not _named_other(other, names, clause.text):
             problem = problem or ("other_subject", f"said of {other!r}: {clause.text!r}")
             continue
@@ -1069,6 +1070,24 @@ def _is_role(content: str, other: str) -> bool:
     ..."): then it does not name the someone else the clause is about."""
     m = _ROLE.match(content)
     return m is not None and other in {(m.group(g) or "").casefold() for g in ("first", "second")}
+
+
+def _names_other(other: str, clause: str, fact_words: _Source, terms: list[str], checks: _FactChecks) -> bool:
+    """Whether the fact names ``other``, the someone else ``clause`` opens with: by its word or a broader one ("User
+    has a child" from "my daughter ..."), or by a word that a phrase of data/fact_checks.yaml with it grounds
+    ("grandmother" by "my mom's mom", "kids" by "our oldest"); a relative's relative ("mom's mom", "wife's mom") by
+    such a word or by words for both ("User's spouse's mother"), not by the last alone ("User's mother" is not "my
+    wife's mom") (stop 39)."""
+    for t in terms:
+        for k in _keys(t):
+            rx = checks.phrases.get(k)
+            if rx is not None and any(other.split(" ", 1)[-1] in m.group().casefold() for m in rx.finditer(clause)):
+                return True
+    if " " not in other:
+        return fact_words.has_term(other, checks.related) or any(
+            _Source(other, frozenset()).has_term(t, checks.related) for t in terms)
+    owner, one = (_Source(_POSSESSIVE.sub("", w), frozenset()) for w in other.split(" ", 1))
+    return any(owner.has_term(t, checks.related) for t in terms) and any(one.has_term(t, checks.related) for t in terms)
 
 
 def _named_other(other: str, names: set[str], clause: str) -> bool:
@@ -1376,6 +1395,9 @@ def _other_subject(clause: str, checks: _FactChecks) -> str | None:
         for j in range(at, min(at + 2, len(words))):
             other = _POSSESSIVE.sub("", words[j])
             if other in checks.others and (j > i or word not in _DETERMINERS):
+                if other != words[j] and j + 1 < len(words) and _POSSESSIVE.sub("", words[j + 1]) in checks.others:
+                    j += 1  # a relative's relative, "my mom's mom": the one of theirs, as "mom's mom" (stop 39)
+                    other = f"{words[j - 1]} {_POSSESSIVE.sub('', words[j])}"
                 rest = words[j + 1:]
                 if any(w in _FIRST_PERSON and w not in _DETERMINERS for w in rest):
                     return None
