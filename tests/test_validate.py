@@ -252,6 +252,12 @@ def test_a_transition_without_its_groups_is_a_data_error() -> None:
         validate._transitions([r"from (?P<old>\w+ to (?P<new>\w+)"])
 
 
+def test_an_age_frame_without_its_decade_is_a_data_error() -> None:
+    with pytest.raises(PatternError, match="needs a group named 'decade'"):
+        validate._age_frame(r"\bin\s+their\s+(\w+ies)\b")
+    assert validate._age_frame(r"\bin\s+their\s+(?P<decade>\w+ies)\b").search("User is in their thirties")
+
+
 def test_senses_and_places_are_checked_data() -> None:
     senses, places = validate._senses(), validate.read_data(validate._PlacesSpec, "places.yaml")
     assert senses.ended.search("I used to smoke") and not senses.ended.search("I quit to travel")
@@ -525,6 +531,36 @@ SHAPES = [
     # "Mom of three here" is the speaker saying what they are; "my mom of all people" is someone else
     ("Proud mom of three girls here, and a nurse.", "User has three daughters", True, ""),
     ("My mom has three daughters and a cat.", "User has three daughters", False, "other_subject"),
+    # everyday words of pets, partners and kin; a relative's relative; in-laws; an age by its decade (stop 39)
+    ("Took my pooch to the vet this morning.", "User has a dog", True, ""),
+    ("Our kitty knocked my phone off the counter.", "User has a cat", True, ""),
+    ("Our kitty knocked my phone off the counter.", "User has a dog", False, "ungrounded"),
+    ("My hubby does all the cooking, I just do the dishes.", "User is married", True, ""),
+    ("My hubby does all the cooking, I just do the dishes.", "User does all the cooking", False, "other_subject"),
+    ("My mom's mom was a seamstress.", "User's grandmother was a seamstress", True, ""),
+    ("My mom's mom was a seamstress.", "User has a grandmother", True, ""),
+    ("My wife's mom is staying with us for the holidays.", "User has a mother-in-law", True, ""),
+    ("My wife's mom is staying with us for the holidays.", "User's sister-in-law is staying with them", False,
+     "ungrounded"),
+    ("My sister and her husband are expecting a baby.", "User has a brother-in-law", True, ""),
+    ("Our oldest just left for college in Boston.", "User has kids", True, ""),
+    ("I'm 34 and just went back to college.", "User is in their thirties", True, ""),
+    ("I'm 34 and just went back to college.", "User is in their forties", False, "ungrounded"),
+    ("My mom is 62 and still runs marathons.", "User is 62", False, "other_subject"),
+    ("My mom is 62 and still runs marathons.", "User is in their sixties", False, "ungrounded"),
+    # before is not after; a decade is ten years; "X-free" avoids X; teeth out are teeth removed
+    ("I swim laps twice a week before work.", "User swims after work", False, "ungrounded"),
+    ("I swim laps twice a week before work.", "User swims before work", True, ""),
+    ("I've been vegetarian for a decade.", "User has been vegetarian for ten years", True, ""),
+    ("I've been vegetarian for a decade.", "User has been vegetarian for five years", False, "ungrounded"),
+    ("Can't eat gluten, I have celiac.", "User is gluten-free", True, ""),
+    ("Got my wisdom teeth out yesterday.", "User had their wisdom teeth removed yesterday", True, ""),
+    # a job by its role; kinds of food
+    ("I'm a nurse at the children's hospital.", "User works at a hospital", True, ""),
+    ("I'm a nurse at the children's hospital.", "User works at a school", False, "ungrounded"),
+    ("I grow strawberries and blueberries on my balcony.", "User grows fruit", True, ""),
+    ("I grow strawberries and blueberries on my balcony.", "User grows vegetables", False, "ungrounded"),
+    ("I bake sourdough every Sunday.", "User bakes bread weekly", True, ""),
 ]
 
 

@@ -285,6 +285,8 @@ class _SensesSpec(Spec):
     appraisals: list[Text] = []
     ended_source: list[Text] = []
     restate: list[list[Text]] = []  # [regex, words] pairs (checked in _restatements)
+    age_decades: dict[Text, int] = {}  # "thirties" -> 30 (stop 39)
+    age_decade_frame: Text = ""  # regex with a group ``decade``
     opinions: list[Text] = []
     converses: list[list[list[Text]]] = []  # pairs of sides (checked in _senses)
     derivation: list[Text] = []
@@ -454,6 +456,37 @@ def _restatements() -> tuple[tuple[Any, str], ...]:
     if problems.items:
         problems.raise_all("invalid data file fact_senses.yaml")
     return tuple(out)
+
+
+def _age_frame(pattern: str) -> Any:
+    """data/fact_senses.yaml ``age_decade_frame``, compiled and checked like a rule regex; it needs the group
+    ``decade``."""
+    problems = Problems()
+    rx = compile_regex(pattern, "fact_senses.yaml age_decade_frame", problems, regex.IGNORECASE)
+    if rx is not None and "decade" not in rx.groupindex:
+        problems.add("fact_senses.yaml age_decade_frame", "needs a group named 'decade'")
+    if problems.items:
+        problems.raise_all("invalid data file fact_senses.yaml")
+    return rx
+
+
+@lru_cache(maxsize=1)
+def _age_decades() -> tuple[Any, Mapping[str, int]]:
+    """data/fact_senses.yaml ``age_decade_frame`` (None when not given) and ``age_decades``."""
+    spec = _senses_spec()
+    rx = _age_frame(spec.age_decade_frame) if spec.age_decade_frame else None
+    return rx, {k.casefold(): v for k, v in spec.age_decades.items()}
+
+
+def _age_readings(content: str, source: _Source, checks: _FactChecks) -> list[str]:
+    """``content`` with an age said by its decade ("User is in their thirties") said as each age of that decade the
+    source names ("User is 34" from "I'm 34"), for a second reading (data/fact_senses.yaml ``age_decades``) (stop 39)."""
+    rx, decades = _age_decades()
+    m = rx.search(content) if rx is not None else None
+    if m is None or (start := decades.get(m.group("decade").casefold())) is None:
+        return []
+    ages = sorted({n for n in source.numbers(checks) if n.isdigit() and start <= int(n) < start + 10})
+    return [content[:m.start()] + n + content[m.end():] for n in ages]
 
 
 def _transitions(patterns: list[str]) -> tuple[Any, ...]:
@@ -1087,7 +1120,8 @@ def _names_other(other: str, clause: str, fact_words: _Source, terms: list[str],
         return fact_words.has_term(other, checks.related) or any(
             _Source(other, frozenset()).has_term(t, checks.related) for t in terms)
     owner, one = (_Source(_POSSESSIVE.sub("", w), frozenset()) for w in other.split(" ", 1))
-    return any(owner.has_term(t, checks.related) for t in terms) and any(one.has_term(t, checks.related) for t in terms)
+    return any(owner.has_term(a, checks.related) and one.has_term(b, checks.related)
+               for i, a in enumerate(terms) for j, b in enumerate(terms) if i != j)
 
 
 def _named_other(other: str, names: set[str], clause: str) -> bool:
@@ -1139,12 +1173,13 @@ def _unrealised(content: str, clause: str, senses: _Senses) -> bool:
 
 
 def _clue_words(content: str, source: _Source, checks: _FactChecks) -> list[str]:
-    """The words that find a fact's clause when it has no content word - its number words and its short names and
+    """The words that find a fact's clause when it has no content word - its numbers and its short names and
     acronyms, that the source has ("User had twins", "User owns a TV") - so that such a fact meets the clause
     checks (negation, someone else) too."""
     words = [m.group() for m in _WORD.finditer(content) if m.start() > 0]
+    # digits too: "User is 62" is not "My mom is 62" (stop 39)
     return [w for w in dict.fromkeys(x.casefold() for x in words
-                                     if x.casefold() in checks.numbers or x[:1].isupper())
+                                     if x.casefold() in checks.numbers or x[:1].isupper() or x.isdigit())
             if w not in source.stopwords and source.has_term(w)]
 
 
@@ -1905,8 +1940,8 @@ def _validate_fact(
         category = "other"
     reason, detail, spans, grounded = _fact_rejection(content, confidence, names, source, keeper, settings, subjects)
     if reason in ("ungrounded", "negation"):
-        for rx, words in _restatements():
-            restated = rx.sub(words, content)
+        readings = [rx.sub(words, content) for rx, words in _restatements()]
+        for restated in [*readings, *_age_readings(content, source, _fact_checks())]:
             if restated != content:  # "User doesn't eat meat" read as "User is a vegetarian"
                 second = _fact_rejection(restated, confidence, names, source, keeper, settings, subjects)
                 if second[0] is None:
