@@ -561,6 +561,15 @@ SHAPES = [
     ("I grow strawberries and blueberries on my balcony.", "User grows fruit", True, ""),
     ("I grow strawberries and blueberries on my balcony.", "User grows vegetables", False, "ungrounded"),
     ("I bake sourdough every Sunday.", "User bakes bread weekly", True, ""),
+    # someone else's mother is not the user's; "with my kids" is an object, not whom the clause is about; "no-" in a
+    # compound negates nothing; losing one's dog is its death
+    ("My wife's mom is staying with us for the holidays.", "User's mother is staying with them", False, "ungrounded"),
+    ("My wife's mom is staying with us for the holidays.", "User's wife's mother is staying with them", True, ""),
+    ("I speak Tagalog with my parents but English with my kids.", "User speaks English", True, ""),
+    ("My kids speak English.", "User speaks English", False, "other_subject"),
+    ("I'm doing a 30-day no-spend challenge, day 12 today.", "User is doing a no-spend challenge", True, ""),
+    ("We lost our dog in March.", "User's dog died in March", True, ""),
+    ("My BFF is moving to London next month.", "User has a best friend", True, ""),
 ]
 
 

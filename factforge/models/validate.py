@@ -181,6 +181,7 @@ class _FactChecks:
     hedges: Any = None  # regex: phrases with a negation word that negate nothing ("not sure")
     feelings: frozenset[str] = frozenset()  # stems of the good feelings, grounded by the source's liking or praise
     naming: frozenset[str] = frozenset()  # participles that only name ("named"): no verb of a fragment
+    object_markers: frozenset[str] = frozenset()  # "with", "for": "with my kids" opens no clause about them
 
 
 def _cues(category: str, spec: CuesSpec, problems: Problems) -> tuple[frozenset[str], tuple[Any, ...]]:
@@ -255,7 +256,8 @@ def _fact_checks() -> _FactChecks:
                        _polarity(list(heads)) if heads else None, heads,
                        _polarity(negation.hedges) if negation is not None and negation.hedges else None,
                        frozenset(_stem(w.casefold()) for w in polarity.feelings),
-                       frozenset(w.casefold() for w in min_content.naming))
+                       frozenset(w.casefold() for w in min_content.naming),
+                       frozenset(w.casefold() for w in grounding.object_markers))
 
 
 class _SensesSpec(Spec):
@@ -733,6 +735,9 @@ def _negated_liking(negation: str, liked: str) -> Any:
     return regex.compile(rf"(?:{negation})(?:\s+[\p{{L}}'’]+){{0,2}}?\s+(?:{liked})", regex.IGNORECASE)
 
 
+_NO_COMPOUND = regex.compile(r"(?<![\p{L}'’])no-(?=\p{L})", regex.IGNORECASE)
+
+
 def _negated(text: str, checks: _FactChecks) -> bool:
     """Whether ``text`` negates (a dislike does not count: "can't stand" is a liking, checked as one; nor does a
     negation of data/fact_senses.yaml ``ended_since``: "haven't played since", checked as ended)."""
@@ -740,6 +745,7 @@ def _negated(text: str, checks: _FactChecks) -> bool:
         text = checks.negative.sub(" ", text)
     text = _senses().ended_any.sub(" ", text)  # "no longer" says it ended (checked as such), not "no"
     text = _ended_since_rx().sub(" ", text)
+    text = _NO_COMPOUND.sub(" ", text)  # "a no-spend challenge" negates nothing of the challenge (stop 39)
     if checks.hedges is not None:
         text = checks.hedges.sub(" ", text)
     return checks.negation.search(text) is not None
@@ -810,7 +816,8 @@ def _apart(content: str, terms: list[str], source: _Source, checks: _FactChecks)
     # speaker opens ("I became an aircraft mechanic instead").
     sentences = [m.group() for m in _SENTENCE.finditer(source.text)]
     for i, sentence in enumerate(sentences):
-        if not _Source(sentence, frozenset()).has_term(other, checks.related, checks.phrases) \
+        if not _Source(_without_theirs(sentence, other, checks), frozenset()).has_term(other, checks.related,
+                                                                                         checks.phrases) \
                 and not _THEY.match(sentence):
             continue  # a sentence that names them, or opens with a pronoun that may ("They love learning about ...")
         stretch = [sentence]
@@ -823,6 +830,18 @@ def _apart(content: str, terms: list[str], source: _Source, checks: _FactChecks)
         if any(said.has_term(t, checks.related, checks.phrases) for t in rest):
             return None
     return f"no stretch of the source about the user's {other} says any of {', '.join(rest)}"
+
+
+_KIN_OF = regex.compile(r"(?<![\p{L}])(?P<owner>\p{L}+)['’]s\s+(?P<one>\p{L}+)")
+
+
+def _without_theirs(sentence: str, other: str, checks: _FactChecks) -> str:
+    """``sentence`` without the someone else's ``other`` ("my wife's mom" is not the user's mother) (stop 39)."""
+    def theirs(m: Any) -> str:
+        mine = m.group("owner").casefold() in checks.others and _Source(m.group("one"), frozenset()).has_term(
+            other, checks.related)
+        return " " if mine else m.group()
+    return _KIN_OF.sub(theirs, sentence)
 
 
 # Where a placing word puts the user: "lives on a farm", "grew up in a small town"; not "moved in with", "grows basil".
@@ -1340,6 +1359,8 @@ def _opening_other(words: list[str], checks: _FactChecks) -> int | None:
     for i, word in enumerate(words[:4]):
         if word in _FIRST_PERSON and word not in _DETERMINERS or _verb_form(word):
             return None
+        if word in _DETERMINERS and i > 0 and words[i - 1] in checks.object_markers:
+            return None  # "English with my kids": they are its object, not whom it is about (stop 39)
         at = i + 1 if word in _DETERMINERS else i
         for j in range(at, min(at + 2, len(words))):
             if _POSSESSIVE.sub("", words[j]) in checks.others and (j > i or word not in _DETERMINERS):
@@ -1425,6 +1446,8 @@ def _other_subject(clause: str, checks: _FactChecks) -> str | None:
     for i, word in enumerate(words[:4]):
         if word in _FIRST_PERSON and word not in _DETERMINERS or _verb_form(word):
             return None  # the speaker opens the clause, or a verb does ("Thinking about asking my boss ...")
+        if word in _DETERMINERS and i > 0 and words[i - 1] in checks.object_markers:
+            return None  # "English with my kids": they are its object, not whom it is about (stop 39)
         at = i + 1 if word in _DETERMINERS else i
         # "my sister", "my little sister", "our dog Max", "she"
         for j in range(at, min(at + 2, len(words))):
