@@ -570,6 +570,14 @@ SHAPES = [
     ("I'm doing a 30-day no-spend challenge, day 12 today.", "User is doing a no-spend challenge", True, ""),
     ("We lost our dog in March.", "User's dog died in March", True, ""),
     ("My BFF is moving to London next month.", "User has a best friend", True, ""),
+    # the times of a day and a week; parents; lessons are learning, not teaching; an owner owns
+    ("I fix bikes at a little shop on Saturdays.", "User fixes bikes on weekends", True, ""),
+    ("I fix bikes at a little shop on Saturdays.", "User fixes bikes on weekdays", False, "ungrounded"),
+    ("My parents still live in the house I grew up in.", "User's mom lives in their childhood home", True, ""),
+    ("I've been taking piano lessons since March.", "User is learning piano", True, ""),
+    ("I teach piano lessons on weekends.", "User is learning piano", False, "ungrounded"),
+    ("We adopted a beagle last spring.", "User is a dog owner", True, ""),
+    ("We adopted a beagle last spring.", "User is a cat owner", False, "ungrounded"),
 ]
 
 
