@@ -578,6 +578,15 @@ SHAPES = [
     ("I teach piano lessons on weekends.", "User is learning piano", False, "ungrounded"),
     ("We adopted a beagle last spring.", "User is a dog owner", True, ""),
     ("We adopted a beagle last spring.", "User is a cat owner", False, "ungrounded"),
+    # an ex-partner is ended, not the rest of the clause
+    ("My ex-husband has the kids every other weekend.", "User is divorced", True, ""),
+    ("My ex-husband has the kids every other weekend.", "User has a husband", False, "negation"),
+    ("My ex-wife lives in Denver.", "User is married", False, "negation"),
+    ("My ex-husband has the kids every other weekend.", "User has the kids every other weekend", False,
+     "other_subject"),
+    ("My ex picks up the kids on Fridays.", "User picks up the kids on Fridays", False, "other_subject"),
+    ("Gave up sugar a month ago and I already feel better.", "User no longer eats sugar", True, ""),
+    ("Been job hunting for three months, nothing yet.", "User is looking for a job", True, ""),
 ]
 
 

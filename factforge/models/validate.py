@@ -1044,7 +1044,7 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
         if checks.negation is not None and fact_negated != _negated(clause.text, checks) and not had:
             problem = problem or ("negation", f"negation differs from {clause.text!r}")
             continue
-        ended = _ended_differs(content, clause, senses, replaced)
+        ended = _ended_differs(content, clause, senses, replaced, terms, checks)
         if ended is not None and not had:  # "I used to ride with my dad": User has a father
             problem = problem or ("negation", f"{ended}: {clause.text!r}")
             continue
@@ -1094,7 +1094,8 @@ def _presupposed(content: str, clause: _Source) -> bool:
         return False
     thing, related = m.group("thing").casefold(), _fact_checks().related
     return any(_Source(w, frozenset()).has_term(thing, related) for p in _MY.finditer(clause.text)
-               for w in p.group("thing").split())  # "my dad": User has a father
+               for w in p.group("thing").split()
+               if not w.casefold().startswith("ex-"))  # "my dad": User has a father; "my ex-wife": no wife (stop 39)
 
 
 # "User is the manager", "User was a night nurse": the role word, as one of the (at most) two words after the article.
@@ -1304,14 +1305,36 @@ def _inflected(word: str, tag: str) -> bool:
     return word in _word_forms()[3]
 
 
-def _ended_differs(content: str, clause: _Source, senses: _Senses, replaced: bool = False) -> str | None:
+_EX = regex.compile(r"(?<![\p{L}'’])(?:(?:my|our|his|her|their)\s+ex(?![\p{L}'’-])|ex-(?P<what>\p{L}+))",
+                  regex.IGNORECASE)
+
+
+def _without_exes(text: str, terms: Iterable[str], checks: _FactChecks | None) -> str:
+    """``text`` without the ex-partners it names ("my ex-husband has the kids", "my ex"), unless the fact is about
+    one of them ("User has a husband" is still not "my ex-husband"): an "ex-" ends that one, not the clause
+    (stop 39)."""
+    if checks is None or "ex" not in text.casefold():
+        return text
+    terms = list(terms)
+
+    def kept(m: Any) -> str:
+        what = m.group("what")
+        said = what is not None and any(_Source(what, frozenset()).has_term(t, checks.related) for t in terms)
+        return m.group() if said else " "
+    return _EX.sub(kept, text)
+
+
+def _ended_differs(content: str, clause: _Source, senses: _Senses, replaced: bool = False,
+                   terms: Iterable[str] = (), checks: _FactChecks | None = None) -> str | None:
     """What is wrong when the fact and its clause disagree on whether it ended ("User has a dog" from "I used to
     have a dog", "User started smoking" from "I quit smoking", "User no longer smokes" from "I smoke").
-    ``replaced``: the source has what the fact says ended as the old side of a change ("from MySQL to Postgres")."""
+    ``replaced``: the source has what the fact says ended as the old side of a change ("from MySQL to Postgres").
+    ``terms`` and ``checks``: the fact's words, to leave an ex-partner it is not about out of the clause."""
     since = _ended_since_rx()
     fact_ended = senses.ended.search(content) is not None or since.search(content) is not None
-    clause_ended = clause.ended or senses.ended.search(clause.text) is not None or since.search(clause.text) is not None \
-        or senses.ended_source.search(clause.text) is not None
+    text = _without_exes(clause.text, terms, checks)
+    clause_ended = clause.ended or senses.ended.search(text) is not None or since.search(text) is not None \
+        or senses.ended_source.search(text) is not None
     if clause_ended and not fact_ended:
         if senses.onset.search(content):
             return "begun in the fact, ended in the source"
@@ -1452,7 +1475,8 @@ def _other_subject(clause: str, checks: _FactChecks) -> str | None:
         # "my sister", "my little sister", "our dog Max", "she"
         for j in range(at, min(at + 2, len(words))):
             other = _POSSESSIVE.sub("", words[j])
-            if other in checks.others and (j > i or word not in _DETERMINERS):
+            # "my ex-husband" is someone else too, named as such ("User is divorced" names him) (stop 39)
+            if other.removeprefix("ex-") in checks.others and (j > i or word not in _DETERMINERS):
                 if other != words[j] and j + 1 < len(words) and _POSSESSIVE.sub("", words[j + 1]) in checks.others:
                     j += 1  # a relative's relative, "my mom's mom": the one of theirs, as "mom's mom" (stop 39)
                     other = f"{words[j - 1]} {_POSSESSIVE.sub('', words[j])}"
