@@ -585,6 +585,13 @@ SHAPES = [
     ("My ex-husband has the kids every other weekend.", "User has the kids every other weekend", False,
      "other_subject"),
     ("My ex picks up the kids on Fridays.", "User picks up the kids on Fridays", False, "other_subject"),
+    # times said by their kind: recently, soon, a season by its months
+    ("Last week I finally went to the dentist.", "User recently went to the dentist", True, ""),
+    ("Last year I finally went to the dentist.", "User recently went to the dentist", False, "ungrounded"),
+    ("I'm flying to Denver tomorrow for work.", "User is going to Denver soon", True, ""),
+    ("We drove up to Maine in July.", "User went to Maine in the summer", True, ""),
+    ("We drove up to Maine in July.", "User went to Maine in the winter", False, "ungrounded"),
+    ("I left my job in March to travel.", "User quit their job", True, ""),
     ("Gave up sugar a month ago and I already feel better.", "User no longer eats sugar", True, ""),
     ("Been job hunting for three months, nothing yet.", "User is looking for a job", True, ""),
 ]
