@@ -592,6 +592,13 @@ SHAPES = [
     ("We drove up to Maine in July.", "User went to Maine in the summer", True, ""),
     ("We drove up to Maine in July.", "User went to Maine in the winter", False, "ungrounded"),
     ("I left my job in March to travel.", "User quit their job", True, ""),
+    # a negated or disliking fact says no more than the source's own words: no dog is not no pets
+    ("I don't have a dog.", "User doesn't have pets", False, "ungrounded"),
+    ("I don't have a dog.", "User doesn't have a dog", True, ""),
+    ("I don't drink beer, it makes me sleepy.", "User doesn't drink alcohol", False, "ungrounded"),
+    ("I hate running, my knees hurt after a mile.", "User dislikes exercise", False, "ungrounded"),
+    ("I hate running, my knees hurt after a mile.", "User hates running", True, ""),
+    ("I love running, I do a mile every morning.", "User likes exercise", True, ""),
     ("Gave up sugar a month ago and I already feel better.", "User no longer eats sugar", True, ""),
     ("Been job hunting for three months, nothing yet.", "User is looking for a job", True, ""),
 ]

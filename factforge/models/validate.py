@@ -182,6 +182,9 @@ class _FactChecks:
     feelings: frozenset[str] = frozenset()  # stems of the good feelings, grounded by the source's liking or praise
     naming: frozenset[str] = frozenset()  # participles that only name ("named"): no verb of a fragment
     object_markers: frozenset[str] = frozenset()  # "with", "for": "with my kids" opens no clause about them
+    # the same without the narrower words of ``broader``: what grounds a negated fact ("User has no pets" is more than
+    # "I don't have a dog") (stop 39)
+    same: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 def _cues(category: str, spec: CuesSpec, problems: Problems) -> tuple[frozenset[str], tuple[Any, ...]]:
@@ -257,7 +260,7 @@ def _fact_checks() -> _FactChecks:
                        _polarity(negation.hedges) if negation is not None and negation.hedges else None,
                        frozenset(_stem(w.casefold()) for w in polarity.feelings),
                        frozenset(w.casefold() for w in min_content.naming),
-                       frozenset(w.casefold() for w in grounding.object_markers))
+                       frozenset(w.casefold() for w in grounding.object_markers), synonyms)
 
 
 class _SensesSpec(Spec):
@@ -1911,7 +1914,12 @@ def _fact_rejection(
     spans = [source.find(n) for n in names]
     if any(s is None for s in spans):
         return "ungrounded_entity", ", ".join(n for n, s in zip(names, spans) if s is None), spans, []
-    grounded = [t for t in terms if source.has_term(t, checks.related, checks.phrases)
+    # A negated or disliking fact by its own words or their equals only: not having a dog is not having no pets,
+    # hating running is not hating exercise (stop 39).
+    against = checks.negation is not None and _negated(content, checks) \
+        or checks.negative is not None and checks.negative.search(content) is not None
+    related = checks.same if against else checks.related
+    grounded = [t for t in terms if source.has_term(t, related, checks.phrases)
                 or _stem(t) in checks.feelings and _likes(source, checks)]
     # Every significant word (CJK bigram) must come from the source: a model that invents swaps one word of
     # a true fact ("works at a bank" for "at a bakery"), which half of the words (seed 002 said 30%) let through;
