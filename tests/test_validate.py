@@ -599,6 +599,10 @@ SHAPES = [
     ("I hate running, my knees hurt after a mile.", "User dislikes exercise", False, "ungrounded"),
     ("I hate running, my knees hurt after a mile.", "User hates running", True, ""),
     ("I love running, I do a mile every morning.", "User likes exercise", True, ""),
+    # a lab is a dog; losing one ends it, and getting a new one is another deed
+    ("We lost our old lab in March, the house is too quiet.", "User had a dog", True, ""),
+    ("We lost our old lab in March, the house is too quiet.", "User has a dog", False, "negation"),
+    ("We lost our old lab in March, the house is too quiet.", "User got a new dog in March", False, "negation"),
     ("Gave up sugar a month ago and I already feel better.", "User no longer eats sugar", True, ""),
     ("Been job hunting for three months, nothing yet.", "User is looking for a job", True, ""),
 ]
