@@ -603,6 +603,10 @@ SHAPES = [
     ("We lost our old lab in March, the house is too quiet.", "User had a dog", True, ""),
     ("We lost our old lab in March, the house is too quiet.", "User has a dog", False, "negation"),
     ("We lost our old lab in March, the house is too quiet.", "User got a new dog in March", False, "negation"),
+    # the state an ended word says is what a fact of that state says
+    ("I retired last year after 30 years at the plant.", "User is retired", True, ""),
+    ("I'm a retired mailman with three grandkids.", "User is retired", True, ""),
+    ("I'm a retired mailman with three grandkids.", "User is a mailman", False, "negation"),
     ("Gave up sugar a month ago and I already feel better.", "User no longer eats sugar", True, ""),
     ("Been job hunting for three months, nothing yet.", "User is looking for a job", True, ""),
 ]

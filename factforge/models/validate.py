@@ -1338,6 +1338,11 @@ def _ended_differs(content: str, clause: _Source, senses: _Senses, replaced: boo
     ``terms`` and ``checks``: the fact's words, to leave an ex-partner it is not about out of the clause."""
     since = _ended_since_rx()
     fact_ended = senses.ended.search(content) is not None or since.search(content) is not None
+    states = {w.casefold() for w in _senses_spec().ended_states}
+    said = {w.casefold() for w in _WORD.findall(content)} & states
+    if said and not said.isdisjoint(w.casefold() for w in _WORD.findall(clause.text)):
+        return None  # the state the fact says is the one the clause ends with: "User is retired" from "I retired last
+        # year", "a retired mailman" (stop 39)
     text = _without_exes(clause.text, terms, checks)
     clause_ended = clause.ended or senses.ended.search(text) is not None or since.search(text) is not None \
         or senses.ended_source.search(text) is not None
