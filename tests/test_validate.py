@@ -607,6 +607,13 @@ SHAPES = [
     ("I retired last year after 30 years at the plant.", "User is retired", True, ""),
     ("I'm a retired mailman with three grandkids.", "User is retired", True, ""),
     ("I'm a retired mailman with three grandkids.", "User is a mailman", False, "negation"),
+    # an age written joined, an only child, the youngest of several, "at least"
+    ("I have two kids, ages 4 and 7.", "User has a 4-year-old", True, ""),
+    ("I have two kids, ages 4 and 7.", "User has a 5-year-old", False, "ungrounded"),
+    ("I'm an only child, so holidays are quiet.", "User has no siblings", True, ""),
+    ("I'm the youngest of three.", "User is the youngest child", True, ""),
+    ("I'm the youngest of three.", "User is the oldest child", False, "ungrounded"),
+    ("My two boys both play soccer.", "User has at least two children", True, ""),
     ("Gave up sugar a month ago and I already feel better.", "User no longer eats sugar", True, ""),
     ("Been job hunting for three months, nothing yet.", "User is looking for a job", True, ""),
 ]
