@@ -614,6 +614,15 @@ SHAPES = [
     ("I'm the youngest of three.", "User is the youngest child", True, ""),
     ("I'm the youngest of three.", "User is the oldest child", False, "ungrounded"),
     ("My two boys both play soccer.", "User has at least two children", True, ""),
+    # a cop is a police officer, chemistry a science, software work tech; Thursdays weekly; pregnant is expecting
+    ("My mom is a teacher and my dad is a cop.", "User's father is a police officer", True, ""),
+    ("I teach high school chemistry.", "User teaches science", True, ""),
+    ("I teach high school chemistry.", "User teaches physics", False, "ungrounded"),
+    ("I'm a software engineer at a small startup.", "User works in tech", True, ""),
+    ("I play in a rec soccer league on Thursdays.", "User plays soccer weekly", True, ""),
+    ("I have a dentist appointment on Monday.", "User goes to the dentist weekly", False, "ungrounded"),
+    ("I'm pregnant with our first!", "User is expecting a baby", True, ""),
+    ("I'm not pregnant, just tired.", "User is expecting a baby", False, "ungrounded"),
     ("Gave up sugar a month ago and I already feel better.", "User no longer eats sugar", True, ""),
     ("Been job hunting for three months, nothing yet.", "User is looking for a job", True, ""),
 ]
