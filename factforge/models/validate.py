@@ -485,7 +485,8 @@ def _age_decades() -> tuple[Any, Mapping[str, int]]:
 
 def _age_readings(content: str, source: _Source, checks: _FactChecks) -> list[str]:
     """``content`` with an age said by its decade ("User is in their thirties") said as each age of that decade the
-    source names ("User is 34" from "I'm 34"), for a second reading (data/fact_senses.yaml ``age_decades``) (stop 39)."""
+    source names ("User is 34" from "I'm 34"), for a second reading (data/fact_senses.yaml ``age_decades``)
+    (stop 39)."""
     rx, decades = _age_decades()
     m = rx.search(content) if rx is not None else None
     if m is None or (start := decades.get(m.group("decade").casefold())) is None:
