@@ -27,7 +27,10 @@ become", "excited to" are still to be done, for a done deed and for what the use
 of a fact, those with its name (or a pointer to it) say it; what the user's someone else is needs a stretch of the
 source about them; a participle joined by a comma has the subject before it; a role only someone's ("a veteran's
 hospital") is not the user's; and a fact its own words do not ground is read once more as data/fact_senses.yaml
-restates it ("User doesn't eat meat" as "User is a vegetarian"). Each rejection
+restates it ("User doesn't eat meat" as "User is a vegetarian"). Stop 39 added everyday words, kin and times as data
+(pup, hubby, "my mom's mom", in-laws, a job by its role, "on Thursdays" as weekly, an age by its decade), an ex-partner
+that ends only themselves, "with my kids" as an object, before / after as two sides, and a negated or disliking fact
+grounded by its own words and their equals only ("User has no pets" is more than "I don't have a dog"). Each rejection
 names what was unsupported (``explain`` of :func:`validate_items`). A grounded fact whose category has no cue in
 its words ("User mostly reads fiction" as a preference) is kept as "other", its explanation saying so. The floor
 (words, a content word and a clause, not characters), the word lists and the cue words each category needs live in
