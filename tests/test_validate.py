@@ -623,6 +623,7 @@ SHAPES = [
     ("I have a dentist appointment on Monday.", "User goes to the dentist weekly", False, "ungrounded"),
     ("I'm pregnant with our first!", "User is expecting a baby", True, ""),
     ("I'm not pregnant, just tired.", "User is expecting a baby", False, "ungrounded"),
+    ("I got my flu shot yesterday.", "User is sick", False, "ungrounded"),
     ("Gave up sugar a month ago and I already feel better.", "User no longer eats sugar", True, ""),
     ("Been job hunting for three months, nothing yet.", "User is looking for a job", True, ""),
 ]
