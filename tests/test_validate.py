@@ -252,6 +252,12 @@ def test_a_transition_without_its_groups_is_a_data_error() -> None:
         validate._transitions([r"from (?P<old>\w+ to (?P<new>\w+)"])
 
 
+def test_an_age_frame_without_its_decade_is_a_data_error() -> None:
+    with pytest.raises(PatternError, match="needs a group named 'decade'"):
+        validate._age_frame(r"\bin\s+their\s+(\w+ies)\b")
+    assert validate._age_frame(r"\bin\s+their\s+(?P<decade>\w+ies)\b").search("User is in their thirties")
+
+
 def test_senses_and_places_are_checked_data() -> None:
     senses, places = validate._senses(), validate.read_data(validate._PlacesSpec, "places.yaml")
     assert senses.ended.search("I used to smoke") and not senses.ended.search("I quit to travel")
@@ -525,6 +531,101 @@ SHAPES = [
     # "Mom of three here" is the speaker saying what they are; "my mom of all people" is someone else
     ("Proud mom of three girls here, and a nurse.", "User has three daughters", True, ""),
     ("My mom has three daughters and a cat.", "User has three daughters", False, "other_subject"),
+    # everyday words of pets, partners and kin; a relative's relative; in-laws; an age by its decade (stop 39)
+    ("Took my pooch to the vet this morning.", "User has a dog", True, ""),
+    ("Our kitty knocked my phone off the counter.", "User has a cat", True, ""),
+    ("Our kitty knocked my phone off the counter.", "User has a dog", False, "ungrounded"),
+    ("My hubby does all the cooking, I just do the dishes.", "User is married", True, ""),
+    ("My hubby does all the cooking, I just do the dishes.", "User does all the cooking", False, "other_subject"),
+    ("My mom's mom was a seamstress.", "User's grandmother was a seamstress", True, ""),
+    ("My mom's mom was a seamstress.", "User has a grandmother", True, ""),
+    ("My wife's mom is staying with us for the holidays.", "User has a mother-in-law", True, ""),
+    ("My wife's mom is staying with us for the holidays.", "User's sister-in-law is staying with them", False,
+     "ungrounded"),
+    ("My sister and her husband are expecting a baby.", "User has a brother-in-law", True, ""),
+    ("Our oldest just left for college in Boston.", "User has kids", True, ""),
+    ("I'm 34 and just went back to college.", "User is in their thirties", True, ""),
+    ("I'm 34 and just went back to college.", "User is in their forties", False, "ungrounded"),
+    ("My mom is 62 and still runs marathons.", "User is 62", False, "other_subject"),
+    ("My mom is 62 and still runs marathons.", "User is in their sixties", False, "ungrounded"),
+    # before is not after; a decade is ten years; "X-free" avoids X; teeth out are teeth removed
+    ("I swim laps twice a week before work.", "User swims after work", False, "ungrounded"),
+    ("I swim laps twice a week before work.", "User swims before work", True, ""),
+    ("I've been vegetarian for a decade.", "User has been vegetarian for ten years", True, ""),
+    ("I've been vegetarian for a decade.", "User has been vegetarian for five years", False, "ungrounded"),
+    ("Can't eat gluten, I have celiac.", "User is gluten-free", True, ""),
+    ("Got my wisdom teeth out yesterday.", "User had their wisdom teeth removed yesterday", True, ""),
+    # a job by its role; kinds of food
+    ("I'm a nurse at the children's hospital.", "User works at a hospital", True, ""),
+    ("I'm a nurse at the children's hospital.", "User works at a school", False, "ungrounded"),
+    ("I grow strawberries and blueberries on my balcony.", "User grows fruit", True, ""),
+    ("I grow strawberries and blueberries on my balcony.", "User grows vegetables", False, "ungrounded"),
+    ("I bake sourdough every Sunday.", "User bakes bread weekly", True, ""),
+    # someone else's mother is not the user's; "with my kids" is an object, not whom the clause is about; "no-" in a
+    # compound negates nothing; losing one's dog is its death
+    ("My wife's mom is staying with us for the holidays.", "User's mother is staying with them", False, "ungrounded"),
+    ("My wife's mom is staying with us for the holidays.", "User's wife's mother is staying with them", True, ""),
+    ("I speak Tagalog with my parents but English with my kids.", "User speaks English", True, ""),
+    ("My kids speak English.", "User speaks English", False, "other_subject"),
+    ("I'm doing a 30-day no-spend challenge, day 12 today.", "User is doing a no-spend challenge", True, ""),
+    ("We lost our dog in March.", "User's dog died in March", True, ""),
+    ("My BFF is moving to London next month.", "User has a best friend", True, ""),
+    # the times of a day and a week; parents; lessons are learning, not teaching; an owner owns
+    ("I fix bikes at a little shop on Saturdays.", "User fixes bikes on weekends", True, ""),
+    ("I fix bikes at a little shop on Saturdays.", "User fixes bikes on weekdays", False, "ungrounded"),
+    ("My parents still live in the house I grew up in.", "User's mom lives in their childhood home", True, ""),
+    ("I've been taking piano lessons since March.", "User is learning piano", True, ""),
+    ("I teach piano lessons on weekends.", "User is learning piano", False, "ungrounded"),
+    ("We adopted a beagle last spring.", "User is a dog owner", True, ""),
+    ("We adopted a beagle last spring.", "User is a cat owner", False, "ungrounded"),
+    # an ex-partner is ended, not the rest of the clause
+    ("My ex-husband has the kids every other weekend.", "User is divorced", True, ""),
+    ("My ex-husband has the kids every other weekend.", "User has a husband", False, "negation"),
+    ("My ex-wife lives in Denver.", "User is married", False, "negation"),
+    ("My ex-husband has the kids every other weekend.", "User has the kids every other weekend", False,
+     "other_subject"),
+    ("My ex picks up the kids on Fridays.", "User picks up the kids on Fridays", False, "other_subject"),
+    # times said by their kind: recently, soon, a season by its months
+    ("Last week I finally went to the dentist.", "User recently went to the dentist", True, ""),
+    ("Last year I finally went to the dentist.", "User recently went to the dentist", False, "ungrounded"),
+    ("I'm flying to Denver tomorrow for work.", "User is going to Denver soon", True, ""),
+    ("We drove up to Maine in July.", "User went to Maine in the summer", True, ""),
+    ("We drove up to Maine in July.", "User went to Maine in the winter", False, "ungrounded"),
+    ("I left my job in March to travel.", "User quit their job", True, ""),
+    # a negated or disliking fact says no more than the source's own words: no dog is not no pets
+    ("I don't have a dog.", "User doesn't have pets", False, "ungrounded"),
+    ("I don't have a dog.", "User doesn't have a dog", True, ""),
+    ("I don't drink beer, it makes me sleepy.", "User doesn't drink alcohol", False, "ungrounded"),
+    ("I hate running, my knees hurt after a mile.", "User dislikes exercise", False, "ungrounded"),
+    ("I hate running, my knees hurt after a mile.", "User hates running", True, ""),
+    ("I love running, I do a mile every morning.", "User likes exercise", True, ""),
+    # a lab is a dog; losing one ends it, and getting a new one is another deed
+    ("We lost our old lab in March, the house is too quiet.", "User had a dog", True, ""),
+    ("We lost our old lab in March, the house is too quiet.", "User has a dog", False, "negation"),
+    ("We lost our old lab in March, the house is too quiet.", "User got a new dog in March", False, "negation"),
+    # the state an ended word says is what a fact of that state says
+    ("I retired last year after 30 years at the plant.", "User is retired", True, ""),
+    ("I'm a retired mailman with three grandkids.", "User is retired", True, ""),
+    ("I'm a retired mailman with three grandkids.", "User is a mailman", False, "negation"),
+    # an age written joined, an only child, the youngest of several, "at least"
+    ("I have two kids, ages 4 and 7.", "User has a 4-year-old", True, ""),
+    ("I have two kids, ages 4 and 7.", "User has a 5-year-old", False, "ungrounded"),
+    ("I'm an only child, so holidays are quiet.", "User has no siblings", True, ""),
+    ("I'm the youngest of three.", "User is the youngest child", True, ""),
+    ("I'm the youngest of three.", "User is the oldest child", False, "ungrounded"),
+    ("My two boys both play soccer.", "User has at least two children", True, ""),
+    # a cop is a police officer, chemistry a science, software work tech; Thursdays weekly; pregnant is expecting
+    ("My mom is a teacher and my dad is a cop.", "User's father is a police officer", True, ""),
+    ("I teach high school chemistry.", "User teaches science", True, ""),
+    ("I teach high school chemistry.", "User teaches physics", False, "ungrounded"),
+    ("I'm a software engineer at a small startup.", "User works in tech", True, ""),
+    ("I play in a rec soccer league on Thursdays.", "User plays soccer weekly", True, ""),
+    ("I have a dentist appointment on Monday.", "User goes to the dentist weekly", False, "ungrounded"),
+    ("I'm pregnant with our first!", "User is expecting a baby", True, ""),
+    ("I'm not pregnant, just tired.", "User is expecting a baby", False, "ungrounded"),
+    ("I got my flu shot yesterday.", "User is sick", False, "ungrounded"),
+    ("Gave up sugar a month ago and I already feel better.", "User no longer eats sugar", True, ""),
+    ("Been job hunting for three months, nothing yet.", "User is looking for a job", True, ""),
 ]
 
 

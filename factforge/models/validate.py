@@ -27,7 +27,10 @@ become", "excited to" are still to be done, for a done deed and for what the use
 of a fact, those with its name (or a pointer to it) say it; what the user's someone else is needs a stretch of the
 source about them; a participle joined by a comma has the subject before it; a role only someone's ("a veteran's
 hospital") is not the user's; and a fact its own words do not ground is read once more as data/fact_senses.yaml
-restates it ("User doesn't eat meat" as "User is a vegetarian"). Each rejection
+restates it ("User doesn't eat meat" as "User is a vegetarian"). Stop 39 added everyday words, kin and times as data
+(pup, hubby, "my mom's mom", in-laws, a job by its role, "on Thursdays" as weekly, an age by its decade), an ex-partner
+that ends only themselves, "with my kids" as an object, before / after as two sides, and a negated or disliking fact
+grounded by its own words and their equals only ("User has no pets" is more than "I don't have a dog"). Each rejection
 names what was unsupported (``explain`` of :func:`validate_items`). A grounded fact whose category has no cue in
 its words ("User mostly reads fiction" as a preference) is kept as "other", its explanation saying so. The floor
 (words, a content word and a clause, not characters), the word lists and the cue words each category needs live in
@@ -181,6 +184,11 @@ class _FactChecks:
     hedges: Any = None  # regex: phrases with a negation word that negate nothing ("not sure")
     feelings: frozenset[str] = frozenset()  # stems of the good feelings, grounded by the source's liking or praise
     naming: frozenset[str] = frozenset()  # participles that only name ("named"): no verb of a fragment
+    object_markers: frozenset[str] = frozenset()  # "with", "for": "with my kids" opens no clause about them
+    # the same without the narrower words of ``broader``: what grounds a negated fact ("User has no pets" is more than
+    # "I don't have a dog") (stop 39)
+    same: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    phrase_starts: frozenset[str] = frozenset()  # the first two words of ``fact_phrases``: a fact without them skips it
 
 
 def _cues(category: str, spec: CuesSpec, problems: Problems) -> tuple[frozenset[str], tuple[Any, ...]]:
@@ -255,7 +263,9 @@ def _fact_checks() -> _FactChecks:
                        _polarity(list(heads)) if heads else None, heads,
                        _polarity(negation.hedges) if negation is not None and negation.hedges else None,
                        frozenset(_stem(w.casefold()) for w in polarity.feelings),
-                       frozenset(w.casefold() for w in min_content.naming))
+                       frozenset(w.casefold() for w in min_content.naming),
+                       frozenset(w.casefold() for w in grounding.object_markers), synonyms,
+                       frozenset(" ".join(h.replace("’", "'").split()[:2]) for h in heads))
 
 
 class _SensesSpec(Spec):
@@ -285,6 +295,8 @@ class _SensesSpec(Spec):
     appraisals: list[Text] = []
     ended_source: list[Text] = []
     restate: list[list[Text]] = []  # [regex, words] pairs (checked in _restatements)
+    age_decades: dict[Text, int] = {}  # "thirties" -> 30 (stop 39)
+    age_decade_frame: Text = ""  # regex with a group ``decade``
     opinions: list[Text] = []
     converses: list[list[list[Text]]] = []  # pairs of sides (checked in _senses)
     derivation: list[Text] = []
@@ -392,6 +404,9 @@ def _sides(text: str, side: tuple[frozenset[str], Any]) -> tuple[bool, str]:
     return rest != text or any(not keys.isdisjoint(_keys(w.casefold())) for w in _WORD.findall(rest)), rest
 
 
+_NONE = "(?!)"  # the pattern of _polarity([]): a side without phrases
+
+
 def _converse(content: str, clause: str, senses: _Senses, terms: Iterable[str] = ()) -> str | None:
     """The fact's words of one side of a deed when ``clause`` says only the other side ("User takes piano lessons"
     from "I teach piano lessons"), or says both and the other one of the fact's thing ("User bought a guitar" from "I
@@ -401,7 +416,7 @@ def _converse(content: str, clause: str, senses: _Senses, terms: Iterable[str] =
     said_keys = {k for w in _WORD.findall(content) for k in _keys(w.casefold())}
     for a, b in senses.converses:
         for mine, other in ((a, b), (b, a)):
-            if said_keys.isdisjoint(mine[0]) and mine[1].search(content) is None:
+            if said_keys.isdisjoint(mine[0]) and (mine[1].pattern == _NONE or mine[1].search(content) is None):
                 continue  # the fact says nothing of this side (most facts: checked by their keys once)
             # a side's phrases first: "teaching myself" says learning, not teaching
             fact_other, rest = _sides(content, other)
@@ -454,6 +469,46 @@ def _restatements() -> tuple[tuple[Any, str], ...]:
     if problems.items:
         problems.raise_all("invalid data file fact_senses.yaml")
     return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _any_restatement() -> Any:
+    """One regex of all data/fact_senses.yaml ``restate`` regexes: most facts match none, and one search says so
+    (stop 39: 25 of them, one sub each, cost a rejected fact ~50 us)."""
+    patterns = [rx.pattern for rx, _ in _restatements()]
+    return regex.compile("|".join(f"(?:{p})" for p in patterns) or "(?!)", regex.IGNORECASE)
+
+
+def _age_frame(pattern: str) -> Any:
+    """data/fact_senses.yaml ``age_decade_frame``, compiled and checked like a rule regex; it needs the group
+    ``decade``."""
+    problems = Problems()
+    rx = compile_regex(pattern, "fact_senses.yaml age_decade_frame", problems, regex.IGNORECASE)
+    if rx is not None and "decade" not in rx.groupindex:
+        problems.add("fact_senses.yaml age_decade_frame", "needs a group named 'decade'")
+    if problems.items:
+        problems.raise_all("invalid data file fact_senses.yaml")
+    return rx
+
+
+@lru_cache(maxsize=1)
+def _age_decades() -> tuple[Any, Mapping[str, int]]:
+    """data/fact_senses.yaml ``age_decade_frame`` (None when not given) and ``age_decades``."""
+    spec = _senses_spec()
+    rx = _age_frame(spec.age_decade_frame) if spec.age_decade_frame else None
+    return rx, {k.casefold(): v for k, v in spec.age_decades.items()}
+
+
+def _age_readings(content: str, source: _Source, checks: _FactChecks) -> list[str]:
+    """``content`` with an age said by its decade ("User is in their thirties") said as each age of that decade the
+    source names ("User is 34" from "I'm 34"), for a second reading (data/fact_senses.yaml ``age_decades``)
+    (stop 39)."""
+    rx, decades = _age_decades()
+    m = rx.search(content) if rx is not None else None
+    if m is None or (start := decades.get(m.group("decade").casefold())) is None:
+        return []
+    ages = sorted({n for n in source.numbers(checks) if n.isdigit() and start <= int(n) < start + 10})
+    return [content[:m.start()] + n + content[m.end():] for n in ages]
 
 
 def _transitions(patterns: list[str]) -> tuple[Any, ...]:
@@ -700,6 +755,9 @@ def _negated_liking(negation: str, liked: str) -> Any:
     return regex.compile(rf"(?:{negation})(?:\s+[\p{{L}}'’]+){{0,2}}?\s+(?:{liked})", regex.IGNORECASE)
 
 
+_NO_COMPOUND = regex.compile(r"(?<![\p{L}'’])no-(?=\p{L})", regex.IGNORECASE)
+
+
 def _negated(text: str, checks: _FactChecks) -> bool:
     """Whether ``text`` negates (a dislike does not count: "can't stand" is a liking, checked as one; nor does a
     negation of data/fact_senses.yaml ``ended_since``: "haven't played since", checked as ended)."""
@@ -707,6 +765,8 @@ def _negated(text: str, checks: _FactChecks) -> bool:
         text = checks.negative.sub(" ", text)
     text = _senses().ended_any.sub(" ", text)  # "no longer" says it ended (checked as such), not "no"
     text = _ended_since_rx().sub(" ", text)
+    if "no-" in text or "No-" in text or "NO-" in text:
+        text = _NO_COMPOUND.sub(" ", text)  # "a no-spend challenge" negates nothing of the challenge (stop 39)
     if checks.hedges is not None:
         text = checks.hedges.sub(" ", text)
     return checks.negation.search(text) is not None
@@ -735,7 +795,9 @@ def _unframed(content: str, checks: _FactChecks) -> str:
 def _in_words(content: str, source: _Source, checks: _FactChecks) -> str:
     """``content`` as the source's words: a related phrase as its group's word ("passed away" -> "die"), and two
     words the source writes as one ("works out" -> "workout")."""
-    if checks.fact_phrases is not None:
+    # (a regex of many phrases is slow; most facts have none of their first two words) (stop 39)
+    said = [w.casefold().replace("’", "'") for w in _WORD.findall(content)]
+    if checks.fact_phrases is not None and any(f"{a} {b}" in checks.phrase_starts for a, b in zip(said, said[1:])):
         content = checks.fact_phrases.sub(lambda m: checks.phrase_heads.get(" ".join(m.group().casefold().split()),
                                                                             m.group()), content)
     words = list(_WORD.finditer(content))
@@ -777,7 +839,9 @@ def _apart(content: str, terms: list[str], source: _Source, checks: _FactChecks)
     # speaker opens ("I became an aircraft mechanic instead").
     sentences = [m.group() for m in _SENTENCE.finditer(source.text)]
     for i, sentence in enumerate(sentences):
-        if not _Source(sentence, frozenset()).has_term(other, checks.related) and not _THEY.match(sentence):
+        if not _Source(_without_theirs(sentence, other, checks), frozenset()).has_term(other, checks.related,
+                                                                                         checks.phrases) \
+                and not _THEY.match(sentence):
             continue  # a sentence that names them, or opens with a pronoun that may ("They love learning about ...")
         stretch = [sentence]
         for after in sentences[i + 1:]:
@@ -789,6 +853,18 @@ def _apart(content: str, terms: list[str], source: _Source, checks: _FactChecks)
         if any(said.has_term(t, checks.related, checks.phrases) for t in rest):
             return None
     return f"no stretch of the source about the user's {other} says any of {', '.join(rest)}"
+
+
+_KIN_OF = regex.compile(r"(?<![\p{L}])(?P<owner>\p{L}+)['’]s\s+(?P<one>\p{L}+)")
+
+
+def _without_theirs(sentence: str, other: str, checks: _FactChecks) -> str:
+    """``sentence`` without the someone else's ``other`` ("my wife's mom" is not the user's mother) (stop 39)."""
+    def theirs(m: Any) -> str:
+        mine = m.group("owner").casefold() in checks.others and _Source(m.group("one"), frozenset()).has_term(
+            other, checks.related)
+        return " " if mine else m.group()
+    return _KIN_OF.sub(theirs, sentence)
 
 
 # Where a placing word puts the user: "lives on a farm", "grew up in a small town"; not "moved in with", "grows basil".
@@ -977,8 +1053,8 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
         # A fact may name the other one by a broader word: "User has a child" from "my daughter lost a tooth", or by
         # the name the clause gives it: "User is sad that Tom is moving" from "my best friend Tom is moving".
         # Named as what the user is ("User is the manager" from "my manager Priya wants ..."), it is not named.
-        if other is not None and (_is_role(content, other) or not fact_words.has_term(other, checks.related)
-                                  and not any(_Source(other, frozenset()).has_term(t, checks.related) for t in terms)
+        if other is not None and (_is_role(content, other)
+                                  or not _names_other(other, clause.text, fact_words, terms, checks)
                                   and not _speakers_own(terms, clause)) and not _named_other(other, names, clause.text):
             problem = problem or ("other_subject", f"said of {other!r}: {clause.text!r}")
             continue
@@ -991,7 +1067,7 @@ def _negation_or_other(content: str, terms: list[str], source: _Source, checks: 
         if checks.negation is not None and fact_negated != _negated(clause.text, checks) and not had:
             problem = problem or ("negation", f"negation differs from {clause.text!r}")
             continue
-        ended = _ended_differs(content, clause, senses, replaced)
+        ended = _ended_differs(content, clause, senses, replaced, terms, checks)
         if ended is not None and not had:  # "I used to ride with my dad": User has a father
             problem = problem or ("negation", f"{ended}: {clause.text!r}")
             continue
@@ -1040,8 +1116,12 @@ def _presupposed(content: str, clause: _Source) -> bool:
     if m is None:
         return False
     thing, related = m.group("thing").casefold(), _fact_checks().related
+    # "we lost our dog" says no dog now: a "my" / "our" inside a phrase of data/fact_senses.yaml ended_source (stop 39)
+    lost = [(e.start(), e.end()) for e in _senses().ended_source.finditer(clause.text)]
     return any(_Source(w, frozenset()).has_term(thing, related) for p in _MY.finditer(clause.text)
-               for w in p.group("thing").split())  # "my dad": User has a father
+               if not any(start <= p.start() < end for start, end in lost)
+               for w in p.group("thing").split()
+               if not w.casefold().startswith("ex-"))  # "my dad": User has a father; "my ex-wife": no wife (stop 39)
 
 
 # "User is the manager", "User was a night nurse": the role word, as one of the (at most) two words after the article.
@@ -1069,6 +1149,25 @@ def _is_role(content: str, other: str) -> bool:
     ..."): then it does not name the someone else the clause is about."""
     m = _ROLE.match(content)
     return m is not None and other in {(m.group(g) or "").casefold() for g in ("first", "second")}
+
+
+def _names_other(other: str, clause: str, fact_words: _Source, terms: list[str], checks: _FactChecks) -> bool:
+    """Whether the fact names ``other``, the someone else ``clause`` opens with: by its word or a broader one ("User
+    has a child" from "my daughter ..."), or by a word that a phrase of data/fact_checks.yaml with it grounds
+    ("grandmother" by "my mom's mom", "kids" by "our oldest"); a relative's relative ("mom's mom", "wife's mom") by
+    such a word or by words for both ("User's spouse's mother"), not by the last alone ("User's mother" is not "my
+    wife's mom") (stop 39)."""
+    for t in terms:
+        for k in _keys(t):
+            rx = checks.phrases.get(k)
+            if rx is not None and any(other.split(" ", 1)[-1] in m.group().casefold() for m in rx.finditer(clause)):
+                return True
+    if " " not in other:
+        return fact_words.has_term(other, checks.related) or any(
+            _Source(other, frozenset()).has_term(t, checks.related) for t in terms)
+    owner, one = (_Source(_POSSESSIVE.sub("", w), frozenset()) for w in other.split(" ", 1))
+    return any(owner.has_term(a, checks.related) and one.has_term(b, checks.related)
+               for i, a in enumerate(terms) for j, b in enumerate(terms) if i != j)
 
 
 def _named_other(other: str, names: set[str], clause: str) -> bool:
@@ -1120,12 +1219,13 @@ def _unrealised(content: str, clause: str, senses: _Senses) -> bool:
 
 
 def _clue_words(content: str, source: _Source, checks: _FactChecks) -> list[str]:
-    """The words that find a fact's clause when it has no content word - its number words and its short names and
+    """The words that find a fact's clause when it has no content word - its numbers and its short names and
     acronyms, that the source has ("User had twins", "User owns a TV") - so that such a fact meets the clause
     checks (negation, someone else) too."""
     words = [m.group() for m in _WORD.finditer(content) if m.start() > 0]
+    # digits too: "User is 62" is not "My mom is 62" (stop 39)
     return [w for w in dict.fromkeys(x.casefold() for x in words
-                                     if x.casefold() in checks.numbers or x[:1].isupper())
+                                     if x.casefold() in checks.numbers or x[:1].isupper() or x.isdigit())
             if w not in source.stopwords and source.has_term(w)]
 
 
@@ -1231,14 +1331,41 @@ def _inflected(word: str, tag: str) -> bool:
     return word in _word_forms()[3]
 
 
-def _ended_differs(content: str, clause: _Source, senses: _Senses, replaced: bool = False) -> str | None:
+_EX = regex.compile(r"(?<![\p{L}'’])(?:(?:my|our|his|her|their)\s+ex(?![\p{L}'’-])|ex-(?P<what>\p{L}+))",
+                  regex.IGNORECASE)
+
+
+def _without_exes(text: str, terms: Iterable[str], checks: _FactChecks | None) -> str:
+    """``text`` without the ex-partners it names ("my ex-husband has the kids", "my ex"), unless the fact is about
+    one of them ("User has a husband" is still not "my ex-husband"): an "ex-" ends that one, not the clause
+    (stop 39)."""
+    if checks is None or "ex" not in text.casefold():
+        return text
+    terms = list(terms)
+
+    def kept(m: Any) -> str:
+        what = m.group("what")
+        said = what is not None and any(_Source(what, frozenset()).has_term(t, checks.related) for t in terms)
+        return m.group() if said else " "
+    return _EX.sub(kept, text)
+
+
+def _ended_differs(content: str, clause: _Source, senses: _Senses, replaced: bool = False,
+                   terms: Iterable[str] = (), checks: _FactChecks | None = None) -> str | None:
     """What is wrong when the fact and its clause disagree on whether it ended ("User has a dog" from "I used to
     have a dog", "User started smoking" from "I quit smoking", "User no longer smokes" from "I smoke").
-    ``replaced``: the source has what the fact says ended as the old side of a change ("from MySQL to Postgres")."""
+    ``replaced``: the source has what the fact says ended as the old side of a change ("from MySQL to Postgres").
+    ``terms`` and ``checks``: the fact's words, to leave an ex-partner it is not about out of the clause."""
     since = _ended_since_rx()
     fact_ended = senses.ended.search(content) is not None or since.search(content) is not None
-    clause_ended = clause.ended or senses.ended.search(clause.text) is not None or since.search(clause.text) is not None \
-        or senses.ended_source.search(clause.text) is not None
+    states = {w.casefold() for w in _senses_spec().ended_states}
+    said = {w.casefold() for w in _WORD.findall(content)} & states
+    if said and not said.isdisjoint(w.casefold() for w in _WORD.findall(clause.text)):
+        return None  # the state the fact says is the one the clause ends with: "User is retired" from "I retired last
+        # year", "a retired mailman" (stop 39)
+    text = _without_exes(clause.text, terms, checks)
+    clause_ended = clause.ended or senses.ended.search(text) is not None or since.search(text) is not None \
+        or senses.ended_source.search(text) is not None
     if clause_ended and not fact_ended:
         if senses.onset.search(content):
             return "begun in the fact, ended in the source"
@@ -1286,6 +1413,8 @@ def _opening_other(words: list[str], checks: _FactChecks) -> int | None:
     for i, word in enumerate(words[:4]):
         if word in _FIRST_PERSON and word not in _DETERMINERS or _verb_form(word):
             return None
+        if word in _DETERMINERS and i > 0 and words[i - 1] in checks.object_markers:
+            return None  # "English with my kids": they are its object, not whom it is about (stop 39)
         at = i + 1 if word in _DETERMINERS else i
         for j in range(at, min(at + 2, len(words))):
             if _POSSESSIVE.sub("", words[j]) in checks.others and (j > i or word not in _DETERMINERS):
@@ -1371,11 +1500,17 @@ def _other_subject(clause: str, checks: _FactChecks) -> str | None:
     for i, word in enumerate(words[:4]):
         if word in _FIRST_PERSON and word not in _DETERMINERS or _verb_form(word):
             return None  # the speaker opens the clause, or a verb does ("Thinking about asking my boss ...")
+        if word in _DETERMINERS and i > 0 and words[i - 1] in checks.object_markers:
+            return None  # "English with my kids": they are its object, not whom it is about (stop 39)
         at = i + 1 if word in _DETERMINERS else i
         # "my sister", "my little sister", "our dog Max", "she"
         for j in range(at, min(at + 2, len(words))):
             other = _POSSESSIVE.sub("", words[j])
-            if other in checks.others and (j > i or word not in _DETERMINERS):
+            # "my ex-husband" is someone else too, named as such ("User is divorced" names him) (stop 39)
+            if other.removeprefix("ex-") in checks.others and (j > i or word not in _DETERMINERS):
+                if other != words[j] and j + 1 < len(words) and _POSSESSIVE.sub("", words[j + 1]) in checks.others:
+                    j += 1  # a relative's relative, "my mom's mom": the one of theirs, as "mom's mom" (stop 39)
+                    other = f"{words[j - 1]} {_POSSESSIVE.sub('', words[j])}"
                 rest = words[j + 1:]
                 if any(w in _FIRST_PERSON and w not in _DETERMINERS for w in rest):
                     return None
@@ -1807,7 +1942,12 @@ def _fact_rejection(
     spans = [source.find(n) for n in names]
     if any(s is None for s in spans):
         return "ungrounded_entity", ", ".join(n for n, s in zip(names, spans) if s is None), spans, []
-    grounded = [t for t in terms if source.has_term(t, checks.related, checks.phrases)
+    # A negated or disliking fact by its own words or their equals only: not having a dog is not having no pets,
+    # hating running is not hating exercise (stop 39).
+    against = checks.negation is not None and _negated(content, checks) \
+        or checks.negative is not None and checks.negative.search(content) is not None
+    related = checks.same if against else checks.related
+    grounded = [t for t in terms if source.has_term(t, related, checks.phrases)
                 or _stem(t) in checks.feelings and _likes(source, checks)]
     # Every significant word (CJK bigram) must come from the source: a model that invents swaps one word of
     # a true fact ("works at a bank" for "at a bakery"), which half of the words (seed 002 said 30%) let through;
@@ -1883,8 +2023,9 @@ def _validate_fact(
         category = "other"
     reason, detail, spans, grounded = _fact_rejection(content, confidence, names, source, keeper, settings, subjects)
     if reason in ("ungrounded", "negation"):
-        for rx, words in _restatements():
-            restated = rx.sub(words, content)
+        readings = [rx.sub(words, content) for rx, words in _restatements()] \
+            if _any_restatement().search(content) else []
+        for restated in [*readings, *_age_readings(content, source, _fact_checks())]:
             if restated != content:  # "User doesn't eat meat" read as "User is a vegetarian"
                 second = _fact_rejection(restated, confidence, names, source, keeper, settings, subjects)
                 if second[0] is None:

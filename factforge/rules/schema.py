@@ -576,6 +576,7 @@ class GroundingSpec(Spec):
     related: list[list[str]] = []  # groups of words that ground each other
     broader: dict[str, list[str]] = {}  # a word -> the narrower words that ground it ("pet" <- "dog"), not back
     others: list[Text] = []  # words for someone other than the speaker ("sister", "he"): see validate.py
+    object_markers: list[Text] = []  # words before "my sister" that make her an object ("with my kids"): validate.py
 
 
 class FactChecksSpec(Spec):
