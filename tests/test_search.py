@@ -328,7 +328,7 @@ def test_bm25_walks_of_common_lexemes_by_impact_class_stay_exact(db_url: str, tm
             built = bm25.bm25_query(conn, where, {**params, "q": "kafka", "n": 10}, "kafka", "fact_terms")
             assert built is not None
             assert "seed0" in built[0], built[0]
-            assert "bm25_cq0" in built[1], sorted(built[1])  # the step walks
+            assert "bm25_ct0" in built[1], sorted(built[1])  # the step walks
         for query in queries:
             for n in (10, 40):
                 hits = search(store, query, agent_id="a1", team_id="t1", mode="bm25", k=n)

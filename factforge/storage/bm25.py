@@ -190,7 +190,7 @@ TF_CLASSES = 4
 # the rare lexemes out. ("Netlify vs Neovim": a Netlify document without "neovim" scores at most Netlify's share.)
 RARE_SHARE = 0.2
 # How many classes of a step its walk may read, in order of their bound (each a probe of the text index: a few us).
-CLASS_WALK = 24
+CLASS_WALK = 16
 
 
 def dl_class(dl: int) -> int:
@@ -202,9 +202,6 @@ def dl_class(dl: int) -> int:
     return (dl >> shift) << shift
 
 
-def _next_dl_class(lo: int) -> int:
-    return lo + 1 if lo < 16 else lo + (1 << (lo.bit_length() - 4))
-
 
 def _classes(terms: Sequence[_Term], j: int, later: Sequence[int]) -> tuple[list[tuple[int, int, float]], float] | None:
     """The impact classes ``(t, d, bound)`` of step ``j``'s lexeme, highest bound first (at most
@@ -214,29 +211,41 @@ def _classes(terms: Sequence[_Term], j: int, later: Sequence[int]) -> tuple[list
     term = terms[j]
     if term.max_tf is None or any(terms[i].max_tf is None for i in later):
         return None
+    # CLASS_WALK + 1 length classes from the lexeme's shortest: the bound falls with the length, so no class of a
+    # tf beyond them can beat the listed ones of that tf
+    ds, d = [], dl_class(term.min_dl)
+    for _ in range(CLASS_WALK + 1):
+        ds.append(d)
+        d = d + 1 if d < 16 else d + (1 << (d.bit_length() - 4))
+    rest = [(x.num, x.c, x.slope) for x in (terms[i] for i in later)]
+    k = BM25_K1 * (1 - BM25_B)
+    top_tf = min(term.max_tf, TF_CLASSES)
+    tfs = [(t, t if t < TF_CLASSES else max(term.max_tf, t)) for t in range(1, top_tf + 1)]
+    scale, slope, min_dl = term.idf * (BM25_K1 + 1), term.slope, term.min_dl
+    candidates = []
+    for d in ds:
+        dl = d if d > min_dl else min_dl
+        base = sum(num / (c + sl * dl) for num, c, sl in rest) if rest else 0.0
+        for t, tf in tfs:
+            candidates.append((scale * tf / (tf + k + slope * dl) + base, t, d))
+    beyond = max(c[0] for c in candidates[-top_tf:])  # the last length class, listed in no case
+    del candidates[-top_tf:]
+    candidates.sort(reverse=True)
+    listed = [(t, d, b) for b, t, d in candidates[:CLASS_WALK]]
+    return listed, max([beyond] + [c[0] for c in candidates[CLASS_WALK:CLASS_WALK + 1]])
 
-    def bound(t: int, d: int) -> float:
-        dl = max(d, term.min_dl)
-        top = t if t < TF_CLASSES else max(term.max_tf or t, t)
-        return term.share(top, dl) + sum(terms[i].bound(dl) for i in later)
 
-    candidates, beyond = [], 0.0
-    for t in range(1, min(term.max_tf, TF_CLASSES) + 1):
-        d = dl_class(term.min_dl)
-        for _ in range(CLASS_WALK):
-            candidates.append((t, d, bound(t, d)))
-            d = _next_dl_class(d)
-        beyond = max(beyond, bound(t, d))
-    candidates.sort(key=lambda c: (-c[2], c[0], c[1]))
-    listed, rest = candidates[:CLASS_WALK], candidates[CLASS_WALK:]
-    return listed, max([beyond] + [c[2] for c in rest])
-
-
-def _class_query(lexeme: str, keys: Sequence[str], t: int, d: int) -> str:
-    """A tsquery literal: ``lexeme`` in impact class ``t``.``d`` in any of the ``keys``' scopes."""
+def _class_heads(lexeme: str, keys: Sequence[str]) -> list[str]:
+    """The start of a tsquery term for ``lexeme`` in each of the ``keys``' scopes; the statement ends each with a
+    class ``t.d`` and a quote (:data:`_CLASS_QUERY`)."""
     raw = lexeme.encode()
     key_lexeme = hashlib.md5(raw).hexdigest() if len(raw) > _LONG_LEXEME else lexeme
-    return " | ".join(_quote(f"{k} {key_lexeme} {t}.{d}") for k in keys)
+    return [_quote(f"{k} {key_lexeme} ")[:-1] for k in keys]
+
+
+# SQL: class c (t, d) of step {j}'s lexeme in any of the caller's scopes, as the text of a tsquery
+_CLASS_QUERY = ("(SELECT string_agg(h || c.t || '.' || c.d || '''', ' | ') "
+                "FROM unnest(%(bm25_ch{j})s::text[]) h)")
 
 
 # A lexeme's term frequency in a document, read without unnesting the tsvector. Unnesting it (a set-returning
@@ -371,23 +380,27 @@ def bm25_query_from(term_rows: Sequence[Any], where: str, params: dict[str, Any]
                 ctes.append(f"a{j} AS MATERIALIZED ({_top(_scored(both, j, last, f'score > {theta}' if found else ''))})")
                 found.append(f"a{j}")
             listed, beyond = classes
-            params[f"bm25_cq{j}"] = [_class_query(terms[j].lexeme, keys, t, d) for t, d, _ in listed]
+            params[f"bm25_ch{j}"] = _class_heads(terms[j].lexeme, keys)
+            params[f"bm25_ct{j}"] = [t for t, _, _ in listed]
+            params[f"bm25_cd{j}"] = [d for _, d, _ in listed]
             params[f"bm25_cb{j}"] = [b for _, _, b in listed]
             params[f"bm25_cx{j}"] = beyond
-            rows = (f"SELECT f.id, f.tsv FROM {table} f WHERE {SCOPED_TSV} @@ c.q::tsquery AND {where}{extra}{gate}"
-                    f"{notprior} LIMIT %(n)s")
-            ctes.append(f"w{j} AS MATERIALIZED (SELECT x.id, x.tsv, c.ord FROM unnest(%(bm25_cq{j})s::text[]) "
-                        f"WITH ORDINALITY c(q, ord) CROSS JOIN LATERAL ({rows}) x LIMIT %(n)s)")
+            classes_sql = (f"unnest(%(bm25_ct{j})s::int[], %(bm25_cd{j})s::int[], %(bm25_cb{j})s::float8[]) "
+                           "WITH ORDINALITY c(t, d, b, ord)")
+            class_query = _CLASS_QUERY.format(j=j)
+            rows = (f"SELECT f.id, f.tsv FROM {table} f WHERE {SCOPED_TSV} @@ {class_query}::tsquery AND "
+                    f"{where}{extra}{gate}{notprior} LIMIT %(n)s")
+            ctes.append(f"w{j} AS MATERIALIZED (SELECT x.id, x.tsv, c.ord FROM {classes_sql} "
+                        f"CROSS JOIN LATERAL ({rows}) x LIMIT %(n)s)")
             ctes.append(f"seed{j} AS MATERIALIZED ({_scored(f'SELECT id, tsv FROM w{j}', j, last)})")
             ctes.append(f"u{j} AS MATERIALIZED (SELECT {_theta([*found, f'seed{j}'])} AS v)")
             # the first class the walk did not read in full
             ctes.append(f"e{j} AS MATERIALIZED (SELECT CASE WHEN (SELECT count(*) FROM w{j}) >= %(n)s "
                         f"THEN (SELECT max(ord) FROM w{j}) ELSE {len(listed) + 1} END AS k)")
             ctes.append(f"q{j} AS MATERIALIZED (SELECT CASE WHEN %(bm25_cx{j})s::float8 > (SELECT v FROM u{j}) "
-                        f"* 1.00000001 THEN %(bm25_t{j})s::tsquery ELSE (SELECT string_agg(c.q, ' | ') FROM "
-                        f"unnest(%(bm25_cq{j})s::text[], %(bm25_cb{j})s::float8[]) WITH ORDINALITY c(q, b, ord) "
-                        f"WHERE c.ord >= (SELECT k FROM e{j}) AND c.b > (SELECT v FROM u{j}) * 1.00000001)::tsquery "
-                        "END AS q)")
+                        f"* 1.00000001 THEN %(bm25_t{j})s::tsquery ELSE (SELECT string_agg({class_query}, ' | ') "
+                        f"FROM {classes_sql} WHERE c.ord >= (SELECT k FROM e{j}) AND c.b > (SELECT v FROM u{j}) "
+                        "* 1.00000001)::tsquery END AS q)")
             rest = (f"SELECT f.id, f.tsv FROM {table} f WHERE {SCOPED_TSV} @@ (SELECT q FROM q{j}) AND {where}"
                     f"{extra}{gate}{notprior}")
             ctes.append(f"r{j} AS MATERIALIZED ({_top(_scored(rest, j, last, f'score > (SELECT v FROM u{j})'))})")
