@@ -202,7 +202,6 @@ def dl_class(dl: int) -> int:
     return (dl >> shift) << shift
 
 
-
 def _classes(terms: Sequence[_Term], j: int, later: Sequence[int]) -> tuple[list[tuple[int, int, float]], float] | None:
     """The impact classes ``(t, d, bound)`` of step ``j``'s lexeme, highest bound first (at most
     :data:`CLASS_WALK`), and the highest bound of any class not listed. A class's bound: the lexeme's share at
@@ -377,7 +376,8 @@ def bm25_query_from(term_rows: Sequence[Any], where: str, params: dict[str, Any]
                 params[f"bm25_r{j}"] = _tsquery_text([terms[i].lexeme for i in rare])
                 both = (f"SELECT f.id, f.tsv FROM {table} f WHERE {SCOPED_TSV} @@ (%(bm25_t{j})s::tsquery && "
                         f"%(bm25_r{j})s::tsquery) AND {where}{extra}{gate}{notprior}")
-                ctes.append(f"a{j} AS MATERIALIZED ({_top(_scored(both, j, last, f'score > {theta}' if found else ''))})")
+                kept = _top(_scored(both, j, last, f"score > {theta}" if found else ""))
+                ctes.append(f"a{j} AS MATERIALIZED ({kept})")
                 found.append(f"a{j}")
             listed, beyond = classes
             params[f"bm25_ch{j}"] = _class_heads(terms[j].lexeme, keys)
@@ -396,7 +396,7 @@ def bm25_query_from(term_rows: Sequence[Any], where: str, params: dict[str, Any]
             ctes.append(f"u{j} AS MATERIALIZED (SELECT {_theta([*found, f'seed{j}'])} AS v)")
             # the first class the walk did not read in full
             ctes.append(f"e{j} AS MATERIALIZED (SELECT CASE WHEN (SELECT count(*) FROM w{j}) >= %(n)s "
-                        f"THEN (SELECT max(ord) FROM w{j}) ELSE {len(listed) + 1} END AS k)")
+                        f"THEN (SELECT max(ord) FROM w{j}) ELSE cardinality(%(bm25_ct{j})s::int[]) + 1 END AS k)")
             ctes.append(f"q{j} AS MATERIALIZED (SELECT CASE WHEN %(bm25_cx{j})s::float8 > (SELECT v FROM u{j}) "
                         f"* 1.00000001 THEN %(bm25_t{j})s::tsquery ELSE (SELECT string_agg({class_query}, ' | ') "
                         f"FROM {classes_sql} WHERE c.ord >= (SELECT k FROM e{j}) AND c.b > (SELECT v FROM u{j}) "
