@@ -47,12 +47,12 @@ _UNIQUES = ("facts_current_global_uq", "facts_current_private_uq", "facts_curren
 _GINS = ("facts_tsv_gin", "fact_terms_scoped_gin", "facts_entities_gin")
 
 
-def _migration_0021() -> Any:
-    """migrations/versions/0021_scoped_tsv_plpgsql.py as a module (its name is no importable identifier)."""
+def _migration(name: str) -> Any:
+    """migrations/versions/<name>.py as a module (its name is no importable identifier)."""
     import importlib.util
 
-    path = bs.ROOT / "migrations" / "versions" / "0021_scoped_tsv_plpgsql.py"
-    spec = importlib.util.spec_from_file_location("migration_0021", path)
+    path = bs.ROOT / "migrations" / "versions" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"migration_{name[:4]}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -60,8 +60,12 @@ def _migration_0021() -> Any:
 
 
 # factforge_scoped_tsv as migrations 0006 and 0017 left it: the SQL body, which 0021's downgrade restores
-_m0021 = _migration_0021()
+_m0021 = _migration("0021_scoped_tsv_plpgsql")
 _SCOPED_TSV_0006 = _m0021.function_sql(_m0021.SQL_BODY, "sql")
+# factforge_scoped_tsv as migration 0021 left it, without 0025's impact classes (the function before the load: the
+# empty copy's index holds nothing to rebuild)
+_m0025 = _migration("0025_bm39_bm25_impact_classes")
+_SCOPED_TSV_0021 = _m0025.function_sql(_m0025.PLAIN_BODY)
 
 
 def _drop(*indexes: str) -> list[str]:
@@ -99,6 +103,8 @@ VARIANTS: dict[str, list[str]] = {
              *_disable("facts_bm25_ins", "facts_terms_ins")],
     # factforge_scoped_tsv as migration 0006 wrote it (0021 made it PL/pgSQL; the same tsvector)
     "sql_scoped_tsv": [_SCOPED_TSV_0006],
+    # factforge_scoped_tsv without impact classes (as before migration 0025)
+    "no_classes": [_SCOPED_TSV_0021],
     # the scoped text index's pending list at PostgreSQL's default (4MB; 0006 made it 256kB for searches)
     "scoped_gin_4mb": ["ALTER INDEX fact_terms_scoped_gin SET (gin_pending_list_limit = 4096)"],
     # the graph's candidate list at an insert (migration 0015 made it 128 for recall at 1M, 0021 112)

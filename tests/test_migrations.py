@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -315,7 +316,7 @@ def test_0021_computes_the_same_scoped_tsvector_without_a_subquery_and_goes_back
     SAFE, COST 1000), with 0006's SQL body's value for every document and scope; a fact stored before the
     upgrade is found through the scoped index after it; back at 0020 the SQL body; and up again."""
     url, settings = _new_database(fresh_cluster, "ffscoped", tmp_path)
-    db.upgrade(url, settings)
+    db.upgrade(url, settings, "0024")  # 0025 adds keys (its own test below)
     head_declared, head_values = _scoped_tsv(url)
     assert head_declared == ("plpgsql", "i", "s", 1000.0, False)
     db.downgrade(url, "0020")
@@ -327,7 +328,7 @@ def test_0021_computes_the_same_scoped_tsvector_without_a_subquery_and_goes_back
         conn.execute("INSERT INTO facts (content, category, confidence, extraction_method, agent_id, team_id, "
                      "visibility, content_hash) VALUES ('User prefers Redis', 'preference', 0.9, 'pattern', 'a', "
                      "'t1', 'team', 'h')")
-    db.upgrade(url, settings)
+    db.upgrade(url, settings, "0024")
     assert _scoped_tsv(url) == (head_declared, head_values)
     with psycopg.connect(db.conninfo(url)) as conn:
         conn.execute("SET enable_seqscan = off")
@@ -338,6 +339,48 @@ def test_0021_computes_the_same_scoped_tsvector_without_a_subquery_and_goes_back
         assert "fact_terms_scoped_gin" in plan
         assert conn.execute("SELECT count(*) FROM fact_terms WHERE factforge_scoped_tsv(tsv, visibility, team_id, "
                             "agent_id) @@ %s::tsquery", (key,)).fetchone() == (1,)
+
+
+def test_0025_keys_each_lexeme_by_its_impact_class_too_and_goes_back(fresh_cluster: str, tmp_path: Path) -> None:
+    """Head: factforge_scoped_tsv gives 0024's tsvector plus, for each keyed lexeme, the same key with its impact
+    class ("<key> <lexeme> <tf>.<length class>"), declared as before; a fact stored before the upgrade is found by
+    its class key after it (the indexes are rebuilt); back at 0024 the old values, and up again."""
+    url, settings = _new_database(fresh_cluster, "ffclasses", tmp_path)
+    db.upgrade(url, settings, "0024")
+    old_declared, old_values = _scoped_tsv(url)
+    with psycopg.connect(db.conninfo(url)) as conn:  # indexed by 0024's body
+        conn.execute("INSERT INTO facts (content, category, confidence, extraction_method, agent_id, team_id, "
+                     "visibility, content_hash) VALUES ('User prefers Redis, Redis', 'preference', 0.9, 'pattern', "
+                     "'a', 't1', 'team', 'h')")
+    db.upgrade(url, settings)
+    head_declared, head_values = _scoped_tsv(url)
+    assert head_declared == old_declared == ("plpgsql", "i", "s", 1000.0, False)
+    classed = 0
+    for old, new in zip(old_values, head_values):
+        if old is None or new is None:
+            assert old is None and new is None
+            continue
+        old_keys = set(re.findall(r"'((?:[^']|'')*)'", str(old)))
+        new_keys = set(re.findall(r"'((?:[^']|'')*)'", str(new)))
+        added = new_keys - old_keys
+        assert old_keys <= new_keys and {k.rsplit(" ", 1)[0] for k in added} <= old_keys
+        assert all(re.fullmatch(r"[1-4]\.[0-9]+", k.rsplit(" ", 1)[1]) for k in added)
+        assert len(added) == len([k for k in old_keys if " " in k])  # one class key per keyed lexeme
+        classed += len(added)
+    assert classed
+    with psycopg.connect(db.conninfo(url)) as conn:
+        conn.execute("SET enable_seqscan = off")
+        key = conn.execute("SELECT quote_literal('t' || md5('t1') || ' redi 2.3')").fetchone()[0]
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN SELECT id FROM fact_terms WHERE factforge_scoped_tsv(tsv, visibility, team_id, agent_id) "
+            "@@ %s::tsquery", (key,)).fetchall())
+        assert "fact_terms_scoped_gin" in plan
+        assert conn.execute("SELECT count(*) FROM fact_terms WHERE factforge_scoped_tsv(tsv, visibility, team_id, "
+                            "agent_id) @@ %s::tsquery", (key,)).fetchone() == (1,)
+    db.downgrade(url, "0024")
+    assert _scoped_tsv(url) == (old_declared, old_values)
+    db.upgrade(url, settings)
+    assert _scoped_tsv(url) == (head_declared, head_values)
 
 
 def _vectors_inline(url: str) -> tuple[dict[str, str], list[bool]]:

@@ -291,20 +291,19 @@ def test_bm25_is_exact_when_many_facts_hold_every_query_word(db_url: str, tmp_pa
         store.close()
 
 
-@pytest.mark.parametrize("span", [3, 0.05], ids=["walks-find-n", "walks-cut-short"])
-def test_bm25_walks_of_common_lexemes_by_length_stay_exact(db_url: str, tmp_path: Path, monkeypatch: Any,
-                                                           span: float) -> None:
+@pytest.mark.parametrize("classes", [24, 1], ids=["walks-find-n", "walks-cut-short"])
+def test_bm25_walks_of_common_lexemes_by_impact_class_stay_exact(db_url: str, tmp_path: Path, monkeypatch: Any,
+                                                                 classes: int) -> None:
     """The worst shape at scale: one common query lexeme, most of its documents as short as its shortest (a tie
     at theta), some repeating it, spread over the caller's global, team and private rows and over scopes it
     may not see, some superseded; a lexeme in one visibility only; one no short document holds. Every step
-    here walks the caller's rows by length (migration 0019); a short span stops the walks before they find n,
-    and what they saw must still bound what they did not."""
+    here walks its lexeme's impact classes (migration 0025) in order of their bound; a walk of one class stops
+    before it finds n, and the classes it did not list must still be read where they may beat theta."""
     from factforge.storage import bm25
     from factforge.storage.scope import fact_filters
 
     monkeypatch.setattr(bm25, "SEED_DF", 5)
-    monkeypatch.setattr(bm25, "WALK_SPAN", span)
-    monkeypatch.setattr(bm25, "WALK_VISIBLE", 100.0)  # walk whatever it costs
+    monkeypatch.setattr(bm25, "CLASS_WALK", classes)
     rng = random.Random(34)
     store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
     scopes = [Scope("a1", "t1", "private"), Scope("a1", "t1", "team"), Scope("g1", "t3", "global"),
@@ -327,7 +326,9 @@ def test_bm25_walks_of_common_lexemes_by_length_stay_exact(db_url: str, tmp_path
         with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
             where, params = fact_filters("a1", "t1")
             built = bm25.bm25_query(conn, where, {**params, "q": "kafka", "n": 10}, "kafka", "fact_terms")
-            assert built is not None and "w0_2" in built[0]  # the step walks
+            assert built is not None
+            assert "seed0" in built[0], built[0]
+            assert "bm25_ct0" in built[1], sorted(built[1])  # the step walks
         for query in queries:
             for n in (10, 40):
                 hits = search(store, query, agent_id="a1", team_id="t1", mode="bm25", k=n)
@@ -787,3 +788,30 @@ def test_every_kinds_term_statistics_come_in_one_statement(corpus: Store, db_url
     stats = [s for s in sent if "_corpus c" in s]
     assert len(stats) == 1 and "FROM bm25_corpus c" in stats[0] and "FROM episode_bm25_corpus c" in stats[0]
     assert [round(h.bm25_score or 0, 6) for h in hits] == [round(s, 6) for _, s in _oracle(db_url, "kafka billing", 10)]
+
+
+def test_the_scoped_index_keys_each_lexeme_by_its_impact_class(db_url: str) -> None:
+    """factforge_scoped_tsv (migration 0025) keys each lexeme also as "<scope key> <lexeme> <t>.<d>": t its tf up
+    to bm25.TF_CLASSES, d the document's length class as bm25.dl_class computes it, for lengths 1-300 (every
+    class boundary up to 256) and tf 1-6, in every scope; a lexeme without positions counts once."""
+    from factforge.storage.bm25 import TF_CLASSES, dl_class
+
+    conninfo = db_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    with psycopg.connect(conninfo) as conn:
+        for dl in list(range(1, 40)) + [47, 48, 63, 64, 65, 71, 72, 127, 128, 255, 256, 300]:
+            for tf in (1, 2, 3, 4, 6):
+                words = " ".join([f"w{i}x" for i in range(dl - 1)] + ["kafka"] * tf)
+                for vis, team, agent, key in (("global", None, None, "g"), ("team", "t1", "a", None),
+                                              ("private", "t1", "agent-7", None)):
+                    row = conn.execute(
+                        "SELECT length(to_tsvector('simple', %(w)s)), factforge_scoped_tsv(to_tsvector('simple', "
+                        "%(w)s), %(v)s, %(t)s, %(a)s)::text, CASE %(v)s WHEN 'team' THEN 't' || md5(%(t)s) "
+                        "WHEN 'private' THEN 'p' || md5(%(a)s) ELSE 'g' END",
+                        {"w": words, "v": vis, "t": team, "a": agent}).fetchone()
+                    assert row is not None and row[0] == dl
+                    expected = f"'{row[2]} kafka {min(tf, TF_CLASSES)}.{dl_class(dl)}'"
+                    assert expected in row[1], (dl, tf, vis)
+                    assert f"'{row[2]} kafka'" in row[1] and "'kafka':" in row[1]  # the plain and scoped keys stay
+        stripped = conn.execute("SELECT factforge_scoped_tsv(strip(to_tsvector('simple', 'kafka kafka b c')), "
+                                "'global', NULL, NULL)::text").fetchone()
+        assert stripped is not None and "'g kafka 1.3'" in stripped[0]

@@ -15,16 +15,17 @@ document costs) and keeps its ``n`` best above ``theta``. Nothing skipped could 
 exact BM25 top ``n`` over everything the caller may see; the scores of the ranks are those of exact BM25, and
 among documents of equal score the ones returned may differ.
 
-A step of a common lexeme read every visible document of the lexeme: at 1M facts, "where is the user based"
-read 36k of them (16k pages). Where the lexeme is common enough (:data:`WALK_VISIBLE`), it first scores a seed
-found by a *walk*: the caller's global, team and private rows are read
-in order of length from the lexeme's shortest document (one btree per visibility, migration 0019), each
-until ``n`` of them hold the lexeme (and none before it) or a span of rows is read. A walk that found ``n``
-has seen every document of its visibility shorter than its ``n``-th; one that stopped at its span, every
-document shorter than the span-th row of its index; one that ran out, all. So every document the walks did
-not score is at least as long as the shortest of those three lengths, and the step reads the lexeme's
-documents (by the scoped text index, as any step) only if the bound at that length beats ``theta`` - for the
-query above, never: its 40 seeds all tie at the shortest length.
+A step of a common lexeme read every visible document of the lexeme (the text index lists them in no order of
+score): at 1M facts, 2,000-16,500 for the bench's slowest questions, ~2 us each. The scoped text index also keys
+each lexeme of a document by its *impact class* (migration 0025): its tf (1, 2, 3, 4 and more) and the document's
+length class (:func:`dl_class`). Every document of a class has the same bound (the lexeme's share at the class's
+tf and shortest length, plus the later lexemes' bounds there), so a step of a common lexeme (:data:`SEED_DF`)
+*walks* its classes in order of their bound (:data:`CLASS_WALK` of them, each a probe of the index), taking
+documents until it has ``n``; every class before the last one it touched was read in full. It scores those,
+takes theta, and then reads only the classes whose bound beats theta (none, when the walk's documents tie at
+the best class's bound: "what is the rule about a migration?" reads 40 documents instead of 16,500), or all the
+lexeme's documents if a class it did not list may still beat theta. The walk's own documents may be read again
+there; a document's best score counts once.
 
 All statistics (document frequencies, corpus size, average length) are read once, by the first of the two
 statements, and handed to the second as parameters: the bounds and the scores use the same numbers even
@@ -41,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .scope import rule_cases, scope_keys
+from .scope import scope_keys
 
 __all__ = ["BM25_K1", "BM25_B", "bm25_query", "bm25_query_from", "bm25_ranks", "bm25_ranks_sized", "terms_sql",
            "terms_sql_of", "send_ranks", "SCOPED_TSV"]
@@ -59,16 +60,8 @@ _STATS = {"facts": "bm25", "fact_terms": "bm25", "turns": "episode_bm25"}
 # Tables whose text index is the scoped one (factforge_scoped_tsv); the facts table's is plain.
 _SCOPED_TABLES = ("fact_terms", "turns")
 
-# A step whose lexeme is in more than this many documents (all scopes) may walk (below) for a seed for theta.
+# A step whose lexeme is in more than this many documents (all scopes) walks its impact classes (above).
 SEED_DF = 2000
-# A seeded step of a caller with a scope may find its seed by walking the caller's rows of each visibility in
-# order of length (migration 0019's indexes), reading at most WALK_SPAN n / share rows of each (share: the
-# lexeme's share of all documents), ~WALK_SPAN times what a walk needs where the lexeme is spread evenly. It
-# does where that is less than what reading the lexeme's documents costs, taking a caller to see
-# WALK_VISIBLE of the table (the bench's agents see ~12%: the global rows, their team's, their own): at 1M
-# documents for a lexeme in more than ~3.5% of them ("user": 59%, "weekend": 3.3%), at 100k above ~11%.
-WALK_SPAN = 3
-WALK_VISIBLE = 0.1
 
 # The statistics are the folded base plus the deltas that writers appended since (migration 0016); the
 # views {stats}_terms / {stats}_corpus say the same, but a join would aggregate the whole view first.
@@ -116,9 +109,14 @@ class _Term:
     c: float
     slope: float
     min_dl: int
+    max_tf: int | None = None  # None: no bound kept
 
     def bound(self, dl: float) -> float:
         return self.num / (self.c + self.slope * dl)
+
+    def share(self, tf: int, dl: float) -> float:
+        """The lexeme's share of the score of a document of length ``dl`` holding it ``tf`` times."""
+        return self.idf * (BM25_K1 + 1) * tf / (tf + BM25_K1 * (1 - BM25_B) + self.slope * dl)
 
 
 def terms_sql(table: str) -> str:
@@ -150,7 +148,8 @@ def _terms(rows: Sequence[Any]) -> tuple[list[_Term], float, int]:
             num, c, slope = idf * (k1 + 1), 1.0, 0.0
         else:
             num, c, slope = idf * (k1 + 1) * max_tf, max_tf + k1 * (1 - b), k1 * b / avgdl
-        out.append(_Term(lexeme, int(df), idf, num, c, slope, max(int(min_dl or 1), 1)))
+        out.append(_Term(lexeme, int(df), idf, num, c, slope, max(int(min_dl or 1), 1),
+                         None if max_tf is None else int(max_tf)))
     out.sort(key=lambda t: (-t.bound(t.min_dl), t.lexeme))
     return out, avgdl, corpus
 
@@ -183,34 +182,69 @@ def _bound_params(terms: Sequence[_Term], avgdl: float) -> dict[str, Any]:
     return out
 
 
-def _walk_span(term: _Term, corpus: int, n: int) -> int | None:
-    """How many rows of each visibility the walk of ``term``'s step may read; None: the step reads every
-    document of the lexeme instead (see :data:`WALK_VISIBLE`): the three walks would read more."""
-    span = math.ceil(WALK_SPAN * n * max(corpus, 1) / max(term.df, 1))
-    return span if 3 * span <= term.df * WALK_VISIBLE else None
+# Impact classes (migration 0025): the scoped text index keys each lexeme of a document also as
+# "<scope key> <lexeme> <t>.<d>", t its tf (TF_CLASSES: that many and more), d the document's length class.
+TF_CLASSES = 4
+# A later lexeme in at most this share of the documents is *rare*: a walked step reads the documents holding its
+# lexeme and a rare later one apart, in full (an intersection in the text index: few), and its classes' bounds leave
+# the rare lexemes out. ("Netlify vs Neovim": a Netlify document without "neovim" scores at most Netlify's share.)
+RARE_SHARE = 0.2
+# How many classes of a step its walk may read, in order of their bound (each a probe of the text index: a few us).
+CLASS_WALK = 16
 
 
-def _walk(table: str, case: str, filters: str, gate: str, j: int) -> str:
-    """SQL for one visibility ``case`` of a walked step ``j``: the first ``%(bm25_span{j})s`` visible rows in order
-    of length from the lexeme's shortest document, read until ``%(n)s`` of them hold lexeme ``j`` and none before
-    it; it returns those (``hold``) and, if the walk got that far, the span-th row (``rn`` = the span) whatever it
-    holds. The length below which the walk has seen every row of the case is that of the n-th document found if
-    it found n, else of the span-th row (every row before it was read), else infinite (it read them all).
+def dl_class(dl: int) -> int:
+    """The length class of a document of ``dl`` lexemes: its length below 16, above it the length with all but its
+    four highest bits cleared (as factforge_scoped_tsv, migration 0025)."""
+    if dl < 16:
+        return dl
+    shift = dl.bit_length() - 4
+    return (dl >> shift) << shift
 
-    The span-th row comes back with the walk: the walk's length was read again from the index before, and an
-    index of ``length(tsv)`` gives no index-only scan (PostgreSQL asks for the column), so a walk that stopped at
-    its span read its rows twice (at 1M facts, "what is the rule about a migration?": 3 x 1,608 rows again).
 
-    The span is a subquery: the planner cannot read it and assumes a tenth of the rows, which keeps the walk an
-    ordered scan of the length index. Given the number, it read and sorted every row of the case once the span
-    came near a sixth of its estimate (a third of the case, for the length condition)."""
-    hold = f"ts_match_vq(f.tsv, %(bm25_l{j})s::tsquery)"
-    if j:
-        hold += f" AND NOT ts_match_vq(f.tsv, %(bm25_p{j})s::tsquery)"
-    rows = (f"SELECT f.id, f.tsv, length(f.tsv) AS dl, {hold} AS hold, row_number() OVER (ORDER BY length(f.tsv)) "
-            f"AS rn FROM {table} f WHERE {case} AND length(f.tsv) >= %(bm25_from{j})s::int AND {filters}{gate} "
-            f"ORDER BY length(f.tsv) LIMIT (SELECT %(bm25_span{j})s::int)")
-    return f"SELECT w.id, w.tsv, w.dl, w.hold, w.rn FROM ({rows}) w WHERE w.hold OR w.rn = %(bm25_span{j})s LIMIT %(n)s"
+def _classes(terms: Sequence[_Term], j: int, later: Sequence[int]) -> tuple[list[tuple[int, int, float]], float] | None:
+    """The impact classes ``(t, d, bound)`` of step ``j``'s lexeme, highest bound first (at most
+    :data:`CLASS_WALK`), and the highest bound of any class not listed. A class's bound: the lexeme's share at
+    tf ``t`` (its ``max_tf`` for the last tf class) and the class's shortest length, plus the bounds there of the
+    ``later`` lexemes (those the class's documents may hold). None: the lexeme keeps no ``max_tf``."""
+    term = terms[j]
+    if term.max_tf is None or any(terms[i].max_tf is None for i in later):
+        return None
+    # CLASS_WALK + 1 length classes from the lexeme's shortest: the bound falls with the length, so no class of a
+    # tf beyond them can beat the listed ones of that tf
+    ds, d = [], dl_class(term.min_dl)
+    for _ in range(CLASS_WALK + 1):
+        ds.append(d)
+        d = d + 1 if d < 16 else d + (1 << (d.bit_length() - 4))
+    rest = [(x.num, x.c, x.slope) for x in (terms[i] for i in later)]
+    k = BM25_K1 * (1 - BM25_B)
+    top_tf = min(term.max_tf, TF_CLASSES)
+    tfs = [(t, t if t < TF_CLASSES else max(term.max_tf, t)) for t in range(1, top_tf + 1)]
+    scale, slope, min_dl = term.idf * (BM25_K1 + 1), term.slope, term.min_dl
+    candidates = []
+    for d in ds:
+        dl = d if d > min_dl else min_dl
+        base = sum(num / (c + sl * dl) for num, c, sl in rest) if rest else 0.0
+        for t, tf in tfs:
+            candidates.append((scale * tf / (tf + k + slope * dl) + base, t, d))
+    beyond = max(c[0] for c in candidates[-top_tf:])  # the last length class, listed in no case
+    del candidates[-top_tf:]
+    candidates.sort(reverse=True)
+    listed = [(t, d, b) for b, t, d in candidates[:CLASS_WALK]]
+    return listed, max([beyond] + [c[0] for c in candidates[CLASS_WALK:CLASS_WALK + 1]])
+
+
+def _class_heads(lexeme: str, keys: Sequence[str]) -> list[str]:
+    """The start of a tsquery term for ``lexeme`` in each of the ``keys``' scopes; the statement ends each with a
+    class ``t.d`` and a quote (:data:`_CLASS_QUERY`)."""
+    raw = lexeme.encode()
+    key_lexeme = hashlib.md5(raw).hexdigest() if len(raw) > _LONG_LEXEME else lexeme
+    return [_quote(f"{k} {key_lexeme} ")[:-1] for k in keys]
+
+
+# SQL: class c (t, d) of step {j}'s lexeme in any of the caller's scopes, as the text of a tsquery
+_CLASS_QUERY = ("(SELECT string_agg(h || c.t || '.' || c.d || '''', ' | ') "
+                "FROM unnest(%(bm25_ch{j})s::text[]) h)")
 
 
 # A lexeme's term frequency in a document, read without unnesting the tsvector. Unnesting it (a set-returning
@@ -322,31 +356,53 @@ def bm25_query_from(term_rows: Sequence[Any], where: str, params: dict[str, Any]
             ctes.append(f"t{j} AS MATERIALIZED (SELECT {_theta(found)} AS v)")
             theta = f"(SELECT v FROM t{j})"
             gate += f" AND {_beats(j, last, f'%(bm25_mindl{j})s::float8', theta)}"
-        scan = base.format(match=match(j)) + gate
+        notprior = ""
         if j:
             params[f"bm25_p{j}"] = _tsquery_text([t.lexeme for t in terms[:j]])
-            scan += f" AND NOT ts_match_vq(f.tsv, %(bm25_p{j})s::tsquery)"
-        span = _walk_span(terms[j], corpus, params["n"]) if keys is not None and terms[j].df > SEED_DF else None
-        if span is not None:
-            # A common lexeme, and a caller with a scope: the seed comes from a walk of the caller's rows of
-            # each visibility by length, and the rest of the lexeme's documents are read only if the bound at
-            # the length the walks stopped at, or the lexeme's shortest, whichever is longer, beats theta.
-            params[f"bm25_span{j}"] = span
-            walks, frontiers = [], []
-            for c, case in enumerate(rule_cases("f")):
-                ctes.append(f"w{j}_{c} AS MATERIALIZED ({_walk(table, case, where + extra, gate, j)})")
-                walks.append(f"SELECT id, tsv FROM w{j}_{c} WHERE hold")
-                frontiers.append(f"CASE WHEN (SELECT count(*) FROM w{j}_{c} WHERE hold) >= %(n)s "
-                                 f"THEN (SELECT max(dl) FROM w{j}_{c} WHERE hold)::float8 "
-                                 f"ELSE coalesce((SELECT dl FROM w{j}_{c} WHERE rn = %(bm25_span{j})s)::float8, "
-                                 "'Infinity') END")
-            ctes.append(f"seed{j} AS MATERIALIZED ({_scored(' UNION ALL '.join(walks), j, last)})")
-            ctes.append(f"e{j} AS MATERIALIZED (SELECT greatest(least({', '.join(frontiers)}), "
-                        f"%(bm25_mindl{j})s::float8) AS dl)")
+            notprior = f" AND NOT ts_match_vq(f.tsv, %(bm25_p{j})s::tsquery)"
+        scan = base.format(match=match(j)) + gate + notprior
+        rare = [i for i in range(j + 1, last) if terms[i].df <= RARE_SHARE * corpus]
+        classes = (_classes(terms, j, [i for i in range(j + 1, last) if i not in rare])
+                   if keys is not None and terms[j].df > SEED_DF and not extra else None)
+        if classes is not None and keys is not None:
+            # A common lexeme: its impact classes (migration 0025) are read in order of their bound, each by the
+            # text index, until n documents are found (the walk); every class before the last one it touched was
+            # read in full. The walk's documents are scored, theta taken, and of the rest only the classes whose
+            # bound beats theta are read - or, if a class the walk did not list may, all the lexeme's documents.
+            # The documents that hold a rare later lexeme too are read first, all of them (a{j}): the classes'
+            # bounds leave the rare lexemes out, and hold for every other document. A document of a{j} that the
+            # classes' reads meet again has its exact score there too (and one a{j} did not keep is below n others).
+            if rare:
+                params[f"bm25_r{j}"] = _tsquery_text([terms[i].lexeme for i in rare])
+                both = (f"SELECT f.id, f.tsv FROM {table} f WHERE {SCOPED_TSV} @@ (%(bm25_t{j})s::tsquery && "
+                        f"%(bm25_r{j})s::tsquery) AND {where}{extra}{gate}{notprior}")
+                kept = _top(_scored(both, j, last, f"score > {theta}" if found else ""))
+                ctes.append(f"a{j} AS MATERIALIZED ({kept})")
+                found.append(f"a{j}")
+            listed, beyond = classes
+            params[f"bm25_ch{j}"] = _class_heads(terms[j].lexeme, keys)
+            params[f"bm25_ct{j}"] = [t for t, _, _ in listed]
+            params[f"bm25_cd{j}"] = [d for _, d, _ in listed]
+            params[f"bm25_cb{j}"] = [b for _, _, b in listed]
+            params[f"bm25_cx{j}"] = beyond
+            classes_sql = (f"unnest(%(bm25_ct{j})s::int[], %(bm25_cd{j})s::int[], %(bm25_cb{j})s::float8[]) "
+                           "WITH ORDINALITY c(t, d, b, ord)")
+            class_query = _CLASS_QUERY.format(j=j)
+            rows = (f"SELECT f.id, f.tsv FROM {table} f WHERE {SCOPED_TSV} @@ {class_query}::tsquery AND "
+                    f"{where}{extra}{gate}{notprior} LIMIT %(n)s")
+            ctes.append(f"w{j} AS MATERIALIZED (SELECT x.id, x.tsv, c.ord FROM {classes_sql} "
+                        f"CROSS JOIN LATERAL ({rows}) x LIMIT %(n)s)")
+            ctes.append(f"seed{j} AS MATERIALIZED ({_scored(f'SELECT id, tsv FROM w{j}', j, last)})")
             ctes.append(f"u{j} AS MATERIALIZED (SELECT {_theta([*found, f'seed{j}'])} AS v)")
-            # What the walks left is read only if the bound at the length they stopped at beats theta; each
-            # document read is scored (cheap: see TF_EXACT), the n best above theta kept.
-            rest = scan + f" AND {_beats(j, last, f'(SELECT dl FROM e{j})', f'(SELECT v FROM u{j})')}"
+            # the first class the walk did not read in full
+            ctes.append(f"e{j} AS MATERIALIZED (SELECT CASE WHEN (SELECT count(*) FROM w{j}) >= %(n)s "
+                        f"THEN (SELECT max(ord) FROM w{j}) ELSE cardinality(%(bm25_ct{j})s::int[]) + 1 END AS k)")
+            ctes.append(f"q{j} AS MATERIALIZED (SELECT CASE WHEN %(bm25_cx{j})s::float8 > (SELECT v FROM u{j}) "
+                        f"* 1.00000001 THEN %(bm25_t{j})s::tsquery ELSE (SELECT string_agg({class_query}, ' | ') "
+                        f"FROM {classes_sql} WHERE c.ord >= (SELECT k FROM e{j}) AND c.b > (SELECT v FROM u{j}) "
+                        "* 1.00000001)::tsquery END AS q)")
+            rest = (f"SELECT f.id, f.tsv FROM {table} f WHERE {SCOPED_TSV} @@ (SELECT q FROM q{j}) AND {where}"
+                    f"{extra}{gate}{notprior}")
             ctes.append(f"r{j} AS MATERIALIZED ({_top(_scored(rest, j, last, f'score > (SELECT v FROM u{j})'))})")
             found.append(f"seed{j}")
         else:
