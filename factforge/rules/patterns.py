@@ -34,7 +34,7 @@ import regex
 
 from .literals import Branches, Starts, clause_checks, meets, required
 from .rulefile import (Problems, compile_regex, compiled_once, default_patterns_dir, grammar_words, keyword_automaton,
-                       own_time, read_yaml, remember, safe_finditer, verified_folder, yaml_files)
+                       own_time, read_yaml, remember, safe_finditer, straight_quotes, verified_folder, yaml_files)
 from .ner import FILE_NAME as ENTITIES_FILE, EntityRecognizer
 from .schema import FactExampleSpec, FactRuleSpec, FactsFileSpec, check, unique
 from ..settings import Settings
@@ -53,8 +53,6 @@ CONFIDENCE_CAP = 0.99
 MAX_CONTENT_CHARS = 300
 SPECIAL_PLACEHOLDERS = frozenset({"subject"})
 
-# Curly quotes become straight ones before matching; a 1:1 character mapping, so offsets stay valid.
-_QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 # {group} or {group|filter}, a filter acting on the value's first word: "lc" lower-cases its first letter
 # (a captured sentence start like "Keep ..."), "s" puts a verb in the third person ("play" -> "plays"),
 # "base" turns a gerund into the bare verb ("apologizing" -> "apologize"); "past" puts a gerund or a bare verb in the
@@ -294,7 +292,7 @@ class PatternLibrary:
         """Every fact any rule finds in ``text`` (no confidence-tier filtering), in text order."""
         if not text:
             return []
-        norm = text.translate(_QUOTES)  # shared by the prefilter and the regexes
+        norm = straight_quotes(text)  # shared by the prefilter and the regexes
         low = norm.lower()  # ... and lower-cased, by the keywords, the required words and the supersets
         return self._match(text, self._norm_candidates(norm, low), timestamp, settings, norm, low)
 
@@ -332,7 +330,7 @@ class PatternLibrary:
     def _candidates(self, text: str) -> list[int]:
         if not text:
             return []
-        return self._norm_candidates(text.translate(_QUOTES))
+        return self._norm_candidates(straight_quotes(text))
 
     def _norm_candidates(self, norm: str, low: str | None = None) -> list[int]:
         found: set[int] = set()
@@ -360,7 +358,7 @@ class PatternLibrary:
         if not text or not indices:
             return []
         if norm is None:
-            norm = text.translate(_QUOTES)
+            norm = straight_quotes(text)
         if low is None:
             low = norm.lower()
         sentences = _Sentences(norm)
@@ -833,10 +831,10 @@ def _check_rule(library: PatternLibrary, rule: Rule) -> list[str]:
     """What is wrong with a rule's examples, run against the rule alone."""
     out: list[str] = []
     for ex in rule.examples:
-        if not any(k in ex.text.translate(_QUOTES).lower() for k in rule.keywords):
+        if not any(k in straight_quotes(ex.text).lower() for k in rule.keywords):
             out.append(f"example {ex.text!r} contains none of the keywords, so the rule never runs on it")
             continue
-        norm = ex.text.translate(_QUOTES)
+        norm = straight_quotes(ex.text)
         if norm.isascii() and not rule.may_match(norm.lower()):  # a misreading of the regex by literals.required
             out.append(f"example {ex.text!r} lacks a word the prefilter reads as required by the regex")
             continue
