@@ -27,7 +27,7 @@ import regex
 from .literals import Starts
 from .normalise import Normaliser
 from .rulefile import (Problems, check_examples, compile_regex, compiled_once, default_patterns_dir, guard_budget,
-                       keyword_automaton, own_time, remember, verified_folder)
+                       keyword_automaton, own_time, remember, straight_quotes, verified_folder)
 from .schema import (REASONS, SOCIAL_KINDS, WORD_KINDS, GateFileSpec, GateShapesSpec, InjectionFileSpec, read,
                      unique)
 from ..types import GateDecision
@@ -58,7 +58,6 @@ _CJK_LOWEST = min(lo for lo, _ in _CJK_RANGES)  # everything below it (all of AS
 _SHORT_SENTENCE = 8
 # Messages up to this many characters have their decision cached (:attr:`Gatekeeper.decision_cache`).
 _CACHED_CHARS = 500
-_APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 _CLAUSE_MARKS = ",，、:：;"
 
 
@@ -434,7 +433,7 @@ class Gatekeeper:
         out: list[_Sentence] = []
         words: list[str] = []
         capitals: list[int] = []
-        text = text.translate(_APOSTROPHES)
+        text = straight_quotes(text)
         tokenizer = self.ascii_tokenizer if self.ascii_tokenizer is not None and text.isascii() else self.tokenizer
         raws = tokenizer.findall(text)
         # One lower() for all tokens (the separator is no token character, so the split keeps them aligned).
@@ -702,7 +701,7 @@ def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
 
 
 def _tokenise_phrase(tokenizer: regex.Pattern[str], phrase: str) -> tuple[str, ...]:
-    return tuple(tokenizer.findall(phrase.lower().translate(_APOSTROPHES)))
+    return tuple(tokenizer.findall(straight_quotes(phrase.lower())))
 
 
 def _load_gate(path: Path, problems: Problems) -> GateFileSpec | None:

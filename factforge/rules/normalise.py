@@ -19,7 +19,7 @@ import codecs
 import re
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import regex
 
@@ -49,6 +49,13 @@ class Normaliser:
     # Readings beyond the text itself are built from at most this many characters (a long message is still
     # judged segment by segment by the pipeline; this bounds the extra work per call).
     max_chars: int = 20_000
+    # Whether a rot13 hint occurs in the lower-cased text, as one search (derived from ``rot13_hints``): a generator
+    # over the hints costs more than the rest of a plain message's readings.
+    rot13_search: re.Pattern[str] | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.rot13_hints:
+            object.__setattr__(self, "rot13_search", re.compile("|".join(re.escape(h) for h in self.rot13_hints)))
 
     def readings(self, text: str) -> list[str]:
         """``text`` and its other readings, each once, the text itself first."""
@@ -80,7 +87,7 @@ class Normaliser:
                                 if not m.group(0).isdigit() or all(ord(c) in leet for c in m.group(0)) else m.group(0),
                                 base))
         low = base.lower()
-        if self.rot13_hints and any(h in low for h in self.rot13_hints):
+        if self.rot13_search is not None and self.rot13_search.search(low) is not None:
             add(codecs.encode(base, "rot13"))
         if len(base) >= self.base64_min_chars:
             decoded = [_b64(m.group(0)) for m in _BASE64_RUN_FAST.finditer(base)

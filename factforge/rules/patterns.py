@@ -34,7 +34,7 @@ import regex
 
 from .literals import Branches, Starts, clause_checks, meets, required
 from .rulefile import (Problems, compile_regex, compiled_once, default_patterns_dir, grammar_words, keyword_automaton,
-                       own_time, read_yaml, remember, safe_finditer, verified_folder, yaml_files)
+                       own_time, read_yaml, remember, safe_finditer, straight_quotes, verified_folder, yaml_files)
 from .ner import FILE_NAME as ENTITIES_FILE, EntityRecognizer
 from .schema import FactExampleSpec, FactRuleSpec, FactsFileSpec, check, unique
 from ..settings import Settings
@@ -53,8 +53,6 @@ CONFIDENCE_CAP = 0.99
 MAX_CONTENT_CHARS = 300
 SPECIAL_PLACEHOLDERS = frozenset({"subject"})
 
-# Curly quotes become straight ones before matching; a 1:1 character mapping, so offsets stay valid.
-_QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 # {group} or {group|filter}, a filter acting on the value's first word: "lc" lower-cases its first letter
 # (a captured sentence start like "Keep ..."), "s" puts a verb in the third person ("play" -> "plays"),
 # "base" turns a gerund into the bare verb ("apologizing" -> "apologize"); "past" puts a gerund or a bare verb in the
@@ -294,7 +292,7 @@ class PatternLibrary:
         """Every fact any rule finds in ``text`` (no confidence-tier filtering), in text order."""
         if not text:
             return []
-        norm = text.translate(_QUOTES)  # shared by the prefilter and the regexes
+        norm = straight_quotes(text)  # shared by the prefilter and the regexes
         low = norm.lower()  # ... and lower-cased, by the keywords, the required words and the supersets
         return self._match(text, self._norm_candidates(norm, low), timestamp, settings, norm, low)
 
@@ -332,7 +330,7 @@ class PatternLibrary:
     def _candidates(self, text: str) -> list[int]:
         if not text:
             return []
-        return self._norm_candidates(text.translate(_QUOTES))
+        return self._norm_candidates(straight_quotes(text))
 
     def _norm_candidates(self, norm: str, low: str | None = None) -> list[int]:
         found: set[int] = set()
@@ -360,12 +358,15 @@ class PatternLibrary:
         if not text or not indices:
             return []
         if norm is None:
-            norm = text.translate(_QUOTES)
+            norm = straight_quotes(text)
         if low is None:
             low = norm.lower()
         sentences = _Sentences(norm)
         settings = settings or _DEFAULT_SETTINGS
         hits: list[_Hit] = []
+        # The moment the facts' relative times are read against: the caller's timestamp, else now, read once for
+        # the whole text (when a rule first matches) rather than once per match.
+        reference = timestamp
         for index in indices:
             rule = self.rules[index]
             # In ASCII text the regex's superset says whether it can match at all, and from where.
@@ -374,7 +375,9 @@ class PatternLibrary:
             if pos < 0:
                 continue
             for m in safe_finditer(rule.regex, norm, rule.id, pos, starts, low):
-                for start, fact in self._facts(rule, m, text, sentences, timestamp, settings):
+                if reference is None:
+                    reference = datetime.now(timezone.utc)
+                for start, fact in self._facts(rule, m, text, sentences, reference, settings):
                     hits.append(_Hit(fact, (start, index), rule.time_group is not None))
         if not hits:
             return []
@@ -392,9 +395,10 @@ class PatternLibrary:
 
     def _facts(
         self, rule: Rule, m: regex.Match[str], original: str, sentences: _Sentences,
-        timestamp: datetime | None, settings: Settings,
+        reference: datetime, settings: Settings,
     ) -> list[tuple[int, Fact]]:
-        """The fact of one match, plus one per further item when its ``list_group`` opens a list."""
+        """The fact of one match, plus one per further item when its ``list_group`` opens a list; ``reference``: the
+        moment its relative times are read against."""
         start, end = sentences.bounds(m.start())
         if not rule.allow_questions and sentences.is_question(start, end) and not self._statement_before_break(
                 m.string, m.end(), end):
@@ -406,7 +410,6 @@ class PatternLibrary:
         # stale ("moved to Berlin 3 weeks ago"); elsewhere it can be the substance of the fact ("plans to
         # go to business school next year") and the rule files' examples keep it.
         anchor = None
-        reference = timestamp or datetime.now(timezone.utc)
         if rule.time_group is None or m.group(rule.time_group) is None:
             anchor = sentences.anchor(start, end, reference, rule.future)
         groups = m.groupdict()
@@ -429,8 +432,8 @@ class PatternLibrary:
         values = {k: v if k in keep else self._swap_pronouns(v) for k, v in values.items()}
         values["subject"] = subject
         out = []
-        dated = (anchor, reference, cut) if anchor is not None else None
-        fact = self._fact(rule, m, original, start, end, values, subject_group, m.start(), m.end(), timestamp,
+        dated = (anchor, cut) if anchor is not None else None
+        fact = self._fact(rule, m, original, start, end, values, subject_group, m.start(), m.end(), reference,
                           dated)
         if fact is not None:
             out.append((m.start(), fact))
@@ -454,7 +457,7 @@ class PatternLibrary:
                 for inner in rule.entity_groups:
                     if inner != group and inner in more and g_start <= m.start(inner) and m.end(inner) <= g_end:
                         del more[inner]
-                fact = self._fact(rule, m, original, start, end, more, subject_group, item_start, item_end, timestamp,
+                fact = self._fact(rule, m, original, start, end, more, subject_group, item_start, item_end, reference,
                                   dated)
                 if fact is not None:
                     out.append((item_start, fact))
@@ -555,8 +558,8 @@ class PatternLibrary:
 
     def _fact(
         self, rule: Rule, m: regex.Match[str], original: str, start: int, end: int, values: Mapping[str, str],
-        subject_group: str | None, span_start: int, span_end: int, timestamp: datetime | None,
-        dated: tuple[Anchor, datetime, bool] | None = None,
+        subject_group: str | None, span_start: int, span_end: int, reference: datetime,
+        dated: tuple[Anchor, bool] | None = None,
     ) -> Fact | None:
         subject = values["subject"]
         content = _render(rule.pieces, values)
@@ -570,13 +573,12 @@ class PatternLibrary:
         final = round(min(CONFIDENCE_CAP, rule.confidence + boost), 4)
         valid_from = valid_to = None
         if rule.time_group and rule.time_group in values:
-            reference = timestamp or datetime.now(timezone.utc)
             valid_from, valid_to = resolve(values[rule.time_group], reference, future=rule.future)
             if rule.time_mode == "since":
                 valid_to = None
         note = None
         if dated is not None:
-            anchor, reference, cut = dated
+            anchor, cut = dated
             valid_from, valid_to = anchor.valid_from, anchor.valid_to
             note = (f"dated by {anchor.span.text!r} in its sentence, resolved against {reference.isoformat()}"
                     + ("; the relative phrase is left out of the content" if cut else ""))
@@ -833,10 +835,10 @@ def _check_rule(library: PatternLibrary, rule: Rule) -> list[str]:
     """What is wrong with a rule's examples, run against the rule alone."""
     out: list[str] = []
     for ex in rule.examples:
-        if not any(k in ex.text.translate(_QUOTES).lower() for k in rule.keywords):
+        if not any(k in straight_quotes(ex.text).lower() for k in rule.keywords):
             out.append(f"example {ex.text!r} contains none of the keywords, so the rule never runs on it")
             continue
-        norm = ex.text.translate(_QUOTES)
+        norm = straight_quotes(ex.text)
         if norm.isascii() and not rule.may_match(norm.lower()):  # a misreading of the regex by literals.required
             out.append(f"example {ex.text!r} lacks a word the prefilter reads as required by the regex")
             continue

@@ -34,6 +34,20 @@ def guard_budget(n_chars: int) -> float:
     return REGEX_TIMEOUT + n_chars * GUARD_SECONDS_PER_CHAR
 
 
+# Curly and back quotes read as the straight apostrophe: one character for one, so offsets stay valid.
+APOSTROPHES: tuple[tuple[str, str], ...] = (("\u2019", "'"), ("\u2018", "'"), ("`", "'"))
+
+
+def straight_quotes(text: str) -> str:
+    """``text`` with the characters of :data:`APOSTROPHES` replaced, as ``str.translate`` with their table would:
+    translate looks every character up in the table (~3 us for a 90-character message), ``in`` and ``replace``
+    scan in C (~0.1 us), and most messages hold none of them."""
+    for old, new in APOSTROPHES:
+        if old in text:
+            text = text.replace(old, new)
+    return text
+
+
 _T = TypeVar("_T")
 _K = TypeVar("_K")
 _V = TypeVar("_V")
