@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache, partial
+from itertools import groupby
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -399,23 +400,64 @@ def _send_kinds_vectors(conn: Any, kinds: Sequence[_Kind], vector_where: Mapping
                                               ef_search, iterative, not kind.narrowed):
             planned.append((settings, kind.name, query, args))
     planned.sort(key=lambda p: p[0])  # stable: the same settings side by side, each kind's statements in order
-    found: dict[str, list[Any]] = {kind.name: [] for kind in kinds}
+    # (cursor, which of its statement's parts) per kind; part None: the cursor's rows are all this kind's
+    found: dict[str, list[tuple[Any, int | None]]] = {kind.name: [] for kind in kinds}
     current = None
-    for settings, name, query, args in planned:
+    for settings, group in groupby(planned, key=lambda p: p[0]):
         if settings != current:  # (the same text reads the same values in one transaction)
             conn.execute(settings, prepare=True)
             current = settings
-        found[name].append(conn.execute(query, args, prepare=True))
+        for batch in _batches(list(group)):
+            if len(batch) == 1:
+                _, name, query, args = batch[0]
+                found[name].append((conn.execute(query, args, prepare=True), None))
+                continue
+            cur = conn.execute(_together(tuple(query for _, _, query, _ in batch)),
+                               {key: value for *_, args in batch for key, value in args.items()}, prepare=True)
+            for part, (_, name, _, _) in enumerate(batch):
+                found[name].append((cur, part))
+    fetched: dict[int, list[Any]] = {}
 
-    def reader(cursors: list[Any]) -> Callable[[], _Ranks]:
+    def rows_of(cur: Any, part: int | None) -> list[tuple[Any, Any]]:
+        if part is None:
+            return cur.fetchall()
+        if id(cur) not in fetched:
+            fetched[id(cur)] = cur.fetchall()
+        return [(fid, d) for p, fid, d in fetched[id(cur)] if p == part]
+
+    def reader(cursors: list[tuple[Any, int | None]]) -> Callable[[], _Ranks]:
         def ranks() -> _Ranks:
-            rows: list[tuple[Any, Any]] = [row for cur in cursors for row in cur.fetchall()]
+            rows = [row for cur, part in cursors for row in rows_of(cur, part)]
             # relaxed_order may return neighbours slightly out of order: rank by the exact distance.
             return {fid: (rank, float(d)) for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1])[:n], 1)}
 
         return ranks
 
     return {name: reader(cursors) for name, cursors in found.items()}
+
+
+def _batches(group: list[tuple[str, str, str, dict[str, Any]]]) -> list[list[tuple[str, str, str, dict[str, Any]]]]:
+    """The statements of one settings group (settings, kind, statement, parameters), in batches sent as one
+    statement each: the kinds' statements of one graph kind (an agent's facts and episodes) together, as their
+    parameters agree (the same caller's; a parameter of the same name with two values keeps them apart). One
+    statement instead of two: one to bind, run and read (bench_api, 8 clients: 2 of a search's 16 statements)."""
+    batches: list[list[tuple[str, str, str, dict[str, Any]]]] = []
+    for item in group:
+        last = batches[-1] if batches else None
+        if (last is not None and all(name != item[1] for _, name, _, _ in last)
+                and all(args.get(key, value) == value for *_, args in last for key, value in item[3].items()
+                        if key != "v")
+                and all(args["v"] is item[3]["v"] for *_, args in last)):
+            last.append(item)
+        else:
+            batches.append([item])
+    return batches
+
+
+@lru_cache(maxsize=256)
+def _together(queries: tuple[str, ...]) -> str:
+    """One statement of ``queries`` (each of rows ``id, d``), each row led by its query's place in ``queries``."""
+    return " UNION ALL ".join(f"SELECT {i} AS part, id, d FROM ({query}) q{i}" for i, query in enumerate(queries))
 
 
 def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, n: int, ef_search: int | None,
