@@ -843,3 +843,15 @@ def test_a_stray_percent_sign_in_a_bm25_statement_is_an_error(sql: str) -> None:
 
     with pytest.raises(ValueError, match="stray percent sign"):
         _numbered(sql)
+
+
+def test_the_hits_rows_are_read_by_the_names_of_their_columns(db_url: str) -> None:
+    """_rows pairs each value with a column name it knows (psycopg's description costs a Column object per column
+    per search): the names are the statement's own, in order, for every kind of caller."""
+    from factforge.storage.search import ROW_COLUMNS, _rows_sql
+
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+        for agent, team in (("a1", "t1"), ("a1", None), (None, None)):
+            cur = conn.execute(_rows_sql(agent, team), {"ids": [], "episode_ids": [], "v_agent": agent,
+                                                        "v_team": team})
+            assert tuple(d.name for d in cur.description) == ROW_COLUMNS
