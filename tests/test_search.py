@@ -820,8 +820,9 @@ def test_a_busy_search_sends_one_statement_per_graph_for_both_kinds_and_finds_th
         monkeypatch.setattr(psycopg.Connection, "execute", recording)
         busy = [search(m.store, q, agent_id="dev", team_id="t", embedder=embedder) for q in ("editor", "deploy day")]
     assert busy == alone and alone[0]
-    together = [s for s in sent if s.startswith("SELECT 0 AS part")]
+    together = [s for s in sent if s.startswith("SELECT 0 AS part") and " SELECT 1 AS part" in s]
     assert len(together) == 4 and all("FROM facts f" in s and "FROM turns f" in s for s in together)  # agent, team
+    assert len([s for s in sent if s.startswith("SELECT 0 AS part")]) == 8  # and each kind's global graph
 
 
 @pytest.mark.parametrize(("sql", "expected"), [

@@ -283,10 +283,10 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
     return bm25_query_from(conn.execute(terms_sql(table), {"q": query}).fetchall(), where, params, query, table)
 
 
-def bm25_query_from(term_rows: Sequence[Any], where: str, params: dict[str, Any], query: str, table: str
-                    ) -> tuple[tuple[str, dict[str, Any]] | None, int]:
+def bm25_query_from(term_rows: Sequence[Any], where: str, params: dict[str, Any], query: str, table: str, *,
+                    text_ids: bool = False) -> tuple[tuple[str, dict[str, Any]] | None, int]:
     """:func:`bm25_query`'s answer from the rows of :func:`terms_sql` (``params`` with ``%(n)s``), and the number
-    of documents of ``table``'s kind (all scopes)."""
+    of documents of ``table``'s kind (all scopes). ``text_ids``: the ids come back as their text (``::text``)."""
     terms, avgdl, corpus = _terms(term_rows)
     if not terms:
         return None, corpus
@@ -356,8 +356,9 @@ def bm25_query_from(term_rows: Sequence[Any], where: str, params: dict[str, Any]
             ctes.append(f"r{j} AS MATERIALIZED ({_top(_scored(scan, j, last, f'score > {theta}' if found else ''))})")
         found.append(f"r{j}")
     # a seed's documents that tie theta are in no step's result (only better ones are): they count here
-    sql = (f"WITH {', '.join(ctes)} SELECT id, max(score) AS score FROM ({_union(found)}) x GROUP BY id "
-           "ORDER BY score DESC, id LIMIT %(n)s")
+    ident = "x.id::text" if text_ids else "x.id"
+    sql = (f"WITH {', '.join(ctes)} SELECT {ident} AS id, max(score) AS score FROM ({_union(found)}) x GROUP BY x.id "
+           "ORDER BY score DESC, x.id LIMIT %(n)s")
     return (sql, params), corpus
 
 
