@@ -815,3 +815,72 @@ def test_the_scoped_index_keys_each_lexeme_by_its_impact_class(db_url: str) -> N
         stripped = conn.execute("SELECT factforge_scoped_tsv(strip(to_tsvector('simple', 'kafka kafka b c')), "
                                 "'global', NULL, NULL)::text").fetchone()
         assert stripped is not None and "'g kafka 1.3'" in stripped[0]
+
+
+def test_a_busy_search_sends_one_statement_per_graph_for_both_kinds_and_finds_the_same(
+        db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While other searches run in the process, a hybrid search sends every statement on its own connection, and
+    the facts' and the episodes' statements of one graph kind (with the same HNSW settings) go as one statement:
+    the same hits, in the same order, with the same ranks and distances as a search run alone (each kind's
+    vectors then on a pooled connection of its own)."""
+    from factforge.memory import Memory
+    from factforge.storage import search as search_module
+
+    settings = Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path),
+                                  "FACTFORGE_LLM": "off"})
+    embedder = LocalEmbedder()
+    with Memory(settings=settings, llm=None, embedder=embedder, background=False) as m:
+        for i, text in enumerate(["I use Neovim as my editor", "My editor at work is VS Code, sadly",
+                                  "We deploy on Fridays, never on Mondays", "Our database is PostgreSQL 16"]):
+            m.remember(user=text, agent_id="dev", team_id="t", session_id=f"s{i}")
+        rows = m.store.facts_without_embedding(100)  # (episodes stay without vectors: their statements read none)
+        m.store.set_embeddings([(fid, vec) for (fid, _), vec in zip(rows, embedder.embed([t for _, t in rows]))],
+                               embedder.model)
+        alone = [search(m.store, q, agent_id="dev", team_id="t", embedder=embedder) for q in ("editor", "deploy day")]
+        sent: list[str] = []
+        execute = psycopg.Connection.execute
+
+        def recording(self: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+            sent.append(str(query))
+            return execute(self, query, params, **kw)
+
+        monkeypatch.setattr(search_module._IN_FLIGHT, "count", 3)
+        monkeypatch.setattr(psycopg.Connection, "execute", recording)
+        busy = [search(m.store, q, agent_id="dev", team_id="t", embedder=embedder) for q in ("editor", "deploy day")]
+    assert busy == alone and alone[0]
+    together = [s for s in sent if s.startswith("SELECT 0 AS part") and " SELECT 1 AS part" in s]
+    assert len(together) == 4 and all("FROM facts f" in s and "FROM turns f" in s for s in together)  # agent, team
+    assert len([s for s in sent if s.startswith("SELECT 0 AS part")]) == 8  # and each kind's global graph
+
+
+@pytest.mark.parametrize(("sql", "expected"), [
+    ("SELECT %(a)s", ("SELECT $1", ("a",))),
+    ("SELECT %(b)s + %(a)s * %(b)s", ("SELECT $1 + $2 * $1", ("b", "a"))),
+    ("SELECT 'x%%y' LIKE %(p)s", ("SELECT 'x%y' LIKE $1", ("p",))),
+    ("SELECT 1", ("SELECT 1", ())),
+])
+def test_bm25_statements_have_their_placeholders_numbered_as_psycopg_would(sql: str,
+                                                                           expected: tuple[str, tuple[str, ...]]) -> None:
+    from factforge.storage.bm25 import _numbered
+
+    assert _numbered(sql) == expected
+
+
+@pytest.mark.parametrize("sql", ["SELECT 5 % 2", "SELECT %(a)b", "SELECT %s"])
+def test_a_stray_percent_sign_in_a_bm25_statement_is_an_error(sql: str) -> None:
+    from factforge.storage.bm25 import _numbered
+
+    with pytest.raises(ValueError, match="stray percent sign"):
+        _numbered(sql)
+
+
+def test_the_hits_rows_are_read_by_the_names_of_their_columns(db_url: str) -> None:
+    """_rows pairs each value with a column name it knows (psycopg's description costs a Column object per column
+    per search): the names are the statement's own, in order, for every kind of caller."""
+    from factforge.storage.search import ROW_COLUMNS, _rows_sql
+
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+        for agent, team in (("a1", "t1"), ("a1", None), (None, None)):
+            cur = conn.execute(_rows_sql(agent, team), {"ids": [], "episode_ids": [], "v_agent": agent,
+                                                        "v_team": team})
+            assert tuple(d.name for d in cur.description) == ROW_COLUMNS

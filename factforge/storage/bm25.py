@@ -40,6 +40,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from .scope import scope_keys
@@ -316,10 +317,10 @@ def _query(conn: Any, where: str, params: dict[str, Any], query: str, table: str
     return bm25_query_from(conn.execute(terms_sql(table), {"q": query}).fetchall(), where, params, query, table)
 
 
-def bm25_query_from(term_rows: Sequence[Any], where: str, params: dict[str, Any], query: str, table: str
-                    ) -> tuple[tuple[str, dict[str, Any]] | None, int]:
+def bm25_query_from(term_rows: Sequence[Any], where: str, params: dict[str, Any], query: str, table: str, *,
+                    text_ids: bool = False) -> tuple[tuple[str, dict[str, Any]] | None, int]:
     """:func:`bm25_query`'s answer from the rows of :func:`terms_sql` (``params`` with ``%(n)s``), and the number
-    of documents of ``table``'s kind (all scopes)."""
+    of documents of ``table``'s kind (all scopes). ``text_ids``: the ids come back as their text (``::text``)."""
     terms, avgdl, corpus = _terms(term_rows)
     if not terms:
         return None, corpus
@@ -411,8 +412,9 @@ def bm25_query_from(term_rows: Sequence[Any], where: str, params: dict[str, Any]
             ctes.append(f"r{j} AS MATERIALIZED ({_top(_scored(scan, j, last, f'score > {theta}' if found else ''))})")
         found.append(f"r{j}")
     # a seed's documents that tie theta are in no step's result (only better ones are): they count here
-    sql = (f"WITH {', '.join(ctes)} SELECT id, max(score) AS score FROM ({_union(found)}) x GROUP BY id "
-           "ORDER BY score DESC, id LIMIT %(n)s")
+    ident = "x.id::text" if text_ids else "x.id"
+    sql = (f"WITH {', '.join(ctes)} SELECT {ident} AS id, max(score) AS score FROM ({_union(found)}) x GROUP BY x.id "
+           "ORDER BY score DESC, x.id LIMIT %(n)s")
     return (sql, params), corpus
 
 
@@ -447,7 +449,40 @@ _GENERIC = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 def send_ranks(conn: Any, built: Sequence[tuple[str, dict[str, Any]]]) -> list[Any]:
     """Sends the top-n statements ``built`` (:func:`bm25_query_from`) on ``conn`` in the pipeline its caller holds
     open; returns their cursors. In autocommit (search's connections) the pipeline is one implicit transaction, and
-    the plan setting ends with it; in a transaction it would outlive the statements, so it is not sent there."""
+    the plan setting ends with it; in a transaction it would outlive the statements, so it is not sent there.
+
+    Each statement goes with its placeholders already numbered (:func:`_numbered`, once per text), through a raw
+    cursor: psycopg numbers the named placeholders of a statement itself, by a regex over its text, and remembers
+    the result only for statements under 4,096 characters and 50 parameters. A statement of two or more lexemes
+    is longer (4-13 KB, ten more parameters per lexeme), so it was read again on every run: 100-260 us of the API's
+    CPU per statement, two statements a search."""
+    import psycopg
+
     if conn.autocommit:
         conn.execute(_GENERIC, prepare=True)
-    return [conn.execute(sql, params, prepare=True) for sql, params in built]
+    cursors = []
+    for sql, params in built:
+        text, names = _numbered(sql)
+        cursors.append(psycopg.RawCursor(conn).execute(text, [params[name] for name in names], prepare=True))
+    return cursors
+
+
+# psycopg's named placeholders (each %(name)s read in the default format, as a raw cursor reads $n) and its escaped
+# percent sign; any other percent sign is a mistake in the statement
+_NAMED = re.compile(r"%%|%\((\w+)\)s|%")
+
+
+@lru_cache(maxsize=256)
+def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with its ``%(name)s`` placeholders numbered (``$1``, ``$2`` ..., the same number for the same name)
+    and ``%%`` read as ``%``, as psycopg would send it, and the names in the order of their numbers."""
+    names: dict[str, int] = {}
+
+    def number(m: re.Match[str]) -> str:
+        if m.group() == "%%":
+            return "%"
+        if m.group(1) is None:
+            raise ValueError(f"a statement has a stray percent sign at {m.start()}: {sql[m.start():m.start() + 20]!r}")
+        return f"${names.setdefault(m.group(1), len(names) + 1)}"
+
+    return _NAMED.sub(number, sql), tuple(names)

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache, partial
+from itertools import groupby
 from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -135,8 +136,8 @@ def _vector_filter(query: str, params: dict[str, Any]) -> str:
     return " AND ts_match_vq(f.tsv, websearch_to_tsquery('english', %(q_not)s))"
 
 
-def _agreeing(ranks_v: dict[UUID, tuple[int, float]], ranks_b: dict[UUID, tuple[int, float]],
-              max_distance: float | None) -> dict[UUID, tuple[int, float]]:
+def _agreeing(ranks_v: dict[str, tuple[int, float]], ranks_b: dict[str, tuple[int, float]],
+              max_distance: float | None) -> dict[str, tuple[int, float]]:
     """The vector neighbours worth returning: those BM25 also found, and the others within ``max_distance``."""
     if max_distance is None:
         return ranks_v
@@ -376,7 +377,12 @@ class _QueryVector:
         return cls(Vector(np.asarray(vector, dtype=np.float32)), len(vector))
 
 
-_Ranks = dict[UUID, tuple[int, float]]
+# A rank list: id -> (rank, score). A search carries its ids as their text (PostgreSQL's canonical form, read with
+# ::text), UUIDs again only in its hits: hashing a UUID runs Python code (~1,300 dict operations a search), a str's
+# hash is C and kept, and a UUID was dumped by Python code for each id the lookups send (fusion and collapse 206 ->
+# 125 us a search, the 12 bench queries' rank lists).
+_Id = str  # an id as its text
+_Ranks = dict[_Id, tuple[int, float]]
 
 
 def _send_kinds_vectors(conn: Any, kinds: Sequence[_Kind], vector_where: Mapping[str, str], vector: _QueryVector,
@@ -399,23 +405,59 @@ def _send_kinds_vectors(conn: Any, kinds: Sequence[_Kind], vector_where: Mapping
                                               ef_search, iterative, not kind.narrowed):
             planned.append((settings, kind.name, query, args))
     planned.sort(key=lambda p: p[0])  # stable: the same settings side by side, each kind's statements in order
-    found: dict[str, list[Any]] = {kind.name: [] for kind in kinds}
+    # (cursor, which of its statement's parts) per kind
+    found: dict[str, list[tuple[Any, int]]] = {kind.name: [] for kind in kinds}
     current = None
-    for settings, name, query, args in planned:
+    for settings, group in groupby(planned, key=lambda p: p[0]):
         if settings != current:  # (the same text reads the same values in one transaction)
             conn.execute(settings, prepare=True)
             current = settings
-        found[name].append(conn.execute(query, args, prepare=True))
+        for batch in _batches(list(group)):
+            cur = conn.execute(_together(tuple(query for _, _, query, _ in batch)),
+                               {key: value for *_, args in batch for key, value in args.items()}, prepare=True)
+            for part, (_, name, _, _) in enumerate(batch):
+                found[name].append((cur, part))
+    fetched: dict[int, list[Any]] = {}
 
-    def reader(cursors: list[Any]) -> Callable[[], _Ranks]:
+    def rows_of(cur: Any, part: int) -> list[tuple[Any, Any]]:
+        if id(cur) not in fetched:
+            fetched[id(cur)] = cur.fetchall()
+        return [(fid, d) for p, fid, d in fetched[id(cur)] if p == part]
+
+    def reader(cursors: list[tuple[Any, int]]) -> Callable[[], _Ranks]:
         def ranks() -> _Ranks:
-            rows: list[tuple[Any, Any]] = [row for cur in cursors for row in cur.fetchall()]
+            rows = [row for cur, part in cursors for row in rows_of(cur, part)]
             # relaxed_order may return neighbours slightly out of order: rank by the exact distance.
             return {fid: (rank, float(d)) for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1])[:n], 1)}
 
         return ranks
 
     return {name: reader(cursors) for name, cursors in found.items()}
+
+
+def _batches(group: list[tuple[str, str, str, dict[str, Any]]]) -> list[list[tuple[str, str, str, dict[str, Any]]]]:
+    """The statements of one settings group (settings, kind, statement, parameters), in batches sent as one
+    statement each: the kinds' statements of one graph kind (an agent's facts and episodes) together, as their
+    parameters agree (the same caller's; a parameter of the same name with two values keeps them apart). One
+    statement instead of two: one to bind, run and read (bench_api, 8 clients: 2 of a search's 16 statements)."""
+    batches: list[list[tuple[str, str, str, dict[str, Any]]]] = []
+    for item in group:
+        last = batches[-1] if batches else None
+        if (last is not None and all(name != item[1] for _, name, _, _ in last)
+                and all(args.get(key, value) == value for *_, args in last for key, value in item[3].items()
+                        if key != "v")
+                and all(args["v"] is item[3]["v"] for *_, args in last)):
+            last.append(item)
+        else:
+            batches.append([item])
+    return batches
+
+
+@lru_cache(maxsize=256)
+def _together(queries: tuple[str, ...]) -> str:
+    """One statement of ``queries`` (each of rows ``id, d``), each row led by its query's place in ``queries``, its
+    id as text (see :data:`_Ranks`)."""
+    return " UNION ALL ".join(f"SELECT {i} AS part, id::text, d FROM ({query}) q{i}" for i, query in enumerate(queries))
 
 
 def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, n: int, ef_search: int | None,
@@ -628,8 +670,8 @@ def search(
                                        max_distance, running)
             kind_of = {rid: name for (name, _path), found in ranks.items() for rid in found}
             fused = _fuse(conn, plan, ranks, fusion, sizes)
-            # ties by id: its 128-bit number orders as its text does (fixed-width hex), at a third of the CPU
-            order = sorted(fused, key=lambda i: (-fused[i], i.int))
+            # ties by id, its text: fixed-width lowercase hex, in the order of its 128-bit number
+            order = sorted(fused, key=lambda i: (-fused[i], i))
             top, related = _collapse(order, _links(conn, order, kind_of) if collapse else {}, kind_of, k)
             if not top:
                 return []
@@ -723,7 +765,7 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
     built = {}
     for kind, rows in zip(searched, term_rows):
         built[kind.name], sizes[kind.name] = bm25_query_from(rows, kind.where, {**kind.params, "n": n}, query,
-                                                             kind.terms_table)
+                                                             kind.terms_table, text_ids=True)
     statements = {name: statement for name, statement in built.items() if statement is not None}
     scored = {}
     if statements:  # (an empty pipeline would still wait for the server)
@@ -742,11 +784,11 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
     return ranks, sizes
 
 
-def _fuse(conn: Any, plan: Sequence[_Kind], ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]],
-          fusion: str, sizes: Mapping[str, int]) -> dict[UUID, float]:
+def _fuse(conn: Any, plan: Sequence[_Kind], ranks: dict[tuple[str, str], _Ranks],
+          fusion: str, sizes: Mapping[str, int]) -> dict[str, float]:
     """Reciprocal rank fusion of the rank lists (see :func:`search`'s ``fusion``): id -> fused score.
     ``sizes``: the kinds' numbers of documents already read (the others are asked for)."""
-    fused: dict[UUID, float] = {}
+    fused: dict[str, float] = {}
     scale = _rank_scale(conn, plan, sizes) if fusion == "calibrated" else {}
     for (name, _path), found in (_joint(ranks) if fusion == "joint" else ranks).items():
         for rid, (rank, _) in found.items():
@@ -754,13 +796,13 @@ def _fuse(conn: Any, plan: Sequence[_Kind], ranks: dict[tuple[str, str], dict[UU
     return fused
 
 
-def _hit(rid: UUID, rows: Mapping[UUID, Any], kind: str, ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]],
-         fused: Mapping[UUID, float], related: Sequence[UUID], episode: UUID | None) -> SearchHit:
+def _hit(rid: str, rows: Mapping[str, Any], kind: str, ranks: dict[tuple[str, str], _Ranks],
+         fused: Mapping[str, float], related: Sequence[str], episode: str | None) -> SearchHit:
     """One result: its row, its ranks on each path, and the episode folded into it (its ``evidence``)."""
     r = rows[rid]
     v, b = ranks.get((kind, "vector"), {}).get(rid), ranks.get((kind, "bm25"), {}).get(rid)
     return SearchHit(
-        id=rid, content=r["content"], category=r["category"], confidence=float(r["confidence"]),
+        id=UUID(rid), content=r["content"], category=r["category"], confidence=float(r["confidence"]),
         method=r["method"], visibility=r["visibility"], agent_id=r["agent_id"], team_id=r["team_id"],
         entities=tuple(r["entities"] or ()),
         fused_score=max(fused[x] for x in (rid, *related)),  # the group's place in the ranking
@@ -769,20 +811,19 @@ def _hit(rid: UUID, rows: Mapping[UUID, Any], kind: str, ranks: dict[tuple[str, 
         superseded_at=r["superseded_at"], last_seen_at=r["last_seen_at"], kind=kind,
         first_seen_at=r["first_seen_at"], valid_from=r["valid_from"], valid_to=r["valid_to"],
         source_ts=r["source_ts"], session_id=r["session_id"], speaker=r["speaker"],
-        related=tuple(related),
+        related=tuple(UUID(x) for x in related),
         evidence=rows[episode]["content"] if episode is not None and episode in rows else r.get("evidence"),
     )
 
 
-def _joint(ranks: dict[tuple[str, str], dict[UUID, tuple[int, float]]]
-           ) -> dict[tuple[str, str], dict[UUID, tuple[int, float]]]:
+def _joint(ranks: dict[tuple[str, str], _Ranks]) -> dict[tuple[str, str], _Ranks]:
     """One rank list per path over every kind: vector neighbours by cosine distance (one embedder, so one
     scale), BM25 by score (the same formula, each kind with its own term statistics)."""
-    out: dict[tuple[str, str], dict[UUID, tuple[int, float]]] = {}
+    out: dict[tuple[str, str], _Ranks] = {}
     for path in ("vector", "bm25"):
         scored = [(rid, score) for (_kind, p), found in ranks.items() if p == path
                   for rid, (_rank, score) in found.items()]
-        scored.sort(key=lambda x: (x[1] if path == "vector" else -x[1], x[0].int))  # (x[0].int: as search())
+        scored.sort(key=lambda x: (x[1] if path == "vector" else -x[1], x[0]))  # (ties by id, as search())
         if scored:
             out["all", path] = {rid: (rank, score) for rank, (rid, score) in enumerate(scored, 1)}
     return out
@@ -817,21 +858,22 @@ def _ids(name: str) -> str:
     in PostgreSQL; 116 times in 1,179 searches with this). Through an InitPlan the array is unknown to both plans
     alike, and after five runs the generic plan is kept: the same plan (the unique index), not planned again.
 
-    Sent in binary (``%b``, 16 bytes an id): in text, psycopg ran a regex over each id (does it need quotes?) and
-    PostgreSQL parsed it; with 70 ids a lookup cost 140 us of Python and 60 us of PostgreSQL CPU so, 50 and 20-27
-    us in binary."""
+    Sent in binary (``%b``): the ids are their text (:data:`_Ranks`), a binary ``text[]`` that psycopg writes in C
+    and PostgreSQL casts. (As UUIDs in text format, psycopg ran a regex over each id and PostgreSQL parsed it: with
+    70 ids a lookup cost 140 us of Python and 60 us of PostgreSQL CPU; 50 and 20-27 us as binary UUIDs, each
+    dumped by Python code.)"""
     return f"CAST((SELECT %({name})b::uuid[]) AS uuid[])"
 
 
-def _links(conn: Any, order: Sequence[UUID], kind_of: dict[UUID, str]) -> dict[UUID, set[UUID]]:
+def _links(conn: Any, order: Sequence[str], kind_of: dict[str, str]) -> dict[str, set[str]]:
     """Which candidate facts came from which candidate episodes (both ways), through ``fact_sources``."""
     facts = [i for i in order if kind_of[i] == "fact"]
     episodes = [i for i in order if kind_of[i] == "episode"]
     if not facts or not episodes:
         return {}
-    links: dict[UUID, set[UUID]] = {}
+    links: dict[str, set[str]] = {}
     for fid, eid in conn.execute(
-            "SELECT s.fact_id, t.id FROM fact_sources s JOIN turns t ON t.key = s.source_key "
+            "SELECT s.fact_id::text, t.id::text FROM fact_sources s JOIN turns t ON t.key = s.source_key "
             f"WHERE s.fact_id = ANY({_ids('f')}) AND t.id = ANY({_ids('e')})",
             {"f": facts, "e": episodes}).fetchall():
         links.setdefault(fid, set()).add(eid)
@@ -839,15 +881,15 @@ def _links(conn: Any, order: Sequence[UUID], kind_of: dict[UUID, str]) -> dict[U
     return links
 
 
-def _collapse(order: Sequence[UUID], links: dict[UUID, set[UUID]], kind_of: dict[UUID, str], k: int
-              ) -> tuple[list[UUID], dict[UUID, list[UUID]]]:
+def _collapse(order: Sequence[_Id], links: Mapping[_Id, set[_Id]], kind_of: Mapping[_Id, str], k: int
+              ) -> tuple[list[_Id], dict[_Id, list[_Id]]]:
     """The first ``k`` hits of ``order``, where an episode is its facts' evidence rather than a hit of its own:
     an episode ranked below one of its facts is folded into that fact (``related``); an episode ranked above
     its facts keeps its place but the first of them takes the slot, the episode folded into it. Two facts of
     one turn are different information and keep a slot each."""
-    slots: list[UUID] = []
-    related: dict[UUID, list[UUID]] = {}
-    slot_of: dict[UUID, int] = {}  # a placed id (or folded episode) -> its slot
+    slots: list[_Id] = []
+    related: dict[_Id, list[_Id]] = {}
+    slot_of: dict[_Id, int] = {}  # a placed id (or folded episode) -> its slot
     for rid in order:
         if kind_of[rid] == "episode":
             # folded into the best-ranked of its facts placed so far (links are sets: their order says nothing)
@@ -873,24 +915,36 @@ def _collapse(order: Sequence[UUID], links: dict[UUID, set[UUID]], kind_of: dict
     return slots, related
 
 
-def _rows(conn: Any, fact_ids: Sequence[UUID], episode_ids: Sequence[UUID], agent_id: str | None = None,
-          team_id: str | None = None) -> dict[UUID, dict[str, Any]]:
+def _rows(conn: Any, fact_ids: Sequence[str], episode_ids: Sequence[str], agent_id: str | None = None,
+          team_id: str | None = None) -> dict[str, dict[str, Any]]:
     """The stored columns of the hits, facts with the time, session and speaker of their first source that the
     caller may read: a team fact first said in another agent's private conversation does not tell who spoke
     there or in which session (:func:`~factforge.storage.facts.sources` hides them the same way).
 
     Facts and episodes in one statement (the episodes' columns as a fact's): one to bind, run and read instead of
     two (a kind without hits looks up an empty list of ids, which reads nothing)."""
-    cur = conn.execute(f"{_fact_rows(agent_id, team_id)} UNION ALL {_EPISODE_ROWS}",
+    cur = conn.execute(_rows_sql(agent_id, team_id),
                        {"ids": list(fact_ids), "episode_ids": list(episode_ids), "v_agent": agent_id,
                         "v_team": team_id})
-    names = [d.name for d in cur.description]
-    return {r[0]: dict(zip(names, r)) for r in cur.fetchall()}
+    # the names of the statement's columns, known here: psycopg makes cur.description anew from the result's
+    # column types on each call, 18 objects (50 us a search)
+    return {r[0]: dict(zip(ROW_COLUMNS, r)) for r in cur.fetchall()}
+
+
+# The columns of _rows' statement, in order (tests/test_search.py checks them against the statement's description).
+ROW_COLUMNS = ("id", "content", "category", "confidence", "method", "visibility", "agent_id", "team_id", "entities",
+               "superseded_at", "last_seen_at", "first_seen_at", "valid_from", "valid_to", "source_ts", "session_id",
+               "speaker", "evidence")
+
+
+@lru_cache(maxsize=256)
+def _rows_sql(agent_id: str | None, team_id: str | None) -> str:
+    return f"{_fact_rows(agent_id, team_id)} UNION ALL {_EPISODE_ROWS}"
 
 
 def _fact_rows(agent_id: str | None, team_id: str | None) -> str:
     return f"""
-        (SELECT f.id, f.content, f.category, f.confidence, f.extraction_method AS method, f.visibility,
+        (SELECT f.id::text AS id, f.content, f.category, f.confidence, f.extraction_method AS method, f.visibility,
                f.agent_id, f.team_id, f.entities, f.superseded_at, f.last_seen_at, f.first_seen_at,
                f.valid_from, f.valid_to, src.message_ts AS source_ts,
                coalesce(src.session_id, src.activity_session,
@@ -906,7 +960,7 @@ def _fact_rows(agent_id: str | None, team_id: str | None) -> str:
 
 
 _EPISODE_ROWS = f"""
-        (SELECT id, user_message AS content, 'episode' AS category, 1.0::real AS confidence, 'episode' AS method,
+        (SELECT id::text AS id, user_message AS content, 'episode' AS category, 1.0::real AS confidence, 'episode' AS method,
                visibility, agent_id, team_id, entities, NULL::timestamptz AS superseded_at,
                coalesce(message_ts, created_at) AS last_seen_at, coalesce(message_ts, created_at) AS first_seen_at,
                valid_from, valid_to, message_ts AS source_ts, coalesce(session_id, activity_session) AS session_id,
