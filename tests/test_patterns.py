@@ -641,3 +641,11 @@ def test_squeeze_is_the_whitespace_substitution(value: str) -> None:
     # _clean skips the CJK-gap substitution on ASCII values: applied to what it returns, it finds nothing to remove.
     cleaned = patterns._clean(value)
     assert patterns._CJK_GAP.sub("", cleaned) == cleaned
+
+
+def test_a_relative_time_that_owns_a_thing_leaves_the_thing() -> None:
+    # "last night's game": cutting the time out of an event must not leave "in 's game"
+    assert [f.content for f in LIB.match("I scored 40 points in last night's game.")] == [
+        "User scored 40 points in the game"]
+    assert [f.content for f in LIB.match("I watched yesterday's match with my dad.")][0] == (
+        "User watched the match with their dad")

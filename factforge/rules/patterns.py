@@ -646,9 +646,15 @@ def _cut_span(
         if g_end <= start or end <= g_start:
             continue
         left = m.string[g_start:max(g_start, start)]
+        right = m.string[min(g_end, end):g_end]
+        if right.startswith("'s "):
+            # a time that owns a thing ("in last night's game") leaves the thing: "in the game", not "in 's game"
+            out[name] = left.rstrip() + " the" + right[2:]
+            cut = True
+            continue
         # "in March": the "in" goes too; "the shelter I volunteer at yesterday" keeps its "at"
         left = (_APPROXIMATE if _BARE_TIME.match(m.string, start, end) else _DANGLING).sub("", left)
-        out[name] = left + " " + m.string[min(g_end, end):g_end]
+        out[name] = left + " " + right
         cut = True
     return out, cut
 
