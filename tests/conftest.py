@@ -78,17 +78,24 @@ _EMPTIED: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
 @pytest.fixture
 def sent_sql(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The text of every statement psycopg's ``Connection.execute`` runs while the test does ("" for a
-    composed one), in order; the test may clear it between steps."""
+    composed one), and of every one sent through a ``RawCursor`` (BM25's top-n statements, with their $n
+    placeholders), in order; the test may clear it between steps."""
     import psycopg
 
     sent: list[str] = []
     execute = psycopg.Connection.execute
+    raw_execute = psycopg.RawCursor.execute
 
     def traced(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
         sent.append(query if isinstance(query, str) else "")
         return execute(self, query, *args, **kwargs)
 
+    def raw_traced(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(query if isinstance(query, str) else "")
+        return raw_execute(self, query, *args, **kwargs)
+
     monkeypatch.setattr(psycopg.Connection, "execute", traced)
+    monkeypatch.setattr(psycopg.RawCursor, "execute", raw_traced)
     return sent
 
 
