@@ -96,7 +96,6 @@ VARIANTS: dict[str, list[str]] = {
     "-bm25_trigger": _disable("facts_bm25_ins"),
     "-terms_trigger": _disable("facts_terms_ins"),  # fact_terms stays empty: its index and key are not fed
     "-terms_fk": ["ALTER TABLE fact_terms DROP CONSTRAINT fact_terms_id_fkey"],
-    "-dl_btrees": _drop("fact_terms_dl_global_idx", "fact_terms_dl_team_idx", "fact_terms_dl_private_idx"),
     "graph_only": [*_drop("facts_private_agent_idx", *_GINS, *_BTREES, *_UNIQUES),
                    *_disable("facts_bm25_ins", "facts_terms_ins")],
     "bare": [*_drop("facts_embedding_global_hnsw", "facts_private_agent_idx", *_GINS, *_BTREES, *_UNIQUES),

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from factforge.storage import db
+from factforge.storage.search import search
 from factforge.settings import Settings, bundled_dir
 
 
@@ -381,6 +382,35 @@ def test_0025_keys_each_lexeme_by_its_impact_class_too_and_goes_back(fresh_clust
     assert _scoped_tsv(url) == (old_declared, old_values)
     db.upgrade(url, settings)
     assert _scoped_tsv(url) == (head_declared, head_values)
+
+
+def _length_indexes(url: str) -> dict[str, str]:
+    """The length btrees of migration 0019 that exist: name -> definition."""
+    with psycopg.connect(db.conninfo(url)) as conn:
+        return dict(conn.execute("SELECT indexname, indexdef FROM pg_indexes "
+                                 "WHERE indexname ~ '_dl_(global|team|private)_idx$'").fetchall())
+
+
+def test_0026_drops_the_facts_length_indexes_keeps_the_episodes_and_goes_back(fresh_cluster: str,
+                                                                             tmp_path: Path) -> None:
+    """At 0025 both tables have 0019's three length btrees; the head has only the episodes' (turns) ones, and a
+    bm25 search still finds a stored fact; back at 0025 the facts' three are as they were."""
+    url, settings = _new_database(fresh_cluster, "ffdlidx", tmp_path)
+    db.upgrade(url, settings, "0025")
+    before = _length_indexes(url)
+    assert sorted(before) == sorted(f"{t}_dl_{v}_idx" for t in ("fact_terms", "turns")
+                                    for v in ("global", "team", "private"))
+    db.upgrade(url, settings)
+    head = _length_indexes(url)
+    assert head == {k: v for k, v in before.items() if k.startswith("turns_")}
+    with psycopg.connect(db.conninfo(url)) as conn:
+        conn.execute("INSERT INTO facts (content, category, confidence, extraction_method, agent_id, team_id, "
+                     "visibility, content_hash) VALUES ('User prefers Redis', 'preference', 0.9, 'pattern', "
+                     "'a', 't1', 'team', 'h')")
+    hits = search(url, "redis", agent_id="a", team_id="t1", mode="bm25")
+    assert [h.content for h in hits] == ["User prefers Redis"]
+    db.downgrade(url, "0025")
+    assert _length_indexes(url) == before
 
 
 def _vectors_inline(url: str) -> tuple[dict[str, str], list[bool]]:
