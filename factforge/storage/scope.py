@@ -38,8 +38,8 @@ def rule_sql(visibility: str, team: str, agent: str, *, scope_index: bool = Fals
 def rule_cases(alias: str) -> tuple[str, str, str]:
     """The visibility rule as three disjoint cases whose OR is :func:`rule_sql` for a caller: the global rows, the
     caller's team's team rows, the caller's own private rows (against ``%(v_team)s`` / ``%(v_agent)s``). A
-    query that reads each case by its own index (the per-visibility length indexes of migration 0019) ORs
-    them with UNION ALL."""
+    query that reads each case by its own index ORs them with UNION ALL: the vector search reads the global rows
+    by the global graph and the caller's own by its owner's graph or btree (``search.vector_sql``)."""
     a = alias
     return (f"{a}.visibility = 'global'", f"{a}.visibility = 'team' AND {a}.team_id = %(v_team)s",
             f"{a}.visibility = 'private' AND {a}.agent_id = %(v_agent)s")

@@ -28,7 +28,8 @@ from uuid import UUID
 from ..errors import DatabaseError, EmbedderError, ValidationError
 from .bm25 import (BM25_B, BM25_K1, SCOPED_TSV, bm25_query, bm25_query_from, bm25_ranks,  # noqa: F401 (re-exported)
                    bm25_ranks_sized, send_ranks, terms_sql, terms_sql_of)
-from .scope import episode_filters, fact_filters, own_session, scope_keys, source_readable  # noqa: F401 (scope_keys re-exported)
+from .scope import (episode_filters, fact_filters, own_session, rule_cases, scope_keys,  # noqa: F401 (scope_keys re-exported)
+                    source_readable)
 
 logger = logging.getLogger("factforge.search")
 
@@ -204,7 +205,7 @@ def vector_sql(table: str, where: str, params: dict[str, Any], dim: int, *, grap
                          else _nearest(table, f"{_OWN[kind]} AND {where}", _EXACT_ORDER))
         elif not scoped:  # the analyst's view; a team-only caller has no private rows, an agent alone no team's
             parts.append(_nearest(table, f"f.{_ROWS_OF[kind][table]} AND {where}", _EXACT_ORDER))
-    parts.append(_nearest(table, f"f.visibility = 'global' AND {where}", _graph_order(dim)))
+    parts.append(_nearest(table, f"{_GLOBAL} AND {where}", _graph_order(dim)))
     return f"SELECT id, d FROM ({' UNION ALL '.join(parts)}) x ORDER BY d LIMIT %(n)s"
 
 
@@ -228,9 +229,10 @@ def _nearest(table: str, where: str, order: str) -> str:
             f"ORDER BY {order} LIMIT %(n)s)")
 
 
-# The caller's own rows of each owner kind, and the parameter naming the owner.
-_OWN = {"agent": "f.visibility = 'private' AND f.agent_id = %(v_agent)s",
-        "team": "f.visibility = 'team' AND f.team_id = %(v_team)s"}
+# The global rows, and the caller's own rows of each owner kind: the visibility rule's cases (scope.rule_cases);
+# and the parameter naming the owner.
+_GLOBAL, _TEAM_OWN, _AGENT_OWN = rule_cases("f")
+_OWN = {"agent": _AGENT_OWN, "team": _TEAM_OWN}
 _OWNER_PARAM = {"agent": "v_agent", "team": "v_team"}
 
 
@@ -407,11 +409,8 @@ def _send_kinds_vectors(conn: Any, kinds: Sequence[_Kind], vector_where: Mapping
     planned.sort(key=lambda p: p[0])  # stable: the same settings side by side, each kind's statements in order
     # (cursor, which of its statement's parts) per kind
     found: dict[str, list[tuple[Any, int]]] = {kind.name: [] for kind in kinds}
-    current = None
     for settings, group in groupby(planned, key=lambda p: p[0]):
-        if settings != current:  # (the same text reads the same values in one transaction)
-            conn.execute(settings, prepare=True)
-            current = settings
+        conn.execute(settings, prepare=True)  # once per text: the same text reads the same values in one transaction
         for batch in _batches(list(group)):
             cur = conn.execute(_together(tuple(query for _, _, query, _ in batch)),
                                {key: value for *_, args in batch for key, value in args.items()}, prepare=True)
@@ -502,7 +501,7 @@ def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, 
 
 def global_sql(table: str, where: str, dim: int) -> str:
     """The ``%(n)s`` nearest global rows of ``table`` to ``%(v)s`` under ``where``, by the global graph."""
-    rows = _nearest(table, f"f.visibility = 'global' AND {where}", _graph_order(dim))
+    rows = _nearest(table, f"{_GLOBAL} AND {where}", _graph_order(dim))
     return f"SELECT id, d FROM {rows} x"
 
 
