@@ -29,10 +29,12 @@ Switchboard stretches no earlier set used, facts written blind and frozen before
 ``--cases blind6`` runs bench/validate_blind6.py: a ninth set drawn the same way from what blind5 and the earlier sets
 left, facts written blind and frozen before the validator changes of stop 38. ``--cases blind7`` runs
 bench/validate_blind7.py: a tenth set, everyday personal chat turns written for it (not drawn from the dev data), facts
-written blind and frozen before the validator changes of stop 39.
+written blind and frozen before the validator changes of stop 39. ``--cases blind8`` runs bench/validate_blind8.py: an
+eleventh set, everyday and team chat turns written for it, with relative dates made absolute as the extraction prompt
+asks; its module's ``SAID_AT`` is passed to the validator as the turns' timestamp (no other set has one).
 Each set reports the cost per fact (validation only, warm).
 
-Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3|blind4|blind5|blind6|blind7|tune36|tune38|tune39] [--verbose] [--json]
+Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3|blind4|blind5|blind6|blind7|blind8|tune36|tune38|tune39] [--verbose] [--json]
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ SETS = {"heldout": ("validate_heldout", "HELDOUT"), "fresh": ("validate_fresh", 
         "blind": ("validate_blind", "BLIND"), "blind2": ("validate_blind2", "BLIND2"),
         "blind3": ("validate_blind3", "BLIND3"), "blind4": ("validate_blind4", "BLIND4"),
         "blind5": ("validate_blind5", "BLIND5"), "blind6": ("validate_blind6", "BLIND6"),
-        "blind7": ("validate_blind7", "BLIND7"),
+        "blind7": ("validate_blind7", "BLIND7"), "blind8": ("validate_blind8", "BLIND8"),
         "tune36": ("validate_tune36", "TUNE36"), "tune38": ("validate_tune38", "TUNE38"),
         "tune39": ("validate_tune39", "TUNE39")}
 
@@ -155,10 +157,13 @@ def main() -> None:
     ap.add_argument("--cases", choices=("old", *SETS), default="old")
     args = ap.parse_args()
     cases = CASES
+    said_at = None  # when the turns were said: a set whose facts carry absolute dates names it (SAID_AT)
     if args.cases in SETS:
         module, name = SETS[args.cases]
         sys.path.insert(0, str(Path(__file__).parent))
-        cases = getattr(importlib.import_module(module), name)
+        loaded = importlib.import_module(module)
+        cases = getattr(loaded, name)
+        said_at = getattr(loaded, "SAID_AT", None)
     settings = Settings(home=Path("."))
     counts = {"true": [0, 0], "invented": [0, 0]}
     reasons: dict[str, Counter[str]] = {"true": Counter(), "invented": Counter()}
@@ -172,7 +177,8 @@ def main() -> None:
                 raw = {"facts": [{"content": content, "category": category, "confidence": 0.8}]}
                 started = time.perf_counter()
                 explain: list[tuple[str, str, str]] = []
-                facts, _, _, rejections = validate_items(raw, turn, settings=settings, explain=explain)
+                facts, _, _, rejections = validate_items(raw, turn, timestamp=said_at, settings=settings,
+                                                        explain=explain)
                 spent += time.perf_counter() - started
                 counts[kind][0] += 1
                 counts[kind][1] += bool(facts)
