@@ -24,6 +24,8 @@ persona chat, Switchboard) with facts written blind, frozen before the validator
 ``--cases tune38`` runs bench/validate_tune38.py: dev turns of family, partners, pets, plans and wishes, to tune on.
 ``--cases tune39`` runs bench/validate_tune39.py: everyday chat turns written for stop 39 to tune on (pet words, broader
 words, kinship, number and time restatements).
+``--cases tune40`` runs bench/validate_tune40.py: stop 40's tuning set, written after blind8 was frozen (absolute dates,
+short facts, jobs said by what one does, soft deaths, more / fewer, number restatements).
 ``--cases blind5`` runs bench/validate_blind5.py: an eighth set, dev turns from LoCoMo sessions, persona chats and
 Switchboard stretches no earlier set used, facts written blind and frozen before the validator changes of stop 37.
 ``--cases blind6`` runs bench/validate_blind6.py: a ninth set drawn the same way from what blind5 and the earlier sets
@@ -34,7 +36,7 @@ eleventh set, everyday and team chat turns written for it, with relative dates m
 asks; its module's ``SAID_AT`` is passed to the validator as the turns' timestamp (no other set has one).
 Each set reports the cost per fact (validation only, warm).
 
-Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3|blind4|blind5|blind6|blind7|blind8|tune36|tune38|tune39] [--verbose] [--json]
+Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3|blind4|blind5|blind6|blind7|blind8|tune36|tune38|tune39|tune40] [--verbose] [--json]
 """
 
 from __future__ import annotations
@@ -147,7 +149,7 @@ SETS = {"heldout": ("validate_heldout", "HELDOUT"), "fresh": ("validate_fresh", 
         "blind5": ("validate_blind5", "BLIND5"), "blind6": ("validate_blind6", "BLIND6"),
         "blind7": ("validate_blind7", "BLIND7"), "blind8": ("validate_blind8", "BLIND8"),
         "tune36": ("validate_tune36", "TUNE36"), "tune38": ("validate_tune38", "TUNE38"),
-        "tune39": ("validate_tune39", "TUNE39")}
+        "tune39": ("validate_tune39", "TUNE39"), "tune40": ("validate_tune40", "TUNE40")}
 
 
 def main() -> None:

@@ -152,6 +152,17 @@ def test_broader_words_ground_one_way_only() -> None:
         ("Got my driver's license yesterday!", "User got a driver's license on 2025-01-03", False),
         ("I quit smoking last year.", "User quit smoking in 2024", True),
         ("I quit smoking last year.", "User quit smoking in 2023", False),
+        # stop 40: a weekday or month without a year is the last one or the coming one, an open time names its start,
+        # an ISO date after "since" is no year, a season is written with its year
+        ("Staging will be down Thursday for the upgrade.", "Staging will be down on January 9, 2025", True),
+        ("Staging will be down Thursday for the upgrade.", "Staging will be down on January 10, 2025", False),
+        ("Starting Monday, every PR needs a review.", "Every PR needs a review starting January 13, 2025", True),
+        ("My niece's birthday is in May.", "User's niece's birthday is in May 2025", True),
+        ("The job has been failing since Sunday.", "The job has been failing since 2025-01-05", True),
+        ("The job has been failing since Sunday.", "The job has been failing since January 5, 2025", True),
+        ("The job has been failing since Sunday.", "The job has been failing since 2025-01-04", False),
+        ("We're moving to Ohio in the fall.", "User is moving to Ohio in fall 2025", True),
+        ("We're moving to Ohio in the fall.", "User is moving to Ohio in spring 2025", False),
     ],
 )
 def test_a_date_written_from_the_message_time_is_grounded(turn: str, content: str, kept: bool) -> None:
@@ -626,6 +637,12 @@ SHAPES = [
     ("I got my flu shot yesterday.", "User is sick", False, "ungrounded"),
     ("Gave up sugar a month ago and I already feel better.", "User no longer eats sugar", True, ""),
     ("Been job hunting for three months, nothing yet.", "User is looking for a job", True, ""),
+    # stop 40: "fewer" is no "few"; a first time is not many times
+    ("I've been to a few different countries, I want to see more.", "User wants to visit more countries", True, ""),
+    ("I'm trying to eat fewer carbs.", "User is trying to eat more carbs", False, "ungrounded"),
+    ("Finally finished my first marathon on Sunday!", "User has run many marathons", False, "ungrounded"),
+    ("Finally finished my first marathon on Sunday!", "User completed their first marathon", True, ""),
+    ("Made ravioli from scratch for the first time.", "User has made ravioli several times", False, "ungrounded"),
 ]
 
 

@@ -392,8 +392,9 @@ def _senses() -> _Senses:
 
 def _side(words: list[str]) -> tuple[frozenset[str], Any]:
     """One side of data/fact_senses.yaml ``converses``: the keys (:func:`_keys`) of its single words, the regex of
-    its phrases."""
-    single = [w for w in words if regex.fullmatch(r"\p{L}+", w)]
+    its phrases. A word in -er is matched as written, a phrase of one word: its light stem is another word ("fewer"
+    would be "few", said by "a few countries"; "after" "aft") (stop 40)."""
+    single = [w for w in words if regex.fullmatch(r"\p{L}+", w) and not w.casefold().endswith("er")]
     return frozenset(k for w in single for k in _keys(w.casefold())), _polarity([w for w in words if w not in single])
 
 
@@ -1484,13 +1485,26 @@ def _speakers_deed(term: str, terms: list[str], source: _Source, checks: _FactCh
     return False
 
 
-def _periods(text: str, said_at: datetime) -> list[tuple[datetime, datetime]]:
+# What opens a time expression that runs on from (or up to) its time: "since Sunday" names Sunday.
+_OPEN_TIME = regex.compile(r"^(?:since|from|starting|as\s+of|until|till)\s+", regex.IGNORECASE)
+
+
+def _readings(expression: str, said_at: datetime) -> list[tuple[datetime, datetime]]:
+    """The periods a time expression may name said at ``said_at``: a weekday or month without a year is the last one
+    or the coming one ("staging is down Thursday" is the coming Thursday, "my grandma died in January" the last
+    January), and an open one ("since Sunday", "starting Monday") names the time it runs from (stop 40)."""
     out = []
-    for span in find_expressions(text):
-        start, end = resolve(span.text, said_at)
-        if start is not None and end is not None:
+    for future in (False, True):
+        start, end = resolve(expression, said_at, future=future)
+        if start is None or end is None:
+            start, end = resolve(_OPEN_TIME.sub("", expression), said_at, future=future)
+        if start is not None and end is not None and (start, end) not in out:
             out.append((start, end))
     return out
+
+
+def _periods(text: str, said_at: datetime) -> list[tuple[datetime, datetime]]:
+    return [period for span in find_expressions(text) for period in _readings(span.text, said_at)]
 
 
 def _other_subject(clause: str, checks: _FactChecks) -> str | None:
@@ -1664,11 +1678,8 @@ class _Source:
         if self.said_at is None or not self.periods():
             return content
         for span in reversed(find_expressions(content)):
-            period = resolve(span.text, self.said_at)
-            if period[0] is None or period[1] is None:
-                continue
             if any(start <= period[0] and period[1] <= end or period[0] <= start and end <= period[1]
-                   for start, end in self.periods()):
+                   for period in _readings(span.text, self.said_at) for start, end in self.periods()):
                 content = content[:span.start] + " " + content[span.end:]
         return content
 

@@ -64,8 +64,10 @@ _CORE = (
     rf"|(?:on\s+)?{_WEEKDAY_RX}"
     rf"|{_NUMBER_RX}\s+{_UNIT_RX}\s+ago"
     rf"|(?:in\s+|early\s+|late\s+)?(?:{_MONTH_RX})(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?(?:,?\s+(?:19|20)\d\d)?\b"
-    rf"|(?:in\s+)?(?:19|20)\d\d\b"
-    rf"|(?:on\s+)?\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}})?)?)"
+    rf"|(?:in\s+)?(?:the\s+)?(?:{_SEASON_RX})\s+(?:of\s+)?(?:19|20)\d\d\b|in\s+the\s+(?:{_SEASON_RX})"
+    # an ISO date before a year, which is its first four digits ("since 2026-03-15" is no "since 2026")
+    rf"|(?:on\s+)?\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}})?)?"
+    rf"|(?:in\s+)?(?:19|20)\d\d\b)"
 )
 EXPRESSION = regex.compile(
     rf"(?<![\p{{L}}\p{{N}}])(?:(?:from|between)\s+{_CORE}\s+(?:to|until|till|through|and)\s+{_CORE}"
@@ -84,6 +86,10 @@ _STEP = {"last": -1, "past": -1, "this": 0, "next": 1}
 _WEEKDAY = regex.compile(rf"(?:(last|this|next|past|on)\s+)?({_WEEKDAY_RX})|(last|this|next|past|on)\s+({_SHORT_RX})")
 _WEEKDAY_NUMBER = {name: n for n, name in enumerate(_WORDS_DATA["weekdays"])}
 _SEASON = regex.compile(rf"(last|this|next|past)\s+({_SEASON_RX})")
+# "fall 2026", "in the summer of 2019": that year's season; "in the fall": the coming one for a plan, else the one
+# under way or the last (stop 40, the seasons an LLM writes out with their year as its prompt asks)
+_SEASON_YEAR = regex.compile(rf"(?:in\s+)?(?:the\s+)?({_SEASON_RX})\s+(?:of\s+)?((?:19|20)\d\d)")
+_SEASON_BARE = regex.compile(rf"in\s+the\s+({_SEASON_RX})")
 _SEASON_START: dict[str, int] = _WORDS_DATA["season_start"]
 _AGO = regex.compile(rf"({_NUMBER_RX})\s+({_UNIT_RX})\s+ago")
 _OPEN = regex.compile(r"(since|from|as\s+of|starting|until|till)\s+(.+)")
@@ -91,7 +97,9 @@ _RANGE = regex.compile(rf"(?:from|between)\s+({_CORE})\s+(?:to|until|till|throug
 # In running text (a fact's sentence, not a time slot a rule captured) some forms are too ambiguous to
 # anchor a fact: a bare month ("I may", "we march"), a bare weekday ("Monday meetings"), a bare number
 # that looks like a year ("2000 tests"). They count only with a preposition, a day or a year attached.
-_AMBIGUOUS = regex.compile(rf"(?:(?:early|late)\s+)?(?:{_MONTH_RX})|{_WEEKDAY_RX}|(?:19|20)\d\d")
+# "in the summer" too: often a habit ("we go camping in the summer"), read only by the LLM fact check (stop 40).
+_AMBIGUOUS = regex.compile(
+    rf"(?:(?:early|late)\s+)?(?:{_MONTH_RX})|{_WEEKDAY_RX}|(?:19|20)\d\d|in\s+the\s+(?:{_SEASON_RX})")
 # Every expression find_anchor accepts holds one of these words or a year-like number: a cheap test that
 # spares the full expression scan on the many sentences that hold no time at all.
 _TRIGGERS = frozenset(_WORDS_DATA["relative"]) | frozenset(_WORDS_DATA["seasons"]) | \
@@ -229,6 +237,14 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
         return _day(saturday, tz)[0], _day(saturday + timedelta(days=1), tz)[1]
     if m := _SEASON.fullmatch(e):
         return _season(m.group(1), _SEASON_START[m.group(2)], today, tz)
+    if m := _SEASON_YEAR.fullmatch(e):
+        first = _month(int(m.group(2)), _SEASON_START[m.group(1)], tz)[0]
+        return first, _month(*_shift_months(int(m.group(2)), _SEASON_START[m.group(1)], 2), tz)[1]
+    if m := _SEASON_BARE.fullmatch(e):
+        under_way = _season("this", _SEASON_START[m.group(1)], today, tz)
+        if future or under_way[0] <= datetime.combine(today, time.min, tz):
+            return under_way
+        return _season("last", _SEASON_START[m.group(1)], today, tz)
     if m := _WEEKDAY.fullmatch(e):
         return _day(_weekday(today, _WEEKDAY_NUMBER[_weekday_name(m)], m.group(1) or m.group(3), future), tz)
     if m := _AGO.fullmatch(e):
