@@ -643,6 +643,22 @@ SHAPES = [
     ("Finally finished my first marathon on Sunday!", "User has run many marathons", False, "ungrounded"),
     ("Finally finished my first marathon on Sunday!", "User completed their first marathon", True, ""),
     ("Made ravioli from scratch for the first time.", "User has made ravioli several times", False, "ungrounded"),
+    # stop 40: a job by what one is, a soft death, smoking by cigarettes, speaking by fluency, being taught as learning,
+    # a switch of tools as a move; and what they must not ground
+    ("I'm a welder at the shipyard, been doing it since I was 19.", "User works at a shipyard", True, ""),
+    ("I'm a stenographer, mostly criminal trials.", "User has a job", True, ""),
+    ("I'm volunteering at the food bank on Thursdays.", "User works at the food bank", False, "ungrounded"),
+    ("The machine in the lobby is broken again.", "User has a job", False, "ungrounded"),
+    ("My cat had to be put down on Monday, she was 17.", "User's cat died", True, ""),
+    ("I haven't had a cigarette in 100 days!", "User hasn't smoked in 100 days", True, ""),
+    ("I'm fluent in Spanish and I get by in Portuguese.", "User speaks Spanish", True, ""),
+    ("I'm fluent in Spanish and I get by in Portuguese.", "User speaks French", False, "ungrounded"),
+    ("I'm a big Liverpool fan, never miss a match.", "User supports Liverpool", True, ""),
+    ("My grandma taught me to sew when I was eight.", "User learned to sew", True, ""),
+    ("My grandma taught me to sew when I was eight.", "User taught their grandma to sew", False, "other_subject"),
+    ("I'm switching the team's docs from Confluence to Notion.", "User is moving the team's docs to Notion", True, ""),
+    ("Been job hunting for three months, nothing yet.", "User is unemployed", True, ""),
+    ("I'm 28 and just bought my first condo.", "User bought a house", False, "ungrounded"),
 ]
 
 

@@ -1489,12 +1489,13 @@ def _speakers_deed(term: str, terms: list[str], source: _Source, checks: _FactCh
 _OPEN_TIME = regex.compile(r"^(?:since|from|starting|as\s+of|until|till)\s+", regex.IGNORECASE)
 
 
-def _readings(expression: str, said_at: datetime) -> list[tuple[datetime, datetime]]:
+def _readings(expression: str, said_at: datetime, past: bool = False) -> list[tuple[datetime, datetime]]:
     """The periods a time expression may name said at ``said_at``: a weekday or month without a year is the last one
-    or the coming one ("staging is down Thursday" is the coming Thursday, "my grandma died in January" the last
-    January), and an open one ("since Sunday", "starting Monday") names the time it runs from (stop 40)."""
+    or, unless its clause is in the past (``past``), the coming one ("staging is down Thursday" is the coming
+    Thursday, "my grandma died in January" the last January), and an open one ("since Sunday", "starting Monday")
+    names the time it runs from (stop 40)."""
     out = []
-    for future in (False, True):
+    for future in (False,) if past else (False, True):
         start, end = resolve(expression, said_at, future=future)
         if start is None or end is None:
             start, end = resolve(_OPEN_TIME.sub("", expression), said_at, future=future)
@@ -1503,8 +1504,8 @@ def _readings(expression: str, said_at: datetime) -> list[tuple[datetime, dateti
     return out
 
 
-def _periods(text: str, said_at: datetime) -> list[tuple[datetime, datetime]]:
-    return [period for span in find_expressions(text) for period in _readings(span.text, said_at)]
+def _periods(text: str, said_at: datetime, past: bool = False) -> list[tuple[datetime, datetime]]:
+    return [period for span in find_expressions(text) for period in _readings(span.text, said_at, past)]
 
 
 def _other_subject(clause: str, checks: _FactChecks) -> str | None:
@@ -1619,6 +1620,8 @@ def _confidence(value: Any) -> tuple[float, float]:
     return raw, min(1.0, max(0.0, raw))
 
 
+# Words after which a word is a noun, not a verb ("the rent", "a listed owner").
+_NOUN_BEFORE = frozenset({"a", "an", "the", "my", "our", "your", "his", "her", "their", "its", "this", "that"})
 _FIRST_PERSON = frozenset({"i", "me", "my", "myself", "we", "us", "our", "i'm", "i've", "i'd", "i'll", "we're",
                            "we've", "i’m", "i’ve", "we’re"})
 _DETERMINERS = frozenset({"my", "our", "his", "her", "their"})
@@ -1646,7 +1649,7 @@ class _Source:
     def __init__(self, text: str, stopwords: frozenset[str], said_at: datetime | None = None) -> None:
         self.text = text
         self.said_at = said_at
-        self._periods: list[tuple[datetime, datetime]] | None = None
+        self._periods: dict[bool, list[tuple[datetime, datetime]]] = {}
         self.folded = text.casefold()
         # Latin runs too: "从MySQL迁移到PostgreSQL" is one word to _WORD.
         self.words = {w.casefold() for w in [*_WORD.findall(text), *_LATIN_WORD.findall(text)]}
@@ -1666,20 +1669,30 @@ class _Source:
         self.other: str | None = None  # as a clause: the someone else it is about, if it opens with one
         self.ended = False  # as a clause: the next clause ends it without an object ("..., but then I quit")
 
-    def periods(self) -> list[tuple[datetime, datetime]]:
-        """The periods the source's time expressions name, resolved against when it was said."""
-        if self._periods is None:
-            self._periods = [] if self.said_at is None else _periods(self.text, self.said_at)
-        return self._periods
+    def periods(self, past: bool = False) -> list[tuple[datetime, datetime]]:
+        """The periods the source's time expressions name, resolved against when it was said; ``past``: for a fact in
+        the past tense, a weekday or month without a year only as the last one."""
+        if past not in self._periods:
+            self._periods[past] = [] if self.said_at is None else _periods(self.text, self.said_at, past)
+        return self._periods[past]
 
     def undated(self, content: str) -> str:
         """``content`` without the dates that write out a time the source names: the prompt has the model turn
         "yesterday" into "2025-01-08", whose numbers and month the source does not contain."""
         if self.said_at is None or not self.periods():
             return content
-        for span in reversed(find_expressions(content)):
+        # a fact told in the past ("User's cat died on October 13") does not take a weekday's coming reading
+        spans = find_expressions(content)
+        rest = content
+        for span in reversed(spans):
+            rest = rest[:span.start] + " " + rest[span.end:]
+        words = [w.casefold() for w in _WORD.findall(rest)]
+        # (not a word after a determiner or a possessive: "User's rent increases", "a listed owner")
+        past = any(_past_form(w) for i, w in enumerate(words)
+                   if i == 0 or words[i - 1] not in _NOUN_BEFORE and _POSSESSIVE.search(words[i - 1]) is None)
+        for span in reversed(spans):
             if any(start <= period[0] and period[1] <= end or period[0] <= start and end <= period[1]
-                   for period in _readings(span.text, self.said_at) for start, end in self.periods()):
+                   for period in _readings(span.text, self.said_at) for start, end in self.periods(past)):
                 content = content[:span.start] + " " + content[span.end:]
         return content
 
