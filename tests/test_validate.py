@@ -659,6 +659,11 @@ SHAPES = [
     ("I'm switching the team's docs from Confluence to Notion.", "User is moving the team's docs to Notion", True, ""),
     ("Been job hunting for three months, nothing yet.", "User is unemployed", True, ""),
     ("I'm 28 and just bought my first condo.", "User bought a house", False, "ungrounded"),
+    # who visits whom (stop 40)
+    ("I'm flying out to see my parents in Ohio.", "User's parents are visiting them", False, "ungrounded"),
+    ("I'm flying out to see my parents in Ohio.", "User is visiting their parents", True, ""),
+    ("My parents are visiting us next week.", "User's parents are visiting them", True, ""),
+    ("My parents are visiting us next week.", "User is visiting their parents", False, "ungrounded"),
 ]
 
 
