@@ -659,6 +659,12 @@ SHAPES = [
     ("I'm switching the team's docs from Confluence to Notion.", "User is moving the team's docs to Notion", True, ""),
     ("Been job hunting for three months, nothing yet.", "User is unemployed", True, ""),
     ("I'm 28 and just bought my first condo.", "User bought a house", False, "ungrounded"),
+    ("My landlord is raising the rent again.", "User rents their home", True, ""),
+    ("Got my wisdom teeth out yesterday and my face is so swollen.", "User had dental surgery", True, ""),
+    ("I need to get my wisdom teeth out soon.", "User had dental surgery", False, "ungrounded"),
+    ("Prod was down for 40 minutes because the TLS cert expired.", "The outage was caused by an expired certificate",
+     True, ""),
+    ("We drove down to Florida for spring break.", "User took a road trip to Florida", True, ""),
     # who visits whom (stop 40)
     ("I'm flying out to see my parents in Ohio.", "User's parents are visiting them", False, "ungrounded"),
     ("I'm flying out to see my parents in Ohio.", "User is visiting their parents", True, ""),
