@@ -50,6 +50,13 @@ def day(y: int, m: int, d: int, end: bool = False, tz: timezone = UTC) -> dateti
         ("前年", (day(2022, 1, 1), day(2022, 12, 31, True))),
         ("上周", (day(2024, 6, 3), day(2024, 6, 9, True))),
         ("很久以前", (None, None)),
+        # stop 40: what an LLM's facts write out, and the source times they come from
+        ("since 2024-06-09", (day(2024, 6, 9), None)),
+        ("in fall 2024", (day(2024, 9, 1), day(2024, 11, 30, True))),
+        ("the summer of 2019", (day(2019, 6, 1), day(2019, 8, 31, True))),
+        ("in the fall", (day(2023, 9, 1), day(2023, 11, 30, True))),
+        ("in three weeks", (day(2024, 7, 6), day(2024, 7, 6, True))),
+        ("in a month", (day(2024, 7, 1), day(2024, 7, 31, True))),
     ],
 )
 def test_resolve(expression: str, expected: tuple[datetime | None, datetime | None]) -> None:
@@ -128,6 +135,8 @@ def test_find_anchor(text: str, phrase: str, valid_from: datetime | None, valid_
         "we ran 2000 tests",             # a bare number that looks like a year
         "I watch Last Week Tonight",     # a title in mid-sentence
         "I prefer tabs",
+        "we go camping in the summer",   # often a habit: read by the LLM fact check only (stop 40)
+        "we'll know more in two weeks",
     ],
 )
 def test_find_anchor_skips_ambiguous_words(text: str) -> None:

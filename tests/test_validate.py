@@ -163,6 +163,8 @@ def test_broader_words_ground_one_way_only() -> None:
         ("The job has been failing since Sunday.", "The job has been failing since 2025-01-04", False),
         ("We're moving to Ohio in the fall.", "User is moving to Ohio in fall 2025", True),
         ("We're moving to Ohio in the fall.", "User is moving to Ohio in spring 2025", False),
+        ("My daughter's wedding is in three weeks.", "User's daughter's wedding is on January 30, 2025", True),
+        ("My daughter's wedding is in three weeks.", "User's daughter's wedding is on February 6, 2025", False),
     ],
 )
 def test_a_date_written_from_the_message_time_is_grounded(turn: str, content: str, kept: bool) -> None:
@@ -665,6 +667,11 @@ SHAPES = [
     ("Prod was down for 40 minutes because the TLS cert expired.", "The outage was caused by an expired certificate",
      True, ""),
     ("We drove down to Florida for spring break.", "User took a road trip to Florida", True, ""),
+    ("We have a dozen hens and sell the eggs on Saturdays.", "User has chickens", True, ""),
+    ("Half my team is out with the flu this week.", "User has the flu", False, "other_subject"),
+    ("We cut the Docker image from 1.2GB to 180MB.", "Team reduced the Docker image to 180MB", True, ""),
+    ("The doctor said my blood pressure is too high, so I'm cutting back on salt.", "User has low blood pressure",
+     False, "ungrounded"),
     # who visits whom (stop 40)
     ("I'm flying out to see my parents in Ohio.", "User's parents are visiting them", False, "ungrounded"),
     ("I'm flying out to see my parents in Ohio.", "User is visiting their parents", True, ""),

@@ -62,7 +62,7 @@ _CORE = (
     rf"|(?:last|this|next|past)\s+(?:{_WEEKDAY_RX}|week|month|year|weekend|{_SEASON_RX})"
     rf"|(?:last|this|next|past|on)\s+{_SHORT_RX}"
     rf"|(?:on\s+)?{_WEEKDAY_RX}"
-    rf"|{_NUMBER_RX}\s+{_UNIT_RX}\s+ago"
+    rf"|{_NUMBER_RX}\s+{_UNIT_RX}\s+ago|in\s+{_NUMBER_RX}\s+{_UNIT_RX}"
     rf"|(?:in\s+|early\s+|late\s+)?(?:{_MONTH_RX})(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?(?:,?\s+(?:19|20)\d\d)?\b"
     rf"|(?:in\s+)?(?:the\s+)?(?:{_SEASON_RX})\s+(?:of\s+)?(?:19|20)\d\d\b|in\s+the\s+(?:{_SEASON_RX})"
     # an ISO date before a year, which is its first four digits ("since 2026-03-15" is no "since 2026")
@@ -92,14 +92,18 @@ _SEASON_YEAR = regex.compile(rf"(?:in\s+)?(?:the\s+)?({_SEASON_RX})\s+(?:of\s+)?
 _SEASON_BARE = regex.compile(rf"in\s+the\s+({_SEASON_RX})")
 _SEASON_START: dict[str, int] = _WORDS_DATA["season_start"]
 _AGO = regex.compile(rf"({_NUMBER_RX})\s+({_UNIT_RX})\s+ago")
+# "in three weeks": the day that far ahead (a month or year ahead: that month, that year) (stop 40)
+_AHEAD = regex.compile(rf"in\s+({_NUMBER_RX})\s+({_UNIT_RX})")
 _OPEN = regex.compile(r"(since|from|as\s+of|starting|until|till)\s+(.+)")
 _RANGE = regex.compile(rf"(?:from|between)\s+({_CORE})\s+(?:to|until|till|through|and)\s+({_CORE})")
 # In running text (a fact's sentence, not a time slot a rule captured) some forms are too ambiguous to
 # anchor a fact: a bare month ("I may", "we march"), a bare weekday ("Monday meetings"), a bare number
 # that looks like a year ("2000 tests"). They count only with a preposition, a day or a year attached.
-# "in the summer" too: often a habit ("we go camping in the summer"), read only by the LLM fact check (stop 40).
+# "in the summer" and "in three weeks" too: often a habit ("we go camping in the summer") or a loose plan, read only by
+# the LLM fact check (stop 40).
 _AMBIGUOUS = regex.compile(
-    rf"(?:(?:early|late)\s+)?(?:{_MONTH_RX})|{_WEEKDAY_RX}|(?:19|20)\d\d|in\s+the\s+(?:{_SEASON_RX})")
+    rf"(?:(?:early|late)\s+)?(?:{_MONTH_RX})|{_WEEKDAY_RX}|(?:19|20)\d\d|in\s+the\s+(?:{_SEASON_RX})"
+    rf"|in\s+{_NUMBER_RX}\s+{_UNIT_RX}")
 # Every expression find_anchor accepts holds one of these words or a year-like number: a cheap test that
 # spares the full expression scan on the many sentences that hold no time at all.
 _TRIGGERS = frozenset(_WORDS_DATA["relative"]) | frozenset(_WORDS_DATA["seasons"]) | \
@@ -249,6 +253,14 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
         return _day(_weekday(today, _WEEKDAY_NUMBER[_weekday_name(m)], m.group(1) or m.group(3), future), tz)
     if m := _AGO.fullmatch(e):
         return _ago(m, today, tz)
+    if m := _AHEAD.fullmatch(e):
+        n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[_SPACES.sub(" ", m.group(1))]
+        unit = m.group(2).rstrip("s")
+        if unit == "month":
+            return _month(*_shift_months(today.year, today.month, n), tz)
+        if unit == "year":
+            return _year(today.year + n, tz)
+        return _day(today + timedelta(days=n * {"day": 1, "week": 7, "weekend": 7, "fortnight": 14}[unit]), tz)
     # Day-level expressions ("yesterday", "last Tuesday", "next Friday", "on Monday"): parsedatetime.
     naive = ref.replace(tzinfo=None)
     parsed, ctx = _calendar().parseDT(e, sourceTime=naive)
