@@ -6,6 +6,9 @@ ends said softly ("put down", "passed"), more / fewer, number restatements ("twi
 inventions that say more than the turn (one occasion told as many, a trip's roles swapped, a plan told as done).
 
 Each case is (turn, true facts, invented facts), facts as (content, category), phrased as a small model writes them.
+Written in three batches, each measured and its general shapes fixed before the next was written (the second after
+the first batch's data changes, the third after the second's: plans written as trips, habits as "regularly", a dish
+as food). Turns: 54; 255 true and 166 invented facts.
 """
 
 from __future__ import annotations
@@ -286,4 +289,32 @@ TUNE40: list[Case] = [
       ("The retro will be on Thursdays", "decision"), ("The retro used to be on Fridays", "other")],
      [("The retro is moving from Thursday to Friday", "decision"), ("The retro is moving to Thursday mornings", "decision"),
       ("The retro is cancelled", "decision")]),
+    # --- third batch: the framings a small model writes (plans as trips, habits as "regularly", kinds as food) ---
+    ("I'm going to Lisbon in May for my cousin's wedding.",
+     [("User is planning a trip to Lisbon", "decision"), ("User will travel to Lisbon in May 2026", "temporal"),
+      ("User is attending their cousin's wedding", "decision"), ("User has a cousin", "relationship"),
+      ("User's cousin is getting married", "relationship")],
+     [("User traveled to Lisbon", "other"), ("User is getting married in Lisbon", "decision"),
+      ("User's cousin lives in Lisbon", "relationship")]),
+    ("We do pizza and a movie with the kids most Friday nights.",
+     [("User has kids", "relationship"), ("User eats pizza with their kids on Fridays", "other"),
+      ("User watches movies with their kids regularly", "other"), ("User has a Friday movie night", "other")],
+     [("User does pizza night on Saturdays", "other"), ("User makes pizza from scratch", "other"),
+      ("User goes to the cinema every Friday", "other")]),
+    ("Ramen is my comfort food, I make it from scratch when it's cold out.",
+     [("User's comfort food is ramen", "preference"), ("User likes ramen", "preference"),
+      ("User makes ramen from scratch", "other"), ("User cooks", "identity")],
+     [("User's comfort food is pizza", "preference"), ("User buys instant ramen", "other"),
+      ("User makes ramen every day", "other")]),
+    ("Heading to my sister's in Chicago next week, first time seeing her new place.",
+     [("User has a sister", "relationship"), ("User is visiting their sister", "decision"),
+      ("User's sister lives in Chicago", "relationship"), ("User is going to Chicago next week", "temporal"),
+      ("User's sister has a new home", "relationship")],
+     [("User's sister is visiting them", "relationship"), ("User went to Chicago last week", "temporal"),
+      ("User has seen their sister's new place many times", "other")]),
+    ("I swim laps at the Y three mornings a week before work.",
+     [("User swims", "identity"), ("User swims three times a week", "identity"),
+      ("User swims regularly", "identity"), ("User exercises before work", "identity"), ("User has a job", "identity")],
+     [("User swims after work", "identity"), ("User swims five times a week", "identity"),
+      ("User is a swim coach", "identity")]),
 ]

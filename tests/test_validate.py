@@ -672,6 +672,12 @@ SHAPES = [
     ("We cut the Docker image from 1.2GB to 180MB.", "Team reduced the Docker image to 180MB", True, ""),
     ("The doctor said my blood pressure is too high, so I'm cutting back on salt.", "User has low blood pressure",
      False, "ungrounded"),
+    ("I go hiking most weekends.", "User goes hiking regularly", True, ""),
+    ("I'm going to Japan in May.", "User is planning a trip to Japan", True, ""),
+    ("I'm going to Japan in May.", "User traveled to Japan", False, "ungrounded"),
+    ("I'm heading to Japan next week.", "User went on a trip to Japan", False, "ungrounded"),
+    ("I'm going to learn Japanese.", "User is planning a trip to Japan", False, "ungrounded"),
+    ("Sushi is my absolute favorite.", "User's favorite food is sushi", True, ""),
     # who visits whom (stop 40)
     ("I'm flying out to see my parents in Ohio.", "User's parents are visiting them", False, "ungrounded"),
     ("I'm flying out to see my parents in Ohio.", "User is visiting their parents", True, ""),
