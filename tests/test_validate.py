@@ -678,6 +678,9 @@ SHAPES = [
     ("I'm heading to Japan next week.", "User went on a trip to Japan", False, "ungrounded"),
     ("I'm going to learn Japanese.", "User is planning a trip to Japan", False, "ungrounded"),
     ("Sushi is my absolute favorite.", "User's favorite food is sushi", True, ""),
+    ("I gave up my car last year and bike everywhere now.", "User bikes everywhere", True, ""),
+    ("I quit coffee and drink tea now.", "User drinks coffee", False, "negation"),
+    ("I quit smoking and drinking last year.", "User drinks", False, "negation"),
     # who visits whom (stop 40)
     ("I'm flying out to see my parents in Ohio.", "User's parents are visiting them", False, "ungrounded"),
     ("I'm flying out to see my parents in Ohio.", "User is visiting their parents", True, ""),

@@ -1351,6 +1351,26 @@ def _without_exes(text: str, terms: Iterable[str], checks: _FactChecks | None) -
     return _EX.sub(kept, text)
 
 
+_AND = regex.compile(r"(?<![\p{L}'’])and(?![\p{L}'’])", regex.IGNORECASE)
+
+
+def _after_ended(text: str, senses: _Senses, terms: list[str], checks: _FactChecks | None) -> bool:
+    """Whether every word of the fact that ``text`` has comes after an "and" that follows its ended word, and none
+    before it: "I gave up my car last year and bike everywhere now" ends the car, not the biking."""
+    m = senses.ended.search(text)
+    joined = _AND.search(text, m.end()) if m is not None else None
+    if joined is None or not terms or checks is None:
+        return False
+    # a verb of its own that holds now, not a second object of the ended word ("quit smoking and drinking")
+    rest = [w.casefold() for w in _WORD.findall(text[joined.end():])]
+    if not rest or rest[0].endswith("ing") or rest[0] in _NOUN_BEFORE or senses.present.isdisjoint(rest):
+        return False
+    after = _Source(text[joined.end():], frozenset())
+    before = _Source(text[:joined.start()], frozenset())
+    return all(after.has_term(t, checks.related) for t in terms) \
+        and not any(before.has_term(t, checks.related) for t in terms)
+
+
 def _ended_differs(content: str, clause: _Source, senses: _Senses, replaced: bool = False,
                    terms: Iterable[str] = (), checks: _FactChecks | None = None) -> str | None:
     """What is wrong when the fact and its clause disagree on whether it ended ("User has a dog" from "I used to
@@ -1367,6 +1387,8 @@ def _ended_differs(content: str, clause: _Source, senses: _Senses, replaced: boo
     text = _without_exes(clause.text, terms, checks)
     clause_ended = clause.ended or senses.ended.search(text) is not None or since.search(text) is not None \
         or senses.ended_source.search(text) is not None
+    if clause_ended and not fact_ended and _after_ended(text, senses, list(terms), checks):
+        clause_ended = False  # "I gave up my car last year and bike everywhere now": the biking did not end (stop 40)
     if clause_ended and not fact_ended:
         if senses.onset.search(content):
             return "begun in the fact, ended in the source"
