@@ -8,7 +8,7 @@ inventions that say more than the turn (one occasion told as many, a trip's role
 Each case is (turn, true facts, invented facts), facts as (content, category), phrased as a small model writes them.
 Written in three batches, each measured and its general shapes fixed before the next was written (the second after
 the first batch's data changes, the third after the second's: plans written as trips, habits as "regularly", a dish
-as food). Turns: 54; 255 true and 166 invented facts.
+as food; the fourth after the third's: plainer words said other ways). Turns: 59; 274 true and 181 invented facts.
 """
 
 from __future__ import annotations
@@ -317,4 +317,30 @@ TUNE40: list[Case] = [
       ("User swims regularly", "identity"), ("User exercises before work", "identity"), ("User has a job", "identity")],
      [("User swims after work", "identity"), ("User swims five times a week", "identity"),
       ("User is a swim coach", "identity")]),
+    # --- fourth batch: a small model's wordings of plain statements (resides, years of experience, proficient, alone,
+    # self-employed, a grandparent, waking, trouble sleeping) ---
+    ("I've lived by myself in a tiny studio in Boston since I finished grad school.",
+     [("User lives alone", "identity"), ("User resides in Boston", "identity"), ("User lives in Boston", "identity"),
+      ("User finished grad school", "other")],
+     [("User lives with roommates", "identity"), ("User resides in New York", "identity"),
+      ("User is in grad school", "identity")]),
+    ("I've been an electrician for 15 years, I run my own shop now.",
+     [("User has 15 years of experience as an electrician", "identity"), ("User is self-employed", "identity"),
+      ("User is an electrician", "identity"), ("User owns a shop", "identity")],
+     [("User has 5 years of experience as an electrician", "identity"), ("User is a plumber", "identity"),
+      ("User works for a large company", "identity")]),
+    ("Our first granddaughter was born on Saturday, 7 pounds 2 ounces!",
+     [("User is a grandparent", "relationship"), ("User has a granddaughter", "relationship"),
+      ("User's granddaughter was born on October 4, 2025", "temporal"),
+      ("User's granddaughter weighed 7 pounds 2 ounces", "relationship")],
+     [("User has a grandson", "relationship"), ("User had a baby", "relationship"),
+      ("User's granddaughter was born on October 11, 2025", "temporal"), ("User has many grandchildren", "relationship")]),
+    ("I can't sleep lately, I'm up at 4am staring at the ceiling.",
+     [("User has trouble sleeping", "other"), ("User suffers from insomnia", "other"), ("User wakes up at 4am", "other")],
+     [("User sleeps well", "other"), ("User wakes up at 6am", "other")]),
+    ("I'm fluent in German and I've been writing Java for about 8 years.",
+     [("User is proficient in German", "identity"), ("User speaks German", "identity"),
+      ("User has been programming in Java for about 8 years", "technology"), ("User writes Java", "technology")],
+     [("User is fluent in French", "identity"), ("User has been programming in Python for 8 years", "technology"),
+      ("User has been writing Java for 18 years", "technology")]),
 ]

@@ -681,6 +681,13 @@ SHAPES = [
     ("I gave up my car last year and bike everywhere now.", "User bikes everywhere", True, ""),
     ("I quit coffee and drink tea now.", "User drinks coffee", False, "negation"),
     ("I quit smoking and drinking last year.", "User drinks", False, "negation"),
+    ("I live by myself in Boston.", "User lives alone", True, ""),
+    ("I've been a nurse for ten years.", "User has 10 years of experience as a nurse", True, ""),
+    ("I've been a nurse for ten years.", "User has 12 years of experience as a nurse", False, "ungrounded"),
+    ("I can't sleep lately.", "User has trouble sleeping", True, ""),
+    ("I sleep like a baby.", "User has trouble sleeping", False, "ungrounded"),
+    ("I work as a software tester.", "User works as a software developer", False, "ungrounded"),
+    ("Our first granddaughter was born on Saturday!", "User is a grandparent", True, ""),
     # who visits whom (stop 40)
     ("I'm flying out to see my parents in Ohio.", "User's parents are visiting them", False, "ungrounded"),
     ("I'm flying out to see my parents in Ohio.", "User is visiting their parents", True, ""),
