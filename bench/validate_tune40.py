@@ -8,7 +8,8 @@ inventions that say more than the turn (one occasion told as many, a trip's role
 Each case is (turn, true facts, invented facts), facts as (content, category), phrased as a small model writes them.
 Written in three batches, each measured and its general shapes fixed before the next was written (the second after
 the first batch's data changes, the third after the second's: plans written as trips, habits as "regularly", a dish
-as food; the fourth after the third's: plainer words said other ways). Turns: 59; 274 true and 181 invented facts.
+as food; the fourth after the third's: plainer words said other ways; the fifth after the fourth's: team chat said
+in a model's words). Turns: 64; 290 true and 193 invented facts.
 """
 
 from __future__ import annotations
@@ -343,4 +344,28 @@ TUNE40: list[Case] = [
       ("User has been programming in Java for about 8 years", "technology"), ("User writes Java", "technology")],
      [("User is fluent in French", "identity"), ("User has been programming in Python for 8 years", "technology"),
       ("User has been writing Java for 18 years", "technology")]),
+    # --- fifth batch: team chat said in a small model's words (deploys, maintains, backs up, limits, written in) ---
+    ("We ship to prod every Tuesday and Thursday, never on Fridays.",
+     [("Team deploys to production on Tuesdays and Thursdays", "policy"), ("Team releases twice a week", "policy"),
+      ("Team does not deploy on Fridays", "policy")],
+     [("Team deploys on Fridays", "policy"), ("Team deploys every Monday", "policy")]),
+    ("Ravi owns the search service now, it's a Rust app behind the gateway.",
+     [("Ravi maintains the search service", "other"), ("Ravi is responsible for the search service", "other"),
+      ("The search service is written in Rust", "technology")],
+     [("Ravi maintains the billing service", "other"), ("The search service is written in Go", "technology"),
+      ("Ravi used to own the search service", "other")]),
+    ("Nightly DB backups go to S3 and we keep them for 30 days.",
+     [("Team backs up the database every night", "policy"), ("Database backups are stored in S3", "technology"),
+      ("Backups are kept for 30 days", "policy")],
+     [("Team backs up the database weekly", "policy"), ("Backups are kept for 90 days", "policy"),
+      ("Backups are stored in GCS", "technology")]),
+    ("Webhooks are capped at 50 per second per tenant.",
+     [("Webhooks are limited to 50 per second per tenant", "policy"), ("Webhooks have a rate limit", "policy"),
+      ("The webhook limit is 50 per second", "policy")],
+     [("Webhooks are capped at 500 per second", "policy"), ("Webhooks are limited per user", "policy")]),
+    ("We moved the queue from RabbitMQ to SQS last month, p95 publish latency went from 40ms to 12ms.",
+     [("Team moved the queue to SQS", "decision"), ("Team no longer uses RabbitMQ", "technology"),
+      ("p95 publish latency decreased to 12ms", "other"), ("Team switched from RabbitMQ to SQS", "decision")],
+     [("Team moved the queue to RabbitMQ", "decision"), ("p95 publish latency decreased to 40ms", "other"),
+      ("p95 publish latency increased to 40ms", "other")]),
 ]

@@ -265,6 +265,11 @@ def test_a_transition_without_its_groups_is_a_data_error() -> None:
         validate._transitions([r"from (?P<old>\w+ to (?P<new>\w+)"])
 
 
+def test_a_destination_without_its_group_is_a_data_error() -> None:
+    with pytest.raises(PatternError, match="needs the group 'new'"):
+        validate._compile_destinations([r"\bmoved\s+to\s+\w+"])
+
+
 def test_an_age_frame_without_its_decade_is_a_data_error() -> None:
     with pytest.raises(PatternError, match="needs a group named 'decade'"):
         validate._age_frame(r"\bin\s+their\s+(\w+ies)\b")
@@ -688,6 +693,17 @@ SHAPES = [
     ("I sleep like a baby.", "User has trouble sleeping", False, "ungrounded"),
     ("I work as a software tester.", "User works as a software developer", False, "ungrounded"),
     ("Our first granddaughter was born on Saturday!", "User is a grandparent", True, ""),
+    ("We moved CI from Jenkins to GitHub Actions.", "Team moved CI to Jenkins", False, "ungrounded"),
+    ("We moved CI from Jenkins to GitHub Actions.", "Team moved CI to GitHub Actions", True, ""),
+    ("p99 dropped from 240ms to 180ms after the upgrade.", "p99 latency decreased to 240ms", False, "ungrounded"),
+    ("p99 dropped from 240ms to 180ms after the upgrade.", "p99 latency decreased to 180ms", True, ""),
+    ("I prefer tea over coffee, coffee makes me jittery.", "User prefers tea to coffee", True, ""),
+    ("We ship every Tuesday.", "Team deploys every Tuesday", True, ""),
+    ("Priya owns the billing service.", "Priya maintains the billing service", True, ""),
+    ("The billing service is a Go app.", "The billing service is written in Rust", False, "ungrounded"),
+    ("p95 publish latency went from 40ms to 12ms.", "p95 publish latency decreased to 12ms", True, ""),
+    ("p95 publish latency went from 40ms to 12ms.", "p95 publish latency increased to 12ms", False, "ungrounded"),
+    ("We cut the Docker image from 1.2GB to 180MB.", "The Docker image increased", False, "ungrounded"),
     # who visits whom (stop 40)
     ("I'm flying out to see my parents in Ohio.", "User's parents are visiting them", False, "ungrounded"),
     ("I'm flying out to see my parents in Ohio.", "User is visiting their parents", True, ""),

@@ -305,6 +305,8 @@ class _SensesSpec(Spec):
     joining_after: int = 4
     negated_prefix: list[Text] = []
     transitions: list[Text] = []
+    destinations: list[Text] = []  # regexes with a group ``new`` (stop 40)
+    directions: dict[Text, list[Text]] = {}  # "down" / "up" -> the words of a fall / a rise (stop 40)
 
 
 class _PlacesSpec(Spec):
@@ -1237,17 +1239,73 @@ def _changes(text: str) -> list[tuple[str, str]]:
             for m in safe_finditer(rx, text, "fact_senses.transitions")]
 
 
+_AMOUNT = regex.compile(r"(?<![\p{L}\p{N}.])(\d+(?:[.,]\d+)?)\s*(\p{L}+|%)?")
+
+
+@lru_cache(maxsize=1)
+def _direction_words() -> Mapping[str, str]:
+    """data/fact_senses.yaml ``directions``: the key of each word of a fall or a rise -> "down" / "up"."""
+    return {k: side for side, words in _senses_spec().directions.items() for w in words for k in _keys(w.casefold())}
+
+
+def _direction_said(term: str, source: _Source) -> bool:
+    """Whether a word of a fall or a rise ("decreased", "rose") is said by a change of the source between two amounts
+    that goes that way ("p95 went from 40ms to 12ms" is a decrease) (stop 40)."""
+    words = _direction_words()
+    side = next((words[k] for k in _keys(term) if k in words), None)
+    if side is None:
+        return False
+    for old, new in source.changes():
+        a, b = _AMOUNT.search(old), _AMOUNT.search(new)
+        # the same unit, or none said after the second: "from 90 seconds to 12"; not "from 1.2GB to 180MB"
+        if a is not None and b is not None and \
+                (a.group(2) or "").casefold() == (b.group(2) or a.group(2) or "").casefold():
+            x, y = float(a.group(1).replace(",", "")), float(b.group(1).replace(",", ""))
+            if x != y and (y < x) == (side == "down"):
+                return True
+    return False
+
+
+@lru_cache(maxsize=1)
+def _destinations() -> tuple[Any, ...]:
+    """data/fact_senses.yaml ``destinations``, compiled once."""
+    return _compile_destinations(_senses_spec().destinations)
+
+
+def _compile_destinations(patterns: list[str]) -> tuple[Any, ...]:
+    """``destinations`` regexes compiled and checked like rule regexes; each needs the group "new"."""
+    problems = Problems()
+    compiled = [compile_regex(p, f"fact_senses.yaml destinations #{i + 1}", problems, regex.IGNORECASE)
+                for i, p in enumerate(patterns)]
+    for i, rx in enumerate(compiled):
+        if rx is not None and "new" not in rx.groupindex:
+            problems.add(f"fact_senses.yaml destinations #{i + 1}", "needs the group 'new'")
+    if problems.items:
+        problems.raise_all("invalid data file fact_senses.yaml")
+    return tuple(rx for rx in compiled if rx is not None)
+
+
 def _reversed(content: str, source: _Source) -> str | None:
     """The change the fact states when the source states it the other way round ("from Loki to Elasticsearch"
     for "from Elasticsearch to Loki"), else None."""
     said = _changes(content)
-    if not said:
-        return None
 
     def names(part: str, other: str) -> bool:  # a word of ``part`` (3+ letters or with a digit) is in ``other``
         where = _Source(other, source.stopwords)
         return any(where.has_term(w) for w in (x.casefold() for x in _WORD.findall(part))
                    if w not in source.stopwords and (len(w) >= 3 or any(c.isdigit() for c in w)))
+
+    if not said:
+        # only where it went: "Team moved to Jenkins", "p99 decreased to 240ms" from "from Jenkins / 240ms to ..."
+        # (stop 40)
+        if not source.changes():
+            return None
+        for rx in _destinations():
+            for m in safe_finditer(rx, content, "fact_senses.destinations"):
+                for s_old, s_new in source.changes():
+                    if names(m.group("new"), s_old) and not names(m.group("new"), s_new):
+                        return f"{m.group('new')!r} is where the source's change from {s_old!r} to {s_new!r} started"
+        return None
 
     for old, new in said:
         for s_old, s_new in source.changes():
@@ -1994,7 +2052,7 @@ def _fact_rejection(
         or checks.negative is not None and checks.negative.search(content) is not None
     related = checks.same if against else checks.related
     grounded = [t for t in terms if source.has_term(t, related, checks.phrases)
-                or _stem(t) in checks.feelings and _likes(source, checks)]
+                or _stem(t) in checks.feelings and _likes(source, checks) or _direction_said(t, source)]
     # Every significant word (CJK bigram) must come from the source: a model that invents swaps one word of
     # a true fact ("works at a bank" for "at a bakery"), which half of the words (seed 002 said 30%) let through;
     # and what the words cannot tell apart - a number, a name, a liking turned around, a negation, someone
