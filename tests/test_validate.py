@@ -704,6 +704,10 @@ SHAPES = [
     ("p95 publish latency went from 40ms to 12ms.", "p95 publish latency decreased to 12ms", True, ""),
     ("p95 publish latency went from 40ms to 12ms.", "p95 publish latency increased to 12ms", False, "ungrounded"),
     ("We cut the Docker image from 1.2GB to 180MB.", "The Docker image increased", False, "ungrounded"),
+    # a phrase of stop 40 that says a word one way only stands for nothing in a fact
+    ("They encourage me when I'm down too.", "User gets encouragement when they are down", True, ""),
+    ("My car broke down last Fri on my way to work.", "User's car broke down on the way to work", True, ""),
+    ("Baby number three is on the way.", "User is expecting a baby", True, ""),
     # who visits whom (stop 40)
     ("I'm flying out to see my parents in Ohio.", "User's parents are visiting them", False, "ungrounded"),
     ("I'm flying out to see my parents in Ohio.", "User is visiting their parents", True, ""),
