@@ -62,9 +62,8 @@ _CORE = (
     rf"|(?:last|this|next|past)\s+(?:{_WEEKDAY_RX}|week|month|year|weekend|{_SEASON_RX})"
     rf"|(?:last|this|next|past|on)\s+{_SHORT_RX}"
     rf"|(?:on\s+)?{_WEEKDAY_RX}"
-    rf"|{_NUMBER_RX}\s+{_UNIT_RX}\s+ago|in\s+{_NUMBER_RX}\s+{_UNIT_RX}"
+    rf"|{_NUMBER_RX}\s+{_UNIT_RX}\s+ago"
     rf"|(?:in\s+|early\s+|late\s+)?(?:{_MONTH_RX})(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?(?:,?\s+(?:19|20)\d\d)?\b"
-    rf"|(?:in\s+)?(?:the\s+)?(?:{_SEASON_RX})\s+(?:of\s+)?(?:19|20)\d\d\b|in\s+the\s+(?:{_SEASON_RX})"
     # an ISO date before a year, which is its first four digits ("since 2026-03-15" is no "since 2026")
     rf"|(?:on\s+)?\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}})?)?"
     rf"|(?:in\s+)?(?:19|20)\d\d\b)"
@@ -72,6 +71,20 @@ _CORE = (
 EXPRESSION = regex.compile(
     rf"(?<![\p{{L}}\p{{N}}])(?:(?:from|between)\s+{_CORE}\s+(?:to|until|till|through|and)\s+{_CORE}"
     rf"|(?:(?:since|from|until|till|as\s+of|starting)\s+)?{_CORE})(?![\p{{L}}\p{{N}}])",
+    regex.IGNORECASE,
+)
+# The forms an LLM's facts and the turns they come from write beside those (stop 40): a season with its year ("fall
+# 2026", "the summer of 2019"), "in the fall", "in three weeks". Read by :func:`find_expressions` (the LLM fact check)
+# only: the rule path's :func:`find_anchor` keeps :data:`EXPRESSION`, whose cost is per character of every message,
+# and would not anchor a habit ("we go camping in the summer") or a loose plan ("in a few weeks") anyway.
+_WRITTEN = (
+    rf"(?:{_CORE[3:-1]}"
+    rf"|(?:in\s+)?(?:the\s+)?(?:{_SEASON_RX})\s+(?:of\s+)?(?:19|20)\d\d\b|in\s+the\s+(?:{_SEASON_RX})"
+    rf"|in\s+{_NUMBER_RX}\s+{_UNIT_RX})"
+)
+WRITTEN_EXPRESSION = regex.compile(
+    rf"(?<![\p{{L}}\p{{N}}])(?:(?:from|between)\s+{_CORE}\s+(?:to|until|till|through|and)\s+{_CORE}"
+    rf"|(?:(?:since|from|until|till|as\s+of|starting)\s+)?{_WRITTEN})(?![\p{{L}}\p{{N}}])",
     regex.IGNORECASE,
 )
 
@@ -99,11 +112,7 @@ _RANGE = regex.compile(rf"(?:from|between)\s+({_CORE})\s+(?:to|until|till|throug
 # In running text (a fact's sentence, not a time slot a rule captured) some forms are too ambiguous to
 # anchor a fact: a bare month ("I may", "we march"), a bare weekday ("Monday meetings"), a bare number
 # that looks like a year ("2000 tests"). They count only with a preposition, a day or a year attached.
-# "in the summer" and "in three weeks" too: often a habit ("we go camping in the summer") or a loose plan, read only by
-# the LLM fact check (stop 40).
-_AMBIGUOUS = regex.compile(
-    rf"(?:(?:early|late)\s+)?(?:{_MONTH_RX})|{_WEEKDAY_RX}|(?:19|20)\d\d|in\s+the\s+(?:{_SEASON_RX})"
-    rf"|in\s+{_NUMBER_RX}\s+{_UNIT_RX}")
+_AMBIGUOUS = regex.compile(rf"(?:(?:early|late)\s+)?(?:{_MONTH_RX})|{_WEEKDAY_RX}|(?:19|20)\d\d")
 # Every expression find_anchor accepts holds one of these words or a year-like number: a cheap test that
 # spares the full expression scan on the many sentences that hold no time at all.
 _TRIGGERS = frozenset(_WORDS_DATA["relative"]) | frozenset(_WORDS_DATA["seasons"]) | \
@@ -333,7 +342,7 @@ def resolve(expression: str, reference: datetime, *, future: bool = False) -> Pe
     if english == "2 years ago":  # 前年 names the whole year before last, not one day
         return _year(ref.year - 2, ref.tzinfo or timezone.utc)
     e = _normalise(english if english is not None else expression)
-    if not e or EXPRESSION.fullmatch(e) is None:
+    if not e or WRITTEN_EXPRESSION.fullmatch(e) is None:
         return None, None
     if m := _RANGE.fullmatch(e):
         first, last = _period(m.group(1), ref, future), _period(m.group(2), ref, future)
@@ -352,8 +361,9 @@ def resolve(expression: str, reference: datetime, *, future: bool = False) -> Pe
 
 
 def find_expressions(text: str) -> list[Span]:
-    """Every time expression :func:`resolve` understands, with its character offsets in ``text``."""
-    found = [Span(m.start(), m.end(), m.group()) for m in EXPRESSION.finditer(text)]
+    """Every time expression :func:`resolve` understands, with its character offsets in ``text`` (also the forms of
+    :data:`WRITTEN_EXPRESSION` that the rule path does not read)."""
+    found = [Span(m.start(), m.end(), m.group()) for m in WRITTEN_EXPRESSION.finditer(text)]
     if any("\u4e00" <= c <= "\u9fff" for c in text):
         found += [Span(m.start(), m.end(), m.group()) for m in ZH_EXPRESSION.finditer(text)]
         found.sort(key=lambda s: s.start)
