@@ -1569,7 +1569,8 @@ def _speakers_deed(term: str, terms: list[str], source: _Source, checks: _FactCh
 _OPEN_TIME = regex.compile(r"^(?:since|from|starting|as\s+of|until|till)\s+", regex.IGNORECASE)
 
 
-def _readings(expression: str, said_at: datetime, past: bool = False) -> list[tuple[datetime, datetime]]:
+@lru_cache(maxsize=1024)
+def _readings(expression: str, said_at: datetime, past: bool = False) -> tuple[tuple[datetime, datetime], ...]:
     """The periods a time expression may name said at ``said_at``: a weekday or month without a year is the last one
     or, unless its clause is in the past (``past``), the coming one ("staging is down Thursday" is the coming
     Thursday, "my grandma died in January" the last January), and an open one ("since Sunday", "starting Monday")
@@ -1581,7 +1582,7 @@ def _readings(expression: str, said_at: datetime, past: bool = False) -> list[tu
             start, end = resolve(_OPEN_TIME.sub("", expression), said_at, future=future)
         if start is not None and end is not None and (start, end) not in out:
             out.append((start, end))
-    return out
+    return tuple(out)
 
 
 def _periods(text: str, said_at: datetime, past: bool = False) -> list[tuple[datetime, datetime]]:
