@@ -26,6 +26,8 @@ persona chat, Switchboard) with facts written blind, frozen before the validator
 words, kinship, number and time restatements).
 ``--cases tune40`` runs bench/validate_tune40.py: stop 40's tuning set, written after blind8 was frozen (absolute dates,
 short facts, jobs said by what one does, soft deaths, more / fewer, number restatements).
+``--cases tune40b`` runs bench/validate_tune40b.py: stop 40b's tuning set (facts framed as something said, "User
+mentioned that they have a dog"; a field studied, a compound role or an ended state read as what the user is or has).
 ``--cases blind5`` runs bench/validate_blind5.py: an eighth set, dev turns from LoCoMo sessions, persona chats and
 Switchboard stretches no earlier set used, facts written blind and frozen before the validator changes of stop 37.
 ``--cases blind6`` runs bench/validate_blind6.py: a ninth set drawn the same way from what blind5 and the earlier sets
@@ -36,7 +38,7 @@ eleventh set, everyday and team chat turns written for it, with relative dates m
 asks; its module's ``SAID_AT`` is passed to the validator as the turns' timestamp (no other set has one).
 Each set reports the cost per fact (validation only, warm).
 
-Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3|blind4|blind5|blind6|blind7|blind8|tune36|tune38|tune39|tune40] [--verbose] [--json]
+Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3|blind4|blind5|blind6|blind7|blind8|tune36|tune38|tune39|tune40|tune40b] [--verbose] [--json]
 """
 
 from __future__ import annotations
@@ -149,7 +151,8 @@ SETS = {"heldout": ("validate_heldout", "HELDOUT"), "fresh": ("validate_fresh", 
         "blind5": ("validate_blind5", "BLIND5"), "blind6": ("validate_blind6", "BLIND6"),
         "blind7": ("validate_blind7", "BLIND7"), "blind8": ("validate_blind8", "BLIND8"),
         "tune36": ("validate_tune36", "TUNE36"), "tune38": ("validate_tune38", "TUNE38"),
-        "tune39": ("validate_tune39", "TUNE39"), "tune40": ("validate_tune40", "TUNE40")}
+        "tune39": ("validate_tune39", "TUNE39"), "tune40": ("validate_tune40", "TUNE40"),
+        "tune40b": ("validate_tune40b", "TUNE40B")}
 
 
 def main() -> None:
