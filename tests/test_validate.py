@@ -729,3 +729,94 @@ def test_talking_with_someone_is_no_talk_about_this_chat() -> None:
     trivial = validate._trivial_rx()
     assert trivial.search("User talked about their weekend") and trivial.search("User talked to the assistant")
     assert not trivial.search("User talked with Rita for an hour") and not trivial.search("User talks to their mom daily")
+
+
+# A fact told as something said is checked and stored without its frame (stop 40b): (turn, told, stored).
+REPORTED = [
+    ("I have a dog named Rex.", "User mentioned that they have a dog", "User has a dog"),
+    ("I'm a nurse at the children's hospital.", "User said they are a nurse", "User is a nurse"),
+    ("My sister is vegan.", "User shared that their sister is vegan", "User's sister is vegan"),
+    ("I love hiking in the mountains.", "The user expressed that they love hiking", "User loves hiking"),
+    ("We've been living in Portland for six years.", "User mentioned that they've been living in Portland",
+     "User has been living in Portland"),
+    ("I still have my old car.", "User noted that they still have their old car", "User still has their old car"),
+    ("I watch way too much TV.", "User revealed that they watch too much TV", "User watches too much TV"),
+    ("I have a dog named Rex.", "The user mentioned having a dog", "User has a dog"),
+    ("We use Postgres for everything.", "Team mentioned that they use Postgres", "Team uses Postgres"),
+]
+
+
+@pytest.mark.parametrize(("turn", "told", "stored"), REPORTED, ids=[t for _, t, _ in REPORTED])
+def test_a_reported_fact_is_stored_without_its_frame(turn: str, told: str, stored: str) -> None:
+    facts, _, _, rejections = validate_items({"facts": [{"content": told, "category": "other", "confidence": 0.9}]},
+                                             turn, settings=SETTINGS)
+    assert [f.content for f in facts] == [stored], rejections
+    assert repr(told) in facts[0].explanation.note  # the explanation keeps the wording the model used
+
+
+@pytest.mark.parametrize(("turn", "told", "reason"), [
+    ("I have a dog named Rex.", "User mentioned that they have a cat", "ungrounded"),
+    ("My sister is vegan.", "User shared that they are vegan", "other_subject"),
+    ("I love hiking in the mountains.", "The user expressed that they hate hiking", "ungrounded"),
+    ("I don't own a car.", "User said they own a car", "negation"),
+    # not rewritten cleanly: checked as written, about the conversation
+    ("I have a dog.", "User said he has a dog", "trivial"),
+    ("I'd love a dog someday.", "User mentioned that they'd like a dog", "trivial"),
+])
+def test_a_reported_invention_is_still_rejected(turn: str, told: str, reason: str) -> None:
+    passed, explain = _check(turn, told)
+    assert not passed and explain[0][1] == reason, explain
+    assert explain[0][0] == told
+
+
+def test_the_frame_rewrite_agrees_the_verb() -> None:
+    subjects = ("User", "Team")
+    assert validate._unreported("User said they carry a knife", subjects) == "User carries a knife"
+    assert validate._unreported("User said they watch anime", subjects) == "User watches anime"
+    assert validate._unreported("User said they were a teacher", subjects) == "User was a teacher"
+    assert validate._unreported("User said they don't eat meat", subjects) == "User doesn't eat meat"
+    assert validate._unreported("User said they moved to Ohio", subjects) == "User moved to Ohio"
+    assert validate._unreported("User said they can swim", subjects) == "User can swim"
+    assert validate._unreported("User has a dog", subjects) is None
+    assert validate._unreported("User mentioned a dog", subjects) is None
+
+
+# What ended is not current, and ends only what it names (stop 40b).
+@pytest.mark.parametrize(("turn", "content", "kept"), [
+    ("I gave up my car when I moved downtown, I walk everywhere now.", "User has a car", False),
+    ("I gave up my car when I moved downtown, I walk everywhere now.", "User had a car", True),
+    ("I gave up my car when I moved downtown, I walk everywhere now.", "User walks everywhere", True),
+    ("I got rid of my TV last year and honestly I read way more now.", "User has a TV", False),
+    ("I got rid of my TV last year and honestly I read way more now.", "User reads more", True),
+    ("I sold my motorcycle last spring.", "User has a motorcycle", False),
+    ("I sold my motorcycle last spring.", "User sold their motorcycle", True),
+    ("I've been so much calmer since I finished grad school.", "User is in grad school", False),
+    ("I've been so much calmer since I finished grad school.", "User finished grad school", True),
+    ("I've been so much calmer since I finished grad school.", "User feels calmer", True),
+    ("Since I finished college I've been working at my uncle's restaurant.", "User works at their uncle's restaurant",
+     True),
+])
+def test_an_ended_thing_is_not_current(turn: str, content: str, kept: bool) -> None:
+    passed, explain = _check(turn, content)
+    assert passed == kept, explain
+
+
+# A field studied is no job held, a compound role not its first word's role (stop 40b).
+@pytest.mark.parametrize(("turn", "content", "kept"), [
+    ("I study nursing at the community college.", "User is a nurse", False),
+    ("I study nursing at the community college.", "User studies nursing", True),
+    ("I study nursing at the community college.", "User is a nursing student", True),
+    ("Majoring in accounting, graduating in May hopefully.", "User is an accountant", False),
+    ("I'm a vet tech at a clinic downtown.", "User is a veterinarian", False),
+    ("I'm a vet tech at a clinic downtown.", "User is a vet tech", True),
+    ("I'm a pharmacy tech, the pay isn't great.", "User is a pharmacist", False),
+    ("I'm a law student, second year.", "User is a lawyer", False),
+    ("I'm a law student, second year.", "User is a law student", True),
+    ("I'm a nurse practitioner, been doing it for ten years.", "User is a nurse", True),
+    ("I'm a nurse and I study at night for my masters.", "User is a nurse", True),
+])
+def test_a_role_studied_or_compounded_is_not_held(turn: str, content: str, kept: bool) -> None:
+    passed, explain = _check(turn, content)
+    assert passed == kept, explain
+    if not kept:
+        assert explain[0][1] == "ungrounded", explain

@@ -273,6 +273,19 @@ def _fact_checks() -> _FactChecks:
                        frozenset(" ".join(h.replace("’", "'").split()[:2]) for h in heads))
 
 
+class _ReportingSpec(Spec):
+    """data/fact_senses.yaml ``reporting``: a fact framed as something said, and how its pronoun becomes the subject."""
+
+    verbs: list[Text]
+    pronoun: list[Text] = []
+    possessive: list[Text] = []
+    agree: dict[Text, Text] = {}
+    gerunds: dict[Text, Text] = {}
+    keep: list[Text] = []
+    adverbs: list[Text] = []
+    unclean: list[Text] = []
+
+
 class _SensesSpec(Spec):
     """data/fact_senses.yaml: how a fact and its source agree beyond their words (see the file)."""
 
@@ -299,6 +312,11 @@ class _SensesSpec(Spec):
     pointers: list[Text] = []
     appraisals: list[Text] = []
     ended_source: list[Text] = []
+    ended_own: list[Text] = []  # "gave up my": ends only what it names (stop 40b)
+    ended_own_gap: int = 3
+    studied: list[Text] = []  # "I study nursing" is no "User is a nurse" (stop 40b)
+    studied_gap: int = 4
+    role_heads: list[Text] = []  # "a vet tech" is no veterinarian (stop 40b)
     restate: list[list[Text]] = []  # [regex, words] pairs (checked in _restatements)
     age_decades: dict[Text, int] = {}  # "thirties" -> 30 (stop 39)
     age_decade_frame: Text = ""  # regex with a group ``decade``
@@ -312,6 +330,7 @@ class _SensesSpec(Spec):
     transitions: list[Text] = []
     destinations: list[Text] = []  # regexes with a group ``new`` (stop 40)
     directions: dict[Text, list[Text]] = {}  # "down" / "up" -> the words of a fall / a rise (stop 40)
+    reporting: _ReportingSpec | None = None  # "User mentioned that they ..." (stop 40b)
 
 
 class _PlacesSpec(Spec):
@@ -351,6 +370,7 @@ class _Senses:
     appraisal: Any = None  # regex: "sounds", "seems": a clause that only appraises
     opinion: Any = None  # regex: what makes a fact an opinion ("thinks", "finds")
     ended_source: Any = None  # regex: "lost my job": ends its clause of the source, a content word of a fact
+    ended_own: Any = None  # regex: "gave up my", "finished grad school" and the words after it that it ends (stop 40b)
 
 
 @lru_cache(maxsize=1)
@@ -394,7 +414,88 @@ def _senses() -> _Senses:
                    frozenset(w.casefold() for w in spec.thing_ends), _polarity(spec.modals),
                    regex.compile(rf"^(?:{_polarity(spec.pointers).pattern})", regex.IGNORECASE),
                    tuple((_side(a), _side(b)) for a, b in spec.converses), _polarity(spec.appraisals),
-                   _polarity(spec.opinions), _polarity(spec.ended_source))
+                   _polarity(spec.opinions), _polarity(spec.ended_source),
+                   regex.compile(rf"(?:{_polarity(spec.ended_own).pattern})(?:\s+(?!(?:i|i['’]m|i['’]ve|we|we['’]ve|and|but|so|to|since|because)(?![\p{{L}}'’]))[\p{{L}}\p{{N}}'’-]+){{0,{spec.ended_own_gap}}}",
+                                 regex.IGNORECASE) if spec.ended_own else None)
+
+
+_ES_ENDS = ("s", "sh", "ch", "x", "z", "o")
+
+
+def _third_person(verb: str) -> str:
+    """The -s form of a verb's base form ("love" -> "loves", "carry" -> "carries", "watch" -> "watches")."""
+    if verb.endswith("y") and len(verb) > 2 and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + ("es" if verb.endswith(_ES_ENDS) else "s")
+
+
+@lru_cache(maxsize=4)
+def _reporting_rx(subjects: tuple[str, ...]) -> Any:
+    """The frame of a fact told as something said, with the group ``rest`` (what follows it), or None."""
+    spec = _senses_spec().reporting
+    if spec is None or not spec.verbs:
+        return None
+    subject = "|".join(regex.escape(s) for s in subjects)
+    verbs = "|".join(r"\s+".join(regex.escape(w) for w in v.split()) for v in sorted(spec.verbs, key=len, reverse=True))
+    return regex.compile(rf"^(?:the\s+)?(?P<subject>{subject})\s+(?:{verbs})(?:\s+that)?\s+(?P<rest>.+)$",
+                         regex.IGNORECASE)
+
+
+_PRONOUN_HEAD = regex.compile(r"(?P<pronoun>\p{L}+)(?P<clitic>['’]\p{L}+)?(?=\s|$)")
+
+
+def _unreported(content: str, subjects: tuple[str, ...]) -> str | None:
+    """The fact without the frame that tells it as something said, its opening pronoun made the subject ("User
+    mentioned that they have a dog" -> "User has a dog", "User shared that their sister is vegan" -> "User's sister
+    is vegan"), or None when it has no such frame or the rewrite is not clean (data/fact_senses.yaml ``reporting``)."""
+    rx = _reporting_rx(subjects)
+    m = rx.match(content) if rx is not None else None
+    if m is None:
+        return None
+    spec = _senses_spec().reporting
+    assert spec is not None
+    subject = next(s for s in subjects if s.casefold() == m.group("subject").casefold())
+    rest = m.group("rest")
+    head = _PRONOUN_HEAD.match(rest)
+    if head is None:
+        return None
+    word, clitic = head.group("pronoun").casefold(), head.group("clitic")
+    after = rest[head.end():].strip()
+    if word in {w.casefold() for w in spec.possessive} and clitic is None:
+        return f"{subject}'s {after}" if after else None
+    gerunds = {k.casefold(): v for k, v in spec.gerunds.items()}
+    if word in gerunds and clitic is None and after:
+        return f"{subject} {gerunds[word]} {after}"
+    if word not in {w.casefold() for w in spec.pronoun}:
+        return None  # "User mentioned a dog", "User said he ...": not clean
+    agree = {k.casefold(): v for k, v in spec.agree.items()}
+    unclean = {w.casefold() for w in spec.unclean}
+    if clitic is not None:
+        verb = agree.get(clitic.casefold())
+        if verb is None or clitic.casefold() in unclean:
+            return None  # "they'd": had or would
+        return f"{subject} {verb} {after}".rstrip()
+    words = after.split(" ")
+    adverbs = sorted(({tuple(a.casefold().split()) for a in spec.adverbs}), key=len, reverse=True)
+    i = 0
+    while i < len(words):  # "they still have" -> "still has"
+        for a in adverbs:
+            if tuple(w.casefold() for w in words[i:i + len(a)]) == a:
+                i += len(a)
+                break
+        else:
+            break
+    if i >= len(words):
+        return None
+    verb = words[i]
+    low = verb.casefold()
+    if low in unclean or not regex.fullmatch(r"\p{Ll}[\p{L}'’-]*", verb):
+        return None
+    if low in agree:
+        verb = agree[low]
+    elif low not in {w.casefold() for w in spec.keep} and not _past_form(low) and "'" not in low and "’" not in low:
+        verb = _third_person(low)
+    return " ".join([subject, *words[:i], verb, *words[i + 1:]])
 
 
 def _side(words: list[str]) -> tuple[frozenset[str], Any]:
@@ -1126,6 +1227,8 @@ def _presupposed(content: str, clause: _Source) -> bool:
     thing, related = m.group("thing").casefold(), _fact_checks().related
     # "we lost our dog" says no dog now: a "my" / "our" inside a phrase of data/fact_senses.yaml ended_source (stop 39)
     lost = [(e.start(), e.end()) for e in _senses().ended_source.finditer(clause.text)]
+    if _senses().ended_own is not None:  # "I gave up my car" (stop 40b)
+        lost += [(e.start(), e.end()) for e in _senses().ended_own.finditer(clause.text)]
     return any(_Source(w, frozenset()).has_term(thing, related) for p in _MY.finditer(clause.text)
                if not any(start <= p.start() < end for start, end in lost)
                for w in p.group("thing").split()
@@ -1149,6 +1252,38 @@ def _role_of_another(content: str, source: _Source) -> str | None:
         said = [w.casefold() for w in words if _POSSESSIVE.sub("", w.casefold()) == role]
         if said and all(_POSSESSIVE.search(w) for w in said):
             return role
+    return None
+
+
+def _role_not_held(content: str, source: _Source, checks: _FactChecks) -> str | None:
+    """The role word of a fact that says what the user is ("User is a nurse") when every word of the source that
+    says it is only a field studied ("I study nursing") or the first word of another role ("a vet tech", "a nursing
+    student"), with what it is; else None (data/fact_senses.yaml ``studied``, ``role_heads``; stop 40b)."""
+    m = _ROLE.match(content)
+    spec = _senses_spec()
+    if m is None or not (spec.studied or spec.role_heads):
+        return None
+    heads = {w.casefold() for w in spec.role_heads}
+    studied = {w.casefold() for w in spec.studied}
+    if any(w.casefold() in heads or w.casefold() in studied for w in _WORD.findall(content)):
+        return None  # the fact says the compound or the studying itself: "User is a vet tech"
+    words = [w.casefold() for w in _WORD.findall(source.text)]
+    for g in ("first", "second"):
+        role = (m.group(g) or "").casefold()
+        if not role or role in source.stopwords:
+            continue
+        said = [i for i, w in enumerate(words) if _Source(w, frozenset()).has_term(role, checks.related)]
+        if not said:
+            continue
+        why = []
+        for i in said:
+            if i + 1 < len(words) and words[i + 1] in heads:
+                why.append(f"part of {words[i]} {words[i + 1]!r}")
+            elif not studied.isdisjoint(words[max(0, i - spec.studied_gap):i]):
+                why.append(f"{words[i]!r} only studied")
+            else:
+                return None
+        return f"{role!r} is not what the user is in the source: {why[0]}"
     return None
 
 
@@ -1434,6 +1569,16 @@ def _after_ended(text: str, senses: _Senses, terms: list[str], checks: _FactChec
         and not any(before.has_term(t, checks.related) for t in terms)
 
 
+def _ended_own(text: str, senses: _Senses, terms: Iterable[str], checks: _FactChecks | None) -> bool:
+    """Whether a phrase of data/fact_senses.yaml ``ended_own`` in ``text`` ends a word of the fact, in it or in the
+    words after it: "I gave up my car" ends the car, not "I walk everywhere now" (stop 40b)."""
+    if senses.ended_own is None or checks is None:
+        return False
+    terms = list(terms)
+    return any(_Source(m.group(), frozenset()).has_term(t, checks.related) for m in senses.ended_own.finditer(text)
+               for t in terms)
+
+
 def _ended_differs(content: str, clause: _Source, senses: _Senses, replaced: bool = False,
                    terms: Iterable[str] = (), checks: _FactChecks | None = None) -> str | None:
     """What is wrong when the fact and its clause disagree on whether it ended ("User has a dog" from "I used to
@@ -1449,7 +1594,7 @@ def _ended_differs(content: str, clause: _Source, senses: _Senses, replaced: boo
         # year", "a retired mailman" (stop 39)
     text = _without_exes(clause.text, terms, checks)
     clause_ended = clause.ended or senses.ended.search(text) is not None or since.search(text) is not None \
-        or senses.ended_source.search(text) is not None
+        or senses.ended_source.search(text) is not None or _ended_own(text, senses, terms, checks)
     if clause_ended and not fact_ended and _after_ended(text, senses, list(terms), checks):
         clause_ended = False  # "I gave up my car last year and bike everywhere now": the biking did not end (stop 40)
     if clause_ended and not fact_ended:
@@ -2076,6 +2221,9 @@ def _fact_rejection(
     role = _role_of_another(content, source)
     if role is not None:
         return "ungrounded", f"unsupported: {role!r} is only someone's in the source ({role}'s ...)", spans, grounded
+    held = _role_not_held(content, source, checks)
+    if held is not None:
+        return "ungrounded", "unsupported: " + held, spans, grounded
     apart = _apart(content, grounded, source, checks)
     if apart is not None:
         return "ungrounded", "unsupported: " + apart, spans, grounded
@@ -2122,6 +2270,10 @@ def _validate_fact(
         rejections["malformed"] += 1
         return None
     content = " ".join(item["content"].split())
+    told = content
+    unreported = _unreported(content, (settings.user_subject, settings.team_subject))
+    if unreported is not None:  # "User mentioned that they have a dog" is checked and stored as "User has a dog"
+        content = unreported
     names_raw = item.get("entities") or []
     if not isinstance(names_raw, list):
         names_raw = []
@@ -2142,6 +2294,8 @@ def _validate_fact(
                     reason, detail, spans, grounded = second
                     break
     note = "validated against source"
+    if content != told:
+        note += f"; told as {told!r}"
     if reason is None and not _category_fits(content, category, _fact_checks()):
         # The words are the source's; only the label is wrong ("User mostly reads fiction" as a preference). The
         # fact is kept as "other": a label the words do not bear must not drive what a category does (a
@@ -2152,7 +2306,7 @@ def _validate_fact(
         rejections[reason] += 1
         logger.debug("LLM fact rejected, %s (%s): %r", reason, detail, content)
         if explain is not None:
-            explain.append((content, reason, detail))
+            explain.append((told, reason, detail if content == told else f"read as {content!r}: {detail}"))
         return None
     entity_names: list[str] = []
     for name, span in zip(names, spans):
