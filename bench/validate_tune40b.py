@@ -8,7 +8,8 @@ tech" no pharmacist), and a state that ended is not current ("since I finished g
 school", "I gave up my car" no "User has a car").
 
 Each case is (turn, true facts, invented facts), facts as (content, category), phrased as a small model writes them.
-Written before the validator changes of stop 40b, measured before and after. Turns: 24.
+Written in two batches: the first before the validator changes of stop 40b, measured before and after; the second
+after the first batch's changes, measured before its own. Turns: 34.
 """
 
 from __future__ import annotations
@@ -119,4 +120,43 @@ TUNE40B: list[Case] = [
     ("I sold my motorcycle last spring, too many close calls.",
      [("User sold their motorcycle", "other"), ("User had a motorcycle", "other")],
      [("User has a motorcycle", "identity"), ("User bought a motorcycle", "other")]),
+    # second batch, written after the first batch's changes (stop 40b)
+    ("We moved everything to GitHub Actions last month, Jenkins was a pain.",
+     [("Team mentioned that they moved to GitHub Actions", "technology"), ("Team said they use GitHub Actions", "technology"),
+      ("Team mentioned that they used to use Jenkins", "technology")],
+     [("Team mentioned that they use Jenkins", "technology"), ("Team said they moved to GitLab CI", "technology"),
+      ("Team said that they like Jenkins", "preference")]),
+    ("My daughter just started kindergarten and I cried the whole drive home.",
+     [("User mentioned that they have a daughter", "relationship"), ("User shared that their daughter started kindergarten", "relationship"),
+      ("User said they cried after dropping off their daughter", "other")],
+     [("User mentioned that they have a son", "relationship"), ("User shared that their daughter started first grade", "relationship"),
+      ("User said that they started kindergarten", "other")]),
+    ("I don't really cook, my wife does most of it.",
+     [("User mentioned that they don't cook much", "identity"), ("User said that their wife does the cooking", "relationship"),
+      ("User mentioned that they are married", "relationship")],
+     [("User mentioned that they cook most of the meals", "identity"), ("User said that they love cooking", "preference"),
+      ("User mentioned that their husband cooks", "relationship")]),
+    ("I'm training to be an electrician, two more years of apprenticeship.",
+     [("User is training to be an electrician", "identity"), ("User is an apprentice", "identity"),
+      ("User mentioned that they are training to be an electrician", "identity")],
+     [("User is an electrician", "identity"), ("User said they are a plumber", "identity")]),
+    ("I'm in nursing school, clinicals start next month.",
+     [("User is in nursing school", "identity"), ("User is a nursing student", "identity"), ("User is a student", "identity")],
+     [("User is a nurse", "identity"), ("User works at a hospital", "identity")]),
+    ("I'm a dental hygienist, been at the same practice eight years.",
+     [("User is a dental hygienist", "identity"), ("User has worked at the same practice for eight years", "identity")],
+     [("User is a dentist", "identity"), ("User has been a dental hygienist for two years", "identity")]),
+    ("We sold our house in March and we're renting for now.",
+     [("User sold their house", "other"), ("User is renting", "identity"), ("User had a house", "other")],
+     [("User owns a house", "identity"), ("User bought a house in March", "other")]),
+    ("Since I finished my degree I've been job hunting nonstop.",
+     [("User finished their degree", "other"), ("User is looking for a job", "identity"), ("User has a degree", "identity")],
+     [("User is a student", "identity"), ("User has a job", "identity")]),
+    ("Graduating in December, hopefully with honors.",
+     [("User plans to graduate in December", "decision"), ("User is a student", "identity")],
+     [("User graduated in December", "other"), ("User graduated with honors", "other")]),
+    ("My brother is a paramedic, I'm an accountant.",
+     [("User shared that they are an accountant", "identity"), ("User mentioned that their brother is a paramedic", "relationship"),
+      ("User said they have a brother", "relationship")],
+     [("User said they are a paramedic", "identity"), ("User mentioned that their brother is an accountant", "relationship")]),
 ]
