@@ -820,3 +820,8 @@ def test_a_role_studied_or_compounded_is_not_held(turn: str, content: str, kept:
     assert passed == kept, explain
     if not kept:
         assert explain[0][1] == "ungrounded", explain
+
+
+def test_a_degree_finished_is_still_had() -> None:
+    assert _check("Since I finished my degree I've been job hunting nonstop.", "User has a degree")[0]
+    assert not _check("I've been so much calmer since I finished grad school.", "User is a grad student")[0]
