@@ -700,3 +700,17 @@ _TURN = "My wife and I adopted two kittens last month; I've been reading a lot a
 def test_grounding_accepts_paraphrase_rejects_added_content(content: str, passes: bool) -> None:
     facts, _, _, rejections = _validate([dict(_fact(content), category="other")], source=_TURN)
     assert (len(facts), dict(rejections)) == ((1, {}) if passes else (0, {"ungrounded": 1}))
+
+
+def test_a_fact_told_as_something_said_comes_back_without_its_frame(fake: FakeOllama, settings: Settings) -> None:
+    reply = {"facts": [
+        {"content": "User mentioned that they have a dog named Rex", "category": "identity", "confidence": 0.9},
+        {"content": "User has a dog named Rex", "category": "identity", "confidence": 0.9},
+        {"content": "User said that they have a cat", "category": "identity", "confidence": 0.9},
+    ]}
+    fake.script(json.dumps(reply))
+    result = _extract(settings, text="I have a dog named Rex, he's a total goofball.")
+    assert [f.content for f in result.facts] == ["User has a dog named Rex"]  # stored rewritten, and once
+    assert "told as 'User mentioned that they have a dog named Rex'" in result.facts[0].explanation.note
+    assert result.facts[0].subject == "User"
+    assert dict(result.rejections) == {"duplicate": 1, "ungrounded": 1}

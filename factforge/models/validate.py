@@ -33,7 +33,11 @@ that ends only themselves, "with my kids" as an object, before / after as two si
 grounded by its own words and their equals only ("User has no pets" is more than "I don't have a dog"). Stop 40 added
 dates made absolute (a weekday or month without a year read both ways unless the fact is told in the past, an open time
 by its start), a first time that is not many times, who visits whom, where a change went ("Team moved to Jenkins" from
-"from Jenkins to ..."), a fall or rise said by two amounts, and everyday and team-chat words as data. Each rejection
+"from Jenkins to ..."), a fall or rise said by two amounts, and everyday and team-chat words as data. Stop 40b added a
+fact told as something said, checked and stored without its frame ("User mentioned that they have a dog" -> "User has a
+dog", data/fact_senses.yaml ``reporting``), a role only studied or the first word of another role ("I study nursing",
+"a vet tech": no nurse, no veterinarian) and what ends only the thing it names ("I gave up my car", "since I finished
+grad school"). Each rejection
 names what was unsupported (``explain`` of :func:`validate_items`). A grounded fact whose category has no cue in
 its words ("User mostly reads fiction" as a preference) is kept as "other", its explanation saying so. The floor
 (words, a content word and a clause, not characters), the word lists and the cue words each category needs live in
