@@ -59,6 +59,8 @@ _SHORT_SENTENCE = 8
 # Messages up to this many characters have their decision cached (:attr:`Gatekeeper.decision_cache`).
 _CACHED_CHARS = 500
 _CLAUSE_MARKS = ",，、:：;"
+# Word kinds read as sets of single words (talk to the listener, :meth:`Gatekeeper._to_listener`).
+_SINGLE_WORD_KINDS = ("listener", "anchors", "anchor_endings")
 
 
 def _is_cjk(ch: str) -> bool:
@@ -314,6 +316,11 @@ class Gatekeeper:
     closed_shapes: Mapping[str, tuple[Shape, ...]]
     open_shapes: Mapping[str, tuple[Shape, ...]]
     reason_priority: tuple[str, ...]
+    # Talk to the listener (:meth:`_to_listener`): its words, the words that keep a sentence (first person, names'
+    # stand-in, instruction words and ``anchors``), and word endings that keep one unless the word is social.
+    listener_words: frozenset[str]
+    anchor_words: frozenset[str]
+    anchor_endings: tuple[str, ...]
     min_cjk_chars: int
     min_letters: int
     max_social_tokens: int
@@ -398,29 +405,36 @@ class Gatekeeper:
         sentences = self._sentences(text)
         if not sentences:
             return GateDecision(False, "empty", "no words")
+        # Sentence by sentence: social talk (read by the shapes in a short message only: a long one is never just
+        # "thanks"), a question, or talk to the listener with nothing of the speaker in it each carry no fact; the
+        # first sentence that is none of these passes the message.
         social = sum(len(s.words) for s in sentences) <= self.max_social_tokens
         kinds: set[str] = set()
-        first = None  # the first content sentence
-        for i, sentence in enumerate(sentences):
-            sentence_kinds = self._social_kinds(_social_words(self, sentence)) if social else None
-            if sentence_kinds is None:
-                first = i
-                break
-            kinds.update(sentence_kinds)
-        if first is None:
+        question = None  # why the first question is one
+        listener = False
+        for sentence in sentences:
+            words = _social_words(self, sentence)
+            if social:
+                sentence_kinds = self._social_kinds(words)
+                if sentence_kinds is not None:
+                    kinds.update(sentence_kinds)
+                    continue
+            asked = self._question(sentence)
+            if asked is not None:
+                question = question or asked
+                continue
+            if self._to_listener(words):
+                listener = True
+                continue
+            break
+        else:
+            if question is not None:
+                return GateDecision(False, "question", question)
+            if listener:
+                return GateDecision(False, "reaction", "every sentence is social talk, a question or talk to the "
+                                    "listener with nothing of the speaker")
             reason = next((k for k in self.reason_priority if k in kinds), "filler")
             return GateDecision(False, reason, "whole message is " + ", ".join(sorted(kinds)))
-        # A message is a question only when every content sentence is one: the first statement settles it. The
-        # sentences after the first content one are asked the cheap question first: a question, social or not,
-        # settles nothing, so only a statement needs the social check (a social one is no content sentence).
-        first_question = self._question(sentences[first])
-        if first_question is not None:
-            for sentence in sentences[first + 1:]:
-                if self._question(sentence) is None and not (
-                        social and self._social_kinds(_social_words(self, sentence)) is not None):
-                    break
-            else:
-                return GateDecision(False, "question", first_question)
         cjk, letters = self._size(sentences)
         if cjk < self.min_cjk_chars and letters < self.min_letters:
             return GateDecision(False, "too_short", f"{cjk} CJK characters, {letters} letters")
@@ -573,6 +587,32 @@ class Gatekeeper:
         if ends_question and not self._states_first_person(sentence.words):
             return "question mark without a first-person statement"
         return None
+
+    def _to_listener(self, words: list[str]) -> bool:
+        """Whether a sentence holds nothing that could be a fact of the speaker's, every clause of it speaking to or
+        about the listener (a word of ``listener``) or social talk: "Your passion and commitment are awesome", "You
+        put so much effort into it, keep it up". Never with a first-person word, a name, a number, an instruction
+        word (``open_tail_stop``) or another anchor (a third person, a time, a past tense, a view): not "You should
+        come to my party", "You met her last year" or "Talking about it is crucial, and you're so brave"."""
+        if len(words) > self.max_social_tokens:
+            return False
+        anchors, endings, vocabulary = self.anchor_words, self.anchor_endings, self.vocabulary
+        for word in words:
+            if word in anchors or word == NAME:
+                return False
+            if not word.isalpha() and any(ch.isdigit() for ch in word):
+                return False
+            if endings and word.endswith(endings) and word not in vocabulary and len(word) > 4:
+                return False
+        listener = self.listener_words
+        start = 0
+        for i in range(len(words) + 1):
+            if i == len(words) or words[i] == ",":
+                clause = words[start:i]
+                start = i + 1
+                if clause and listener.isdisjoint(clause) and self._social_kinds(clause) is None:
+                    return False
+        return True
 
     def _aux_then_subject(self, words: list[str], i: int) -> bool:
         """An auxiliary at ``i`` followed by a subject: the inverted word order of a question ("do you")."""
@@ -869,6 +909,8 @@ def _build(patterns_dir: Path) -> Gatekeeper:
                 phrase = _tokenise_phrase(tokenizer, value)
                 if not phrase:
                     problems.add(f"{patterns_dir / 'gate.yaml'}: languages.{lang}.{key}", f"{value!r} has no words")
+                elif key in _SINGLE_WORD_KINDS and len(phrase) != 1:
+                    problems.add(f"{patterns_dir / 'gate.yaml'}: languages.{lang}.{key}", f"{value!r} is not one word")
                 elif key in SOCIAL_KINDS:
                     # A phrase listed under two kinds keeps the first (languages are read in file order).
                     social.setdefault(phrase, key)
@@ -894,6 +936,10 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         closed_shapes={w: c for w, sl in shapes.items() if (c := tuple(x for x in sl if not x.stop))},
         open_shapes={w: o for w, sl in shapes.items() if (o := tuple(x for x in sl if x.stop))},
         reason_priority=tuple(gate.reason_priority),
+        listener_words=frozenset(w for p in words["listener"] for w in p),
+        anchor_words=frozenset(w for kind in ("first_person", "open_tail_stop", "anchors") for p in words[kind]
+                               for w in p),
+        anchor_endings=tuple(p[0] for p in words["anchor_endings"]),
         min_cjk_chars=gate.thresholds.min_cjk_chars,
         min_letters=gate.thresholds.min_letters,
         max_social_tokens=gate.thresholds.max_social_tokens,

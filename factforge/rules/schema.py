@@ -185,7 +185,7 @@ class FactsFileSpec(Spec):
 SOCIAL_KINDS: tuple[str, ...] = ("greeting", "thanks", "goodbye", "acknowledgement", "reaction", "filler")
 REASONS: tuple[str, ...] = ("empty", "injection", *SOCIAL_KINDS, "question", "too_short")
 WORD_KINDS: tuple[str, ...] = ("wh_words", "aux_words", "subject_words", "first_person", "question_particles",
-                                "bare_answers", "open_tail_stop")
+                                "bare_answers", "open_tail_stop", "listener", "anchors", "anchor_endings")
 SocialKind = Annotated[str, _one_of(SOCIAL_KINDS)]
 
 
