@@ -60,7 +60,7 @@ _SHORT_SENTENCE = 8
 _CACHED_CHARS = 500
 _CLAUSE_MARKS = ",，、:：;"
 # Word kinds read as sets of single words (talk to the listener, :meth:`Gatekeeper._to_listener`).
-_SINGLE_WORD_KINDS = ("listener", "anchors", "anchor_endings")
+_SINGLE_WORD_KINDS = ("listener", "anchors", "anchor_endings", "generic_anchors", "views")
 
 
 def _is_cjk(ch: str) -> bool:
@@ -321,6 +321,13 @@ class Gatekeeper:
     listener_words: frozenset[str]
     anchor_words: frozenset[str]
     anchor_endings: tuple[str, ...]
+    # A clause with none of the ``generic_anchors`` (a definite or third-person subject) and one of these words (an
+    # evaluation) is a general remark: "Animals are amazing", "Yoga is a great way to relax".
+    generic_anchors: frozenset[str]
+    truism_cues: frozenset[str]
+    # Words of a view (``views``): a message that holds one is never dropped as talk to the listener.
+    view_words: frozenset[str]
+    first_person_words: frozenset[str]
     min_cjk_chars: int
     min_letters: int
     max_social_tokens: int
@@ -411,7 +418,7 @@ class Gatekeeper:
         social = sum(len(s.words) for s in sentences) <= self.max_social_tokens
         kinds: set[str] = set()
         question = None  # why the first question is one
-        listener = False
+        listener = general = False  # talk to the listener; a general remark among it
         for sentence in sentences:
             words = _social_words(self, sentence)
             if social:
@@ -423,18 +430,26 @@ class Gatekeeper:
             if asked is not None:
                 question = question or asked
                 continue
-            if self._to_listener(words):
+            talk = self._to_listener(words)
+            if talk is not None:
                 listener = True
+                general = general or talk == "general"
                 continue
             break
         else:
-            if question is not None:
-                return GateDecision(False, "question", question)
-            if listener:
-                return GateDecision(False, "reaction", "every sentence is social talk, a question or talk to the "
-                                    "listener with nothing of the speaker")
-            reason = next((k for k in self.reason_priority if k in kinds), "filler")
-            return GateDecision(False, reason, "whole message is " + ", ".join(sorted(kinds)))
+            # A view ("Finding support is key") in a message the shapes read as social talk alone stays social; next
+            # to talk to the listener it is taken as the speaker's own, which the patterns read: the message passes.
+            # So does a general remark next to a first-person one: "Queen is great! I love them too."
+            if not (listener and any(not self.view_words.isdisjoint(s.words)
+                                     or (general and not self.first_person_words.isdisjoint(s.words))
+                                     for s in sentences)):
+                if question is not None:
+                    return GateDecision(False, "question", question)
+                if listener:
+                    return GateDecision(False, "reaction", "every sentence is social talk, a question or talk to "
+                                        "the listener with nothing of the speaker")
+                reason = next((k for k in self.reason_priority if k in kinds), "filler")
+                return GateDecision(False, reason, "whole message is " + ", ".join(sorted(kinds)))
         cjk, letters = self._size(sentences)
         if cjk < self.min_cjk_chars and letters < self.min_letters:
             return GateDecision(False, "too_short", f"{cjk} CJK characters, {letters} letters")
@@ -588,31 +603,42 @@ class Gatekeeper:
             return "question mark without a first-person statement"
         return None
 
-    def _to_listener(self, words: list[str]) -> bool:
-        """Whether a sentence holds nothing that could be a fact of the speaker's, every clause of it speaking to or
-        about the listener (a word of ``listener``) or social talk: "Your passion and commitment are awesome", "You
-        put so much effort into it, keep it up". Never with a first-person word, a name, a number, an instruction
-        word (``open_tail_stop``) or another anchor (a third person, a time, a past tense, a view): not "You should
-        come to my party", "You met her last year" or "Talking about it is crucial, and you're so brave"."""
+    def _to_listener(self, words: list[str]) -> str | None:
+        """Whether a sentence holds nothing that could be a fact of the speaker's: every clause of it speaks to or
+        about the listener (a word of ``listener``: "Your passion and commitment are awesome", "You put so much
+        effort into it"), is social talk, or is a general remark (no definite or third-person subject, an
+        evaluation: "Animals are amazing"). Never with a first-person word, a name, a number, an instruction word
+        (``open_tail_stop``) or another anchor (a third person, a time, a past tense, a view): not "You should come
+        to my party", "You met her last year" or "Talking about it is crucial, and you're so brave".
+
+        "general" when a clause is a general remark, "listener" when none is, None when the sentence may hold a
+        fact."""
         if len(words) > self.max_social_tokens:
-            return False
+            return None
         anchors, endings, vocabulary = self.anchor_words, self.anchor_endings, self.vocabulary
         for word in words:
             if word in anchors or word == NAME:
-                return False
+                return None
             if not word.isalpha() and any(ch.isdigit() for ch in word):
-                return False
+                return None
             if endings and word.endswith(endings) and word not in vocabulary and len(word) > 4:
-                return False
-        listener = self.listener_words
+                return None
+        listener, generic, cues = self.listener_words, self.generic_anchors, self.truism_cues
         start = 0
+        kind = "listener"
         for i in range(len(words) + 1):
             if i == len(words) or words[i] == ",":
                 clause = words[start:i]
                 start = i + 1
-                if clause and listener.isdisjoint(clause) and self._social_kinds(clause) is None:
-                    return False
-        return True
+                if not clause or not listener.isdisjoint(clause):
+                    continue
+                if self._social_kinds(clause) is not None:
+                    continue
+                if generic.isdisjoint(clause) and not cues.isdisjoint(clause):
+                    kind = "general"
+                    continue
+                return None
+        return kind
 
     def _aux_then_subject(self, words: list[str], i: int) -> bool:
         """An auxiliary at ``i`` followed by a subject: the inverted word order of a question ("do you")."""
@@ -740,6 +766,11 @@ def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
     return out
 
 
+def _class_phrases(gate: GateFileSpec, name: str, tokenizer: regex.Pattern[str]) -> list[tuple[str, ...]]:
+    """The phrases of the shape class ``name`` as token tuples (none if there is no such class)."""
+    return [_tokenise_phrase(tokenizer, value) for value in gate.shapes.classes.get(name, ())]
+
+
 def _tokenise_phrase(tokenizer: regex.Pattern[str], phrase: str) -> tuple[str, ...]:
     return tuple(tokenizer.findall(straight_quotes(phrase.lower())))
 
@@ -761,6 +792,9 @@ def _load_gate(path: Path, problems: Problems) -> GateFileSpec | None:
                 problems.add(where, f"shapes.kinds.{kind}: {text!r}: {REST!r} takes no ? or *")
             if slots and all(mod or name == REST for name, mod in slots):
                 problems.add(where, f"shapes.kinds.{kind}: {text!r} has no required class, so it matches nothing")
+    for name in gate.truism_cues:
+        if name not in gate.shapes.classes:
+            problems.add(where, f"truism_cues: {name!r} is not a class of shapes.classes")
     return gate
 
 
@@ -937,9 +971,14 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         open_shapes={w: o for w, sl in shapes.items() if (o := tuple(x for x in sl if x.stop))},
         reason_priority=tuple(gate.reason_priority),
         listener_words=frozenset(w for p in words["listener"] for w in p),
-        anchor_words=frozenset(w for kind in ("first_person", "open_tail_stop", "anchors") for p in words[kind]
+        anchor_words=frozenset(w for kind in ("first_person", "open_tail_stop", "anchors", "views") for p in words[kind]
                                for w in p),
         anchor_endings=tuple(p[0] for p in words["anchor_endings"]),
+        generic_anchors=frozenset(p[0] for p in words["generic_anchors"]),
+        view_words=frozenset(p[0] for p in words["views"]),
+        first_person_words=frozenset(w for p in words["first_person"] for w in p),
+        truism_cues=frozenset(p[0] for name in gate.truism_cues for p in _class_phrases(gate, name, tokenizer)
+                              if len(p) == 1),
         min_cjk_chars=gate.thresholds.min_cjk_chars,
         min_letters=gate.thresholds.min_letters,
         max_social_tokens=gate.thresholds.max_social_tokens,
