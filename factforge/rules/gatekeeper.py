@@ -630,11 +630,17 @@ class Gatekeeper:
             if i == len(words) or words[i] == ",":
                 clause = words[start:i]
                 start = i + 1
-                if not clause or not listener.isdisjoint(clause):
+                if not clause:
                     continue
                 if self._social_kinds(clause) is not None:
                     continue
-                if generic.isdisjoint(clause) and not cues.isdisjoint(clause):
+                # Without an evaluation a clause may tell how things go for the speaker, "you" meaning anyone ("you
+                # call this number", "you can smell ether in the air sometimes").
+                if cues.isdisjoint(clause):
+                    return None
+                if not listener.isdisjoint(clause):
+                    continue
+                if generic.isdisjoint(clause):
                     kind = "general"
                     continue
                 return None
@@ -977,8 +983,9 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         generic_anchors=frozenset(p[0] for p in words["generic_anchors"]),
         view_words=frozenset(p[0] for p in words["views"]),
         first_person_words=frozenset(w for p in words["first_person"] for w in p),
+        # A word of degree is no evaluation of its own ("pretty", "kind of", "real quick").
         truism_cues=frozenset(p[0] for name in gate.truism_cues for p in _class_phrases(gate, name, tokenizer)
-                              if len(p) == 1),
+                              if len(p) == 1) - {p[0] for p in _class_phrases(gate, "degree", tokenizer)},
         min_cjk_chars=gate.thresholds.min_cjk_chars,
         min_letters=gate.thresholds.min_letters,
         max_social_tokens=gate.thresholds.max_social_tokens,
