@@ -60,7 +60,7 @@ _SHORT_SENTENCE = 8
 _CACHED_CHARS = 500
 _CLAUSE_MARKS = ",，、:：;"
 # Word kinds read as sets of single words (talk to the listener, :meth:`Gatekeeper._to_listener`).
-_SINGLE_WORD_KINDS = ("listener", "anchors", "anchor_endings", "generic_anchors", "views")
+_SINGLE_WORD_KINDS = ("listener", "anchors", "anchor_endings", "generic_anchors", "views", "general_verbs")
 
 
 def _is_cjk(ch: str) -> bool:
@@ -328,6 +328,7 @@ class Gatekeeper:
     # Words of a view (``views``): a message that holds one is never dropped as talk to the listener.
     view_words: frozenset[str]
     first_person_words: frozenset[str]
+    general_verbs: frozenset[str]
     min_cjk_chars: int
     min_letters: int
     max_social_tokens: int
@@ -640,7 +641,9 @@ class Gatekeeper:
                     return None
                 if not listener.isdisjoint(clause):
                     continue
-                if generic.isdisjoint(clause):
+                # A general remark says what something is: without a verb of being ("just relaxing and listening to
+                # some music") it tells what the speaker does.
+                if generic.isdisjoint(clause) and any(w in self.general_verbs or w.endswith("'s") for w in clause):
                     kind = "general"
                     continue
                 return None
@@ -983,6 +986,7 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         generic_anchors=frozenset(p[0] for p in words["generic_anchors"]),
         view_words=frozenset(p[0] for p in words["views"]),
         first_person_words=frozenset(w for p in words["first_person"] for w in p),
+        general_verbs=frozenset(p[0] for p in words["general_verbs"]),
         # A word of degree is no evaluation of its own ("pretty", "kind of", "real quick").
         truism_cues=frozenset(p[0] for name in gate.truism_cues for p in _class_phrases(gate, name, tokenizer)
                               if len(p) == 1) - {p[0] for p in _class_phrases(gate, "degree", tokenizer)},
