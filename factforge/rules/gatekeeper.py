@@ -59,6 +59,8 @@ _SHORT_SENTENCE = 8
 # Messages up to this many characters have their decision cached (:attr:`Gatekeeper.decision_cache`).
 _CACHED_CHARS = 500
 _CLAUSE_MARKS = ",，、:：;"
+# Social kinds that say nothing of the speaker even in the first person ("Thanks for sharing it with me").
+_COURTESY = frozenset({"thanks", "greeting", "goodbye"})
 # Word kinds read as sets of single words (talk to the listener, :meth:`Gatekeeper._to_listener`).
 _SINGLE_WORD_KINDS = ("listener", "anchors", "anchor_endings", "generic_anchors", "views", "general_verbs")
 
@@ -419,31 +421,30 @@ class Gatekeeper:
         social = sum(len(s.words) for s in sentences) <= self.max_social_tokens
         kinds: set[str] = set()
         question = None  # why the first question is one
-        listener = general = False  # talk to the listener; a general remark among it
+        listener = False  # talk to the listener or a general remark
+        own = False  # a reaction or an agreement in the first person ("Me too!", "I love them too"), not thanks
         for sentence in sentences:
             words = _social_words(self, sentence)
             if social:
                 sentence_kinds = self._social_kinds(words)
                 if sentence_kinds is not None:
                     kinds.update(sentence_kinds)
+                    own = own or (sentence_kinds.isdisjoint(_COURTESY) and not self.first_person_words.isdisjoint(words))
                     continue
             asked = self._question(sentence)
             if asked is not None:
                 question = question or asked
                 continue
-            talk = self._to_listener(words)
-            if talk is not None:
+            if self._to_listener(words):
                 listener = True
-                general = general or talk == "general"
                 continue
             break
         else:
-            # A view ("Finding support is key") in a message the shapes read as social talk alone stays social; next
-            # to talk to the listener it is taken as the speaker's own, which the patterns read: the message passes.
-            # So does a general remark next to a first-person one: "Queen is great! I love them too."
-            if not (listener and any(not self.view_words.isdisjoint(s.words)
-                                     or (general and not self.first_person_words.isdisjoint(s.words))
-                                     for s in sentences)):
+            # A view ("Finding support is key") or a reaction in the first person ("Queen is great! I love them too.",
+            # "Me too! It's the perfect music to get you pumped up.") in a message the shapes read as social talk alone
+            # stays social; next to talk to the listener or a general remark it may be the speaker's own: the message
+            # passes.
+            if not (listener and (own or any(not self.view_words.isdisjoint(s.words) for s in sentences))):
                 if question is not None:
                     return GateDecision(False, "question", question)
                 if listener:
@@ -604,29 +605,25 @@ class Gatekeeper:
             return "question mark without a first-person statement"
         return None
 
-    def _to_listener(self, words: list[str]) -> str | None:
-        """Whether a sentence holds nothing that could be a fact of the speaker's: every clause of it speaks to or
-        about the listener (a word of ``listener``: "Your passion and commitment are awesome", "You put so much
-        effort into it"), is social talk, or is a general remark (no definite or third-person subject, an
-        evaluation: "Animals are amazing"). Never with a first-person word, a name, a number, an instruction word
-        (``open_tail_stop``) or another anchor (a third person, a time, a past tense, a view): not "You should come
-        to my party", "You met her last year" or "Talking about it is crucial, and you're so brave".
-
-        "general" when a clause is a general remark, "listener" when none is, None when the sentence may hold a
-        fact."""
+    def _to_listener(self, words: list[str]) -> bool:
+        """Whether a sentence holds nothing that could be a fact of the speaker's: every clause of it is social talk,
+        speaks to or about the listener (a word of ``listener``) with an evaluation ("Your passion and commitment are
+        awesome"), or is a general remark (an evaluation of something, no definite or third-person subject: "Animals
+        are amazing"). Never with a first-person word, a name, a number, an instruction word (``open_tail_stop``) or
+        another anchor (a third person, a time, a past tense, a view): not "You should come to my party", "You met
+        her last year" or "Talking about it is crucial, and you're so brave"."""
         if len(words) > self.max_social_tokens:
-            return None
+            return False
         anchors, endings, vocabulary = self.anchor_words, self.anchor_endings, self.vocabulary
         for word in words:
             if word in anchors or word == NAME:
-                return None
+                return False
             if not word.isalpha() and any(ch.isdigit() for ch in word):
-                return None
+                return False
             if endings and word.endswith(endings) and word not in vocabulary and len(word) > 4:
-                return None
+                return False
         listener, generic, cues = self.listener_words, self.generic_anchors, self.truism_cues
         start = 0
-        kind = "listener"
         for i in range(len(words) + 1):
             if i == len(words) or words[i] == ",":
                 clause = words[start:i]
@@ -638,16 +635,15 @@ class Gatekeeper:
                 # Without an evaluation a clause may tell how things go for the speaker, "you" meaning anyone ("you
                 # call this number", "you can smell ether in the air sometimes").
                 if cues.isdisjoint(clause):
-                    return None
+                    return False
                 if not listener.isdisjoint(clause):
                     continue
                 # A general remark says what something is: without a verb of being ("just relaxing and listening to
                 # some music") it tells what the speaker does.
                 if generic.isdisjoint(clause) and any(w in self.general_verbs or w.endswith("'s") for w in clause):
-                    kind = "general"
                     continue
-                return None
-        return kind
+                return False
+        return True
 
     def _aux_then_subject(self, words: list[str], i: int) -> bool:
         """An auxiliary at ``i`` followed by a subject: the inverted word order of a question ("do you")."""
