@@ -797,9 +797,6 @@ def _load_gate(path: Path, problems: Problems) -> GateFileSpec | None:
                 problems.add(where, f"shapes.kinds.{kind}: {text!r}: {REST!r} takes no ? or *")
             if slots and all(mod or name == REST for name, mod in slots):
                 problems.add(where, f"shapes.kinds.{kind}: {text!r} has no required class, so it matches nothing")
-    for name in gate.truism_cues:
-        if name not in gate.shapes.classes:
-            problems.add(where, f"truism_cues: {name!r} is not a class of shapes.classes")
     return gate
 
 
@@ -955,6 +952,9 @@ def _build(patterns_dir: Path) -> Gatekeeper:
                     social.setdefault(phrase, key)
                 else:
                     words[key][phrase] = key
+    for name in gate.truism_cues:
+        if name not in gate.shapes.classes:
+            problems.add(str(patterns_dir / "gate.yaml"), f"truism_cues: {name!r} is not a class of shapes.classes")
     stop = frozenset({NAME, *(w for kind in ("first_person", "open_tail_stop") for p in words[kind] for w in p)})
     shapes = _build_shapes(tokenizer, gate.shapes, str(patterns_dir / "gate.yaml"), problems, stop)
     automaton = keyword_automaton(rule.keywords for rule in rules)
