@@ -1,8 +1,11 @@
 """The gatekeeper: decides per message whether it can carry a fact, and says why when it drops one.
 
-Checks run in this order: empty, injection, social talk (greeting / thanks / goodbye / acknowledgement /
-reaction / filler, judged per clause: the message is social only when every clause is), pure question, and
-last too_short - the pipeline still runs the patterns on a too_short message, so "I use Vim." survives.
+Checks run in this order: empty, injection, then sentence by sentence - social talk (greeting / thanks / goodbye /
+acknowledgement / reaction / filler, judged per clause: a sentence is social only when every clause is), a pure
+question, or talk to the listener and general remarks with nothing of the speaker in them (no first person, name,
+number, time, past tense, third person: :meth:`Gatekeeper._to_listener`); a message every sentence of which is one of
+these is dropped - and last too_short: the pipeline still runs the patterns on a too_short message, so "I use Vim."
+survives.
 Social talk is fixed phrases plus sentence shapes (sequences of word classes, "pointer linking degree*
 evaluation": "That sounds like a lot of fun"). Word lists, shapes and thresholds live in
 ``patterns/gate.yaml``, injection rules in ``patterns/injection.yaml``.
