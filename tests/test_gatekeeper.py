@@ -204,6 +204,60 @@ def test_a_joined_slot_names_only_defined_classes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
+        # every sentence talks to the listener with an evaluation, is social talk, a general remark or a question
+        ("Awesome! Your passion and commitment are so inspiring. Keep it up!", "reaction"),
+        ("Wow, that's so cool! Art can be so healing and a way to really connect with who you are. Thanks for "
+         "sharing it with me!", "reaction"),
+        ("Dogs are great companions. Do you have one?", "question"),
+        ("Great job! Every little step is amazing. Volunteering is such a great way to meet people, and your "
+         "energy is contagious. Keep going, you can do it, and keep believing in the amazing work you do!",
+         "reaction"),
+        # ... never with something of the speaker's in it: first person, a name, a number, a time, a past tense,
+        # a third person, a relative, a view, a taste, or "you" without an evaluation (anyone)
+        ("Your cake was amazing, my kids loved it.", None),
+        ("Your studio is amazing, Priya moved hers to Leeds.", None),
+        ("You'll love the 3 trails here, they're great.", None),
+        ("You'd love the lake, it's great in summer.", None),
+        ("Your drawings are great, she's a great artist too.", None),
+        ("Your tips are great, Mom tried them.", None),
+        ("Awesome work! Supporting each other is so important, and you put so much amazing love into it.", None),
+        ("That's too bad. Chicken is delicious.", None),
+        ("And then you call this number and wait.", None),
+        ("The little one is doing great with house training.", None),
+        ("Me too! It's the perfect music to get you pumped up.", None),
+    ],
+)
+def test_judge_sentences_of_no_fact(text: str, expected: str | None) -> None:
+    decision = GATE.judge(text)
+    assert decision.reason == expected, decision
+
+
+def test_listener_words_are_yaml_only(tmp_path: Path) -> None:
+    gate_yaml = (default_patterns_dir() / "gate.yaml").read_text(encoding="utf-8")
+    text = "Thou art so brave, and thy garden is amazing."
+    assert GATE.judge(text).passed
+    extended = gate_yaml.replace('    listener: [you, ', '    listener: [thou, thy, you, ')
+    assert extended != gate_yaml
+    folder = _write(tmp_path, "gate.yaml", extended)
+    assert Gatekeeper.from_dir(folder).judge(text).reason == "reaction"
+    assert Gatekeeper.from_dir(folder).judge("Thou art so brave, and my garden is amazing.").passed
+
+
+def test_word_sets_take_one_word_and_cues_name_classes(tmp_path: Path) -> None:
+    gate_yaml = (default_patterns_dir() / "gate.yaml").read_text(encoding="utf-8")
+    broken = gate_yaml.replace('    listener: [you, ', '    listener: [you all, you, ').replace(
+        "truism_cues: [evaluation, ", "truism_cues: [nosuchclass, evaluation, ")
+    folder = _write(tmp_path, "gate.yaml", broken)
+    with pytest.raises(PatternError) as info:
+        Gatekeeper.from_dir(folder)
+    message = str(info.value)
+    assert "'you all' is not one word" in message, message
+    assert "truism_cues: 'nosuchclass' is not a class" in message, message
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
         ("Moments like that are so special.", "reaction"),
         ("It helps us find the small joys, especially in busy times.", "reaction"),
         ("Those moments really make me feel so special.", "reaction"),

@@ -1,8 +1,11 @@
 """The gatekeeper: decides per message whether it can carry a fact, and says why when it drops one.
 
-Checks run in this order: empty, injection, social talk (greeting / thanks / goodbye / acknowledgement /
-reaction / filler, judged per clause: the message is social only when every clause is), pure question, and
-last too_short - the pipeline still runs the patterns on a too_short message, so "I use Vim." survives.
+Checks run in this order: empty, injection, then sentence by sentence - social talk (greeting / thanks / goodbye /
+acknowledgement / reaction / filler, judged per clause: a sentence is social only when every clause is), a pure
+question, or talk to the listener and general remarks with nothing of the speaker in them (no first person, name,
+number, time, past tense, third person: :meth:`Gatekeeper._to_listener`); a message every sentence of which is one of
+these is dropped - and last too_short: the pipeline still runs the patterns on a too_short message, so "I use Vim."
+survives.
 Social talk is fixed phrases plus sentence shapes (sequences of word classes, "pointer linking degree*
 evaluation": "That sounds like a lot of fun"). Word lists, shapes and thresholds live in
 ``patterns/gate.yaml``, injection rules in ``patterns/injection.yaml``.
@@ -59,6 +62,10 @@ _SHORT_SENTENCE = 8
 # Messages up to this many characters have their decision cached (:attr:`Gatekeeper.decision_cache`).
 _CACHED_CHARS = 500
 _CLAUSE_MARKS = ",，、:：;"
+# Social kinds that say nothing of the speaker even in the first person ("Thanks for sharing it with me").
+_COURTESY = frozenset({"thanks", "greeting", "goodbye"})
+# Word kinds read as sets of single words (talk to the listener, :meth:`Gatekeeper._to_listener`).
+_SINGLE_WORD_KINDS = ("listener", "anchors", "anchor_endings", "generic_anchors", "views", "general_verbs")
 
 
 def _is_cjk(ch: str) -> bool:
@@ -314,6 +321,19 @@ class Gatekeeper:
     closed_shapes: Mapping[str, tuple[Shape, ...]]
     open_shapes: Mapping[str, tuple[Shape, ...]]
     reason_priority: tuple[str, ...]
+    # Talk to the listener (:meth:`_to_listener`): its words, the words that keep a sentence (first person, names'
+    # stand-in, instruction words and ``anchors``), and word endings that keep one unless the word is social.
+    listener_words: frozenset[str]
+    anchor_words: frozenset[str]
+    anchor_endings: tuple[str, ...]
+    # A clause with none of the ``generic_anchors`` (a definite or third-person subject) and one of these words (an
+    # evaluation) is a general remark: "Animals are amazing", "Yoga is a great way to relax".
+    generic_anchors: frozenset[str]
+    truism_cues: frozenset[str]
+    # Words of a view (``views``): a message that holds one is never dropped as talk to the listener.
+    view_words: frozenset[str]
+    first_person_words: frozenset[str]
+    general_verbs: frozenset[str]
     min_cjk_chars: int
     min_letters: int
     max_social_tokens: int
@@ -398,29 +418,43 @@ class Gatekeeper:
         sentences = self._sentences(text)
         if not sentences:
             return GateDecision(False, "empty", "no words")
+        # Sentence by sentence: social talk (read by the shapes in a short message only: a long one is never just
+        # "thanks"), a question, or talk to the listener with nothing of the speaker in it each carry no fact; the
+        # first sentence that is none of these passes the message.
         social = sum(len(s.words) for s in sentences) <= self.max_social_tokens
         kinds: set[str] = set()
-        first = None  # the first content sentence
-        for i, sentence in enumerate(sentences):
-            sentence_kinds = self._social_kinds(_social_words(self, sentence)) if social else None
-            if sentence_kinds is None:
-                first = i
-                break
-            kinds.update(sentence_kinds)
-        if first is None:
-            reason = next((k for k in self.reason_priority if k in kinds), "filler")
-            return GateDecision(False, reason, "whole message is " + ", ".join(sorted(kinds)))
-        # A message is a question only when every content sentence is one: the first statement settles it. The
-        # sentences after the first content one are asked the cheap question first: a question, social or not,
-        # settles nothing, so only a statement needs the social check (a social one is no content sentence).
-        first_question = self._question(sentences[first])
-        if first_question is not None:
-            for sentence in sentences[first + 1:]:
-                if self._question(sentence) is None and not (
-                        social and self._social_kinds(_social_words(self, sentence)) is not None):
-                    break
-            else:
-                return GateDecision(False, "question", first_question)
+        question = None  # why the first question is one
+        listener = False  # talk to the listener or a general remark
+        own = False  # a reaction or an agreement in the first person ("Me too!", "I love them too"), not thanks
+        for sentence in sentences:
+            words = _social_words(self, sentence)
+            if social:
+                sentence_kinds = self._social_kinds(words)
+                if sentence_kinds is not None:
+                    kinds.update(sentence_kinds)
+                    own = own or (sentence_kinds.isdisjoint(_COURTESY) and not self.first_person_words.isdisjoint(words))
+                    continue
+            asked = self._question(sentence)
+            if asked is not None:
+                question = question or asked
+                continue
+            if self._to_listener(words):
+                listener = True
+                continue
+            break
+        else:
+            # A view ("Finding support is key") or a reaction in the first person ("Queen is great! I love them too.",
+            # "Me too! It's the perfect music to get you pumped up.") in a message the shapes read as social talk alone
+            # stays social; next to talk to the listener or a general remark it may be the speaker's own: the message
+            # passes.
+            if not (listener and (own or any(not self.view_words.isdisjoint(s.words) for s in sentences))):
+                if question is not None:
+                    return GateDecision(False, "question", question)
+                if listener:
+                    return GateDecision(False, "reaction", "every sentence is social talk, a question or talk to "
+                                        "the listener with nothing of the speaker")
+                reason = next((k for k in self.reason_priority if k in kinds), "filler")
+                return GateDecision(False, reason, "whole message is " + ", ".join(sorted(kinds)))
         cjk, letters = self._size(sentences)
         if cjk < self.min_cjk_chars and letters < self.min_letters:
             return GateDecision(False, "too_short", f"{cjk} CJK characters, {letters} letters")
@@ -574,6 +608,46 @@ class Gatekeeper:
             return "question mark without a first-person statement"
         return None
 
+    def _to_listener(self, words: list[str]) -> bool:
+        """Whether a sentence holds nothing that could be a fact of the speaker's: every clause of it is social talk,
+        speaks to or about the listener (a word of ``listener``) with an evaluation ("Your passion and commitment are
+        awesome"), or is a general remark (an evaluation of something, no definite or third-person subject: "Animals
+        are amazing"). Never with a first-person word, a name, a number, an instruction word (``open_tail_stop``) or
+        another anchor (a third person, a time, a past tense, a view): not "You should come to my party", "You met
+        her last year" or "Talking about it is crucial, and you're so brave"."""
+        if len(words) > self.max_social_tokens:
+            return False
+        anchors, endings, vocabulary = self.anchor_words, self.anchor_endings, self.vocabulary
+        for word in words:
+            if word in anchors or word == NAME:
+                return False
+            if not word.isalpha() and any(ch.isdigit() for ch in word):
+                return False
+            if endings and word.endswith(endings) and word not in vocabulary and len(word) > 4:
+                return False
+        listener, generic, cues = self.listener_words, self.generic_anchors, self.truism_cues
+        start = 0
+        for i in range(len(words) + 1):
+            if i == len(words) or words[i] == ",":
+                clause = words[start:i]
+                start = i + 1
+                if not clause:
+                    continue
+                if self._social_kinds(clause) is not None:
+                    continue
+                # Without an evaluation a clause may tell how things go for the speaker, "you" meaning anyone ("you
+                # call this number", "you can smell ether in the air sometimes").
+                if cues.isdisjoint(clause):
+                    return False
+                if not listener.isdisjoint(clause):
+                    continue
+                # A general remark says what something is: without a verb of being ("just relaxing and listening to
+                # some music") it tells what the speaker does.
+                if generic.isdisjoint(clause) and any(w in self.general_verbs or w.endswith("'s") for w in clause):
+                    continue
+                return False
+        return True
+
     def _aux_then_subject(self, words: list[str], i: int) -> bool:
         """An auxiliary at ``i`` followed by a subject: the inverted word order of a question ("do you")."""
         if i >= len(words):
@@ -698,6 +772,11 @@ def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
     if drop and (not content or (len(content) == 1 and keeper.words["bare_answers"].match_at(content, 0)[0])):
         return [NAME if i in names else w for i, w in enumerate(words)]
     return out
+
+
+def _class_phrases(gate: GateFileSpec, name: str, tokenizer: regex.Pattern[str]) -> list[tuple[str, ...]]:
+    """The phrases of the shape class ``name`` as token tuples (none if there is no such class)."""
+    return [_tokenise_phrase(tokenizer, value) for value in gate.shapes.classes.get(name, ())]
 
 
 def _tokenise_phrase(tokenizer: regex.Pattern[str], phrase: str) -> tuple[str, ...]:
@@ -869,11 +948,16 @@ def _build(patterns_dir: Path) -> Gatekeeper:
                 phrase = _tokenise_phrase(tokenizer, value)
                 if not phrase:
                     problems.add(f"{patterns_dir / 'gate.yaml'}: languages.{lang}.{key}", f"{value!r} has no words")
+                elif key in _SINGLE_WORD_KINDS and len(phrase) != 1:
+                    problems.add(f"{patterns_dir / 'gate.yaml'}: languages.{lang}.{key}", f"{value!r} is not one word")
                 elif key in SOCIAL_KINDS:
                     # A phrase listed under two kinds keeps the first (languages are read in file order).
                     social.setdefault(phrase, key)
                 else:
                     words[key][phrase] = key
+    for name in gate.truism_cues:
+        if name not in gate.shapes.classes:
+            problems.add(str(patterns_dir / "gate.yaml"), f"truism_cues: {name!r} is not a class of shapes.classes")
     stop = frozenset({NAME, *(w for kind in ("first_person", "open_tail_stop") for p in words[kind] for w in p)})
     shapes = _build_shapes(tokenizer, gate.shapes, str(patterns_dir / "gate.yaml"), problems, stop)
     automaton = keyword_automaton(rule.keywords for rule in rules)
@@ -894,6 +978,17 @@ def _build(patterns_dir: Path) -> Gatekeeper:
         closed_shapes={w: c for w, sl in shapes.items() if (c := tuple(x for x in sl if not x.stop))},
         open_shapes={w: o for w, sl in shapes.items() if (o := tuple(x for x in sl if x.stop))},
         reason_priority=tuple(gate.reason_priority),
+        listener_words=frozenset(w for p in words["listener"] for w in p),
+        anchor_words=frozenset(w for kind in ("first_person", "open_tail_stop", "anchors", "views") for p in words[kind]
+                               for w in p),
+        anchor_endings=tuple(p[0] for p in words["anchor_endings"]),
+        generic_anchors=frozenset(p[0] for p in words["generic_anchors"]),
+        view_words=frozenset(p[0] for p in words["views"]),
+        first_person_words=frozenset(w for p in words["first_person"] for w in p),
+        general_verbs=frozenset(p[0] for p in words["general_verbs"]),
+        # A word of degree is no evaluation of its own ("pretty", "kind of", "real quick").
+        truism_cues=frozenset(p[0] for name in gate.truism_cues for p in _class_phrases(gate, name, tokenizer)
+                              if len(p) == 1) - {p[0] for p in _class_phrases(gate, "degree", tokenizer)},
         min_cjk_chars=gate.thresholds.min_cjk_chars,
         min_letters=gate.thresholds.min_letters,
         max_social_tokens=gate.thresholds.max_social_tokens,

@@ -185,7 +185,8 @@ class FactsFileSpec(Spec):
 SOCIAL_KINDS: tuple[str, ...] = ("greeting", "thanks", "goodbye", "acknowledgement", "reaction", "filler")
 REASONS: tuple[str, ...] = ("empty", "injection", *SOCIAL_KINDS, "question", "too_short")
 WORD_KINDS: tuple[str, ...] = ("wh_words", "aux_words", "subject_words", "first_person", "question_particles",
-                                "bare_answers", "open_tail_stop")
+                                "bare_answers", "open_tail_stop", "listener", "anchors", "anchor_endings",
+                                "generic_anchors", "views", "general_verbs")
 SocialKind = Annotated[str, _one_of(SOCIAL_KINDS)]
 
 
@@ -219,6 +220,8 @@ class GateFileSpec(Spec):
     # language -> social kind or word kind -> phrases (in file order: a phrase under two kinds keeps the first)
     languages: dict[str, dict[Annotated[str, _one_of(SOCIAL_KINDS + WORD_KINDS)], list[Text]]] = Field(min_length=1)
     shapes: GateShapesSpec = GateShapesSpec()
+    # Shape classes whose one-word phrases make a clause with no person in it a general remark (truism_cues).
+    truism_cues: list[Text] = []
     segment: SegmentSpec
     examples: dict[Annotated[str, _one_of(REASONS)], list[str]] = {}
     counter_examples: list[str] = []
