@@ -449,3 +449,44 @@ def test_0022_keeps_the_vectors_in_their_rows_and_goes_back(fresh_cluster: str, 
     with psycopg.connect(db.conninfo(url), autocommit=True) as conn:
         conn.execute("VACUUM FULL facts")
     assert _vectors_inline(url)[1] == [True, True]
+
+
+def _private_copy(url: str, table: str) -> set[tuple[str, str, str]] | None:
+    """The rows of ``table``'s narrow copy of the private vectors (migration 0027), or None without one."""
+    with psycopg.connect(db.conninfo(url)) as conn:
+        if conn.execute("SELECT to_regclass(%s)", (f"{table}_private_vectors",)).fetchone()[0] is None:
+            return None
+        return {(str(i), a, e) for i, a, e in conn.execute(
+            f"SELECT id, agent_id, embedding::text FROM {table}_private_vectors").fetchall()}
+
+
+def test_0027_copies_the_private_vectors_and_goes_back(fresh_cluster: str, tmp_path: Path) -> None:
+    """At 0026 a private fact with a vector, one without, a team fact and an agent's episode are stored; the
+    upgrade copies the private fact's and the episode's vectors (and nothing else), the triggers then follow an
+    embedding written later, and the downgrade drops the copies and their triggers."""
+    url, settings = _new_database(fresh_cluster, "ffprivvec", tmp_path)
+    db.upgrade(url, settings, "0026")
+    vec = str([0.25] * settings.embed_dim)
+    with psycopg.connect(db.conninfo(url)) as conn:
+        for content, vis, embedding in (("a", "private", vec), ("b", "private", None), ("c", "team", vec)):
+            conn.execute("INSERT INTO facts (content, category, confidence, extraction_method, agent_id, team_id, "
+                         "visibility, content_hash, embedding) VALUES (%s, 'other', 0.9, 'pattern', 'ag', 't', %s, %s, "
+                         "%s::vector)", (content, vis, content, embedding))
+        conn.execute("INSERT INTO turns (key, agent_id, team_id, user_message, visibility, embedding) "
+                     "VALUES ('k1', 'ag', 't', 'we use kafka', 'private', %s::vector)", (vec,))
+        fact_a = str(conn.execute("SELECT id FROM facts WHERE content = 'a'").fetchone()[0])
+        turn = str(conn.execute("SELECT id FROM turns").fetchone()[0])
+    assert _private_copy(url, "facts") is None
+    db.upgrade(url, settings)
+    vec_text = "[" + ",".join(["0.25"] * settings.embed_dim) + "]"
+    assert _private_copy(url, "facts") == {(fact_a, "ag", vec_text)}
+    assert _private_copy(url, "turns") == {(turn, "ag", vec_text)}
+    with psycopg.connect(db.conninfo(url)) as conn:
+        conn.execute("UPDATE facts SET embedding = %s::vector WHERE content = 'b'", (vec,))
+        fact_b = str(conn.execute("SELECT id FROM facts WHERE content = 'b'").fetchone()[0])
+    assert _private_copy(url, "facts") == {(fact_a, "ag", vec_text), (fact_b, "ag", vec_text)}
+    db.downgrade(url, "0026")
+    assert _private_copy(url, "facts") is None and _private_copy(url, "turns") is None
+    with psycopg.connect(db.conninfo(url)) as conn:  # no trigger left behind to write into a table that is gone
+        conn.execute("UPDATE facts SET embedding = NULL")
+        conn.execute("DELETE FROM turns")

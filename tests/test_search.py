@@ -884,3 +884,123 @@ def test_the_hits_rows_are_read_by_the_names_of_their_columns(db_url: str) -> No
             cur = conn.execute(_rows_sql(agent, team), {"ids": [], "episode_ids": [], "v_agent": agent,
                                                         "v_team": team})
             assert tuple(d.name for d in cur.description) == ROW_COLUMNS
+
+
+def _copy_and_rows(conn: Any, table: str) -> tuple[set[tuple[Any, ...]], set[tuple[Any, ...]]]:
+    """``table``'s narrow copy of the private vectors (migration 0027), and the rows it should hold: the private rows
+    with a vector under search's default filter."""
+    from factforge.storage.search import PRIVATE_VECTORS_WHERE
+
+    copy = {tuple(r) for r in conn.execute(f"SELECT id, agent_id, embedding::text FROM {table}_private_vectors")}
+    rows = {tuple(r) for r in conn.execute(
+        f"SELECT id, agent_id, embedding::text FROM {table} f WHERE f.visibility = 'private' "
+        f"AND f.embedding IS NOT NULL AND {PRIVATE_VECTORS_WHERE[table]}")}
+    return copy, rows
+
+
+def test_the_private_vectors_copy_follows_every_write(db_url: str) -> None:
+    """Inserts with and without a vector, a vector written later, changed, removed, a fact superseded and back, a
+    row made a team row and private again, moved to another agent, an episode forgotten, deletes, TRUNCATE: after
+    each, the copy holds exactly the private rows with a vector that search's default filter reads."""
+    conninfo = db_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    v1, v2 = str([0.5] * 384), str([0.125] * 384)
+    fact = ("INSERT INTO facts (content, category, confidence, extraction_method, agent_id, team_id, visibility, "
+            "content_hash, embedding) VALUES (%s, 'other', 0.9, 'pattern', %s, 't', %s, %s, %s::vector)")
+    turn = ("INSERT INTO turns (key, agent_id, team_id, user_message, visibility, embedding) "
+            "VALUES (%s, %s, 't', %s, %s, %s::vector)")
+    steps = [
+        (fact, ("f1", "a1", "private", "h1", v1)), (fact, ("f2", "a1", "private", "h2", None)),
+        (fact, ("f3", "a2", "team", "h3", v1)), (fact, ("f4", "a2", "private", "h4", v2)),
+        (turn, ("k1", "a1", "we use kafka", "private", v1)), (turn, ("k2", "a1", "we use redis", "private", None)),
+        (turn, ("k3", "a1", "the team uses helm", "team", v2)), (turn, ("k4", "a1", None, None, v1)),
+        ("UPDATE facts SET embedding = %s::vector WHERE content = 'f2'", (v2,)),
+        ("UPDATE facts SET embedding = %s::vector WHERE content = 'f1'", (v2,)),
+        ("UPDATE facts SET superseded_at = now() WHERE content = 'f1'", None),
+        ("UPDATE facts SET last_seen_at = now() WHERE content = 'f4'", None),  # (no watched column)
+        ("UPDATE facts SET superseded_at = NULL WHERE content = 'f1'", None),
+        ("UPDATE facts SET visibility = 'team' WHERE content = 'f4'", None),
+        ("UPDATE facts SET visibility = 'private' WHERE content = 'f4'", None),
+        ("UPDATE facts SET agent_id = 'a3' WHERE content = 'f2'", None),
+        ("UPDATE facts SET embedding = NULL WHERE content = 'f1'", None),
+        ("UPDATE turns SET embedding = %s::vector WHERE key = 'k2'", (v2,)),
+        ("UPDATE turns SET visibility = NULL, user_message = NULL, embedding = NULL WHERE key = 'k1'", None),
+        ("DELETE FROM facts WHERE content = 'f4'", None), ("DELETE FROM turns WHERE key = 'k2'", None),
+    ]
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        for n, (sql, params) in enumerate(steps):
+            conn.execute(sql, params)
+            for table in ("facts", "turns"):
+                copy, rows = _copy_and_rows(conn, table)
+                assert copy == rows, (n, sql, table)
+        assert len(_copy_and_rows(conn, "facts")[0]) == 1 and len(_copy_and_rows(conn, "turns")[0]) == 0
+        conn.execute("INSERT INTO turns (key, agent_id, team_id, user_message, visibility, embedding) "
+                     "VALUES ('k5', 'a1', 't', 'we use nats', 'private', %s::vector)", (v1,))
+        conn.execute("TRUNCATE facts, turns CASCADE")
+        assert _copy_and_rows(conn, "facts") == (set(), set()) and _copy_and_rows(conn, "turns") == (set(), set())
+
+
+def test_an_agents_rows_are_read_from_the_private_vectors_copy_with_the_same_hits(
+        db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent without a graph of its own has its private facts and episodes read exactly from their narrow copy
+    (migration 0027) under search's default filter, and from the tables themselves under any other (history): the
+    same hits with the same ranks and distances either way, in every mode, alone and busy."""
+    import numpy as np
+
+    from factforge.storage import search as search_module
+
+    rng = np.random.default_rng(27)
+    conninfo = db_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    store = open_store(Settings.from_env({"FACTFORGE_DATABASE_URL": db_url, "FACTFORGE_HOME": str(tmp_path)}))
+
+    def unit() -> list[float]:
+        v = rng.normal(size=384)
+        return [float(x) for x in v / np.linalg.norm(v)]
+
+    try:
+        for i, scope in enumerate([Scope("a1", "t1", "private"), Scope("a2", "t1", "private"),
+                                   Scope("a1", "t1", "team"), Scope("a3", "t1", "global")]):
+            store.save([_fact(f"Team uses {WORDS[j % len(WORDS)]} service {i}-{j}") for j in range(30)], scope,
+                       Provenance(f"c{i}"))
+        rows = store.facts_without_embedding(1000)
+        store.set_embeddings([(fid, unit()) for fid, _ in rows], "fixed")
+        with psycopg.connect(conninfo) as conn:
+            conn.execute("UPDATE facts SET superseded_at = now() WHERE content LIKE '%% 0-1_'")  # ten of a1's
+            for j in range(60):
+                conn.execute("INSERT INTO turns (key, agent_id, team_id, user_message, visibility, embedding) "
+                             "VALUES (%s, %s, 't1', %s, 'private', %s::vector)",
+                             (f"k{j}", "a1" if j % 3 else "a2", f"we use {WORDS[j % len(WORDS)]} {j}", str(unit())))
+        query = unit()
+        sent: list[str] = []
+        execute = psycopg.Connection.execute
+
+        def recording(self: Any, sql: Any, params: Any = None, **kw: Any) -> Any:
+            sent.append(str(sql))
+            return execute(self, sql, params, **kw)
+
+        def run() -> list[Any]:
+            search_module._statements_of.cache_clear()
+            out = []
+            for busy in (0, 3):
+                monkeypatch.setattr(search_module._IN_FLIGHT, "count", busy)
+                for kw in ({"mode": "vector"}, {"mode": "hybrid"}, {"mode": "vector", "include_history": True},
+                           {"mode": "vector", "kinds": ["episode"], "k": 50}):
+                    out.append(search(store, "kafka service", agent_id="a1", team_id="t1", k=kw.pop("k", 20),
+                                      embedder=_Fixed(query), max_distance=None, **kw))
+            return out
+
+        monkeypatch.setattr(psycopg.Connection, "execute", recording)
+        from_copy = run()
+        copy_reads = [s for s in sent if "_private_vectors" in s]
+        monkeypatch.setattr(search_module, "PRIVATE_VECTORS_WHERE", {})
+        from_tables = run()
+    finally:
+        search_module._statements_of.cache_clear()
+        store.close()
+    assert from_copy == from_tables
+    assert all(hits for hits in from_copy)
+    assert any(h.kind == "episode" for h in from_copy[0]) and any(h.kind == "fact" for h in from_copy[0])
+    assert {h.agent_id for hits in from_copy for h in hits if h.visibility == "private"} == {"a1"}
+    assert any("FROM facts_private_vectors f" in s for s in copy_reads)
+    assert any("FROM turns_private_vectors f" in s for s in copy_reads)
+    # a search with history reads the facts table itself: a superseded fact is among its hits
+    assert any(h.superseded_at is not None for h in from_copy[2])

@@ -83,6 +83,8 @@ def reset_embedding_column(store: Store, dim: int, model: str) -> int:
                 drop_graphs(conn.exec_driver_sql, table)
                 conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) "
                                      "USING NULL")
+                # (a rewrite fires no trigger: the narrow copy of the private vectors, migration 0027, goes too)
+                conn.exec_driver_sql(f"TRUNCATE {table}_private_vectors")
                 conn.exec_driver_sql(vector_storage_ddl(table))  # the new type's storage was pgvector's
                 conn.exec_driver_sql(f"UPDATE {table} SET embedding_model = NULL")
                 for ddl in vector_index_ddl(table, dim):
