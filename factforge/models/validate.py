@@ -81,6 +81,7 @@ import regex
 from ..rules.gatekeeper import SOCIAL_KINDS, Gatekeeper
 from ..rules.load import default_rules
 from ..rules.names import mentions
+from ..rules.patterns import third_person_verb
 from ..rules.rulefile import Problems, compile_regex, safe_finditer, safe_search
 from ..rules.schema import CuesSpec, FactChecksSpec, NegationSpec, Spec, Text, read_data
 from ..rules.temporal import find_expressions, resolve
@@ -423,16 +424,6 @@ def _senses() -> _Senses:
                                  regex.IGNORECASE) if spec.ended_own else None)
 
 
-_ES_ENDS = ("s", "sh", "ch", "x", "z", "o")
-
-
-def _third_person(verb: str) -> str:
-    """The -s form of a verb's base form ("love" -> "loves", "carry" -> "carries", "watch" -> "watches")."""
-    if verb.endswith("y") and len(verb) > 2 and verb[-2] not in "aeiou":
-        return verb[:-1] + "ies"
-    return verb + ("es" if verb.endswith(_ES_ENDS) else "s")
-
-
 @lru_cache(maxsize=4)
 def _reporting_rx(subjects: tuple[str, ...]) -> Any:
     """The frame of a fact told as something said, with the group ``rest`` (what follows it), or None."""
@@ -498,7 +489,7 @@ def _unreported(content: str, subjects: tuple[str, ...]) -> str | None:
     if low in agree:
         verb = agree[low]
     elif low not in {w.casefold() for w in spec.keep} and not _past_form(low) and "'" not in low and "’" not in low:
-        verb = _third_person(low)
+        verb = third_person_verb(low)
     return " ".join([subject, *words[:i], verb, *words[i + 1:]])
 
 

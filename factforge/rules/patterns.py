@@ -682,7 +682,7 @@ def _list_items(rx: regex.Pattern[str], text: str, pos: int, end: int) -> list[t
     return items
 
 
-def _third_person_verb(word: str) -> str:
+def third_person_verb(word: str) -> str:
     """``play`` -> ``plays``, ``watch`` -> ``watches``, ``try`` -> ``tries`` (English spelling rules)."""
     low = word.lower()
     if low in _IRREGULAR_THIRD:
@@ -752,7 +752,7 @@ def _transform(value: str, how: str | None) -> str:
         return value
     word = m.group(1)
     if how == "s":
-        word = _third_person_verb(word)
+        word = third_person_verb(word)
     elif how == "past":
         word = _past_verb(word)
         word = word[:1].lower() + word[1:] if m.group(1)[:1].isupper() and m.group(1)[1:2].islower() else word

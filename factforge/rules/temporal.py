@@ -56,8 +56,8 @@ _SHORT_RX = "(?:" + "|".join(sorted(_WEEKDAY_SHORT, key=len, reverse=True)) + r"
 _SEASON_RX = "|".join(_WORDS_DATA["seasons"])
 
 # The expressions :func:`resolve` understands, for finding them in running text.
-_CORE = (
-    rf"(?:yesterday|today|tonight|tomorrow|the\s+day\s+before\s+yesterday|last\s+night"
+_CORE_FORMS = (
+    rf"yesterday|today|tonight|tomorrow|the\s+day\s+before\s+yesterday|last\s+night"
     rf"|this\s+(?:morning|afternoon|evening)"
     rf"|(?:last|this|next|past)\s+(?:{_WEEKDAY_RX}|week|month|year|weekend|{_SEASON_RX})"
     rf"|(?:last|this|next|past|on)\s+{_SHORT_RX}"
@@ -66,26 +66,30 @@ _CORE = (
     rf"|(?:in\s+|early\s+|late\s+)?(?:{_MONTH_RX})(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?(?:,?\s+(?:19|20)\d\d)?\b"
     # an ISO date before a year, which is its first four digits ("since 2026-03-15" is no "since 2026")
     rf"|(?:on\s+)?\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}})?)?"
-    rf"|(?:in\s+)?(?:19|20)\d\d\b)"
+    rf"|(?:in\s+)?(?:19|20)\d\d\b"
 )
-EXPRESSION = regex.compile(
-    rf"(?<![\p{{L}}\p{{N}}])(?:(?:from|between)\s+{_CORE}\s+(?:to|until|till|through|and)\s+{_CORE}"
-    rf"|(?:(?:since|from|until|till|as\s+of|starting)\s+)?{_CORE})(?![\p{{L}}\p{{N}}])",
-    regex.IGNORECASE,
-)
+_CORE = f"(?:{_CORE_FORMS})"
+
+
+def _expression(single: str) -> regex.Pattern[str]:
+    """A range of two :data:`_CORE` times, or ``single`` after an optional opening word ("since", "until"), in
+    running text."""
+    return regex.compile(
+        rf"(?<![\p{{L}}\p{{N}}])(?:(?:from|between)\s+{_CORE}\s+(?:to|until|till|through|and)\s+{_CORE}"
+        rf"|(?:(?:since|from|until|till|as\s+of|starting)\s+)?{single})(?![\p{{L}}\p{{N}}])",
+        regex.IGNORECASE,
+    )
+
+
+EXPRESSION = _expression(_CORE)
 # The forms an LLM's facts and the turns they come from write beside those (stop 40): a season with its year ("fall
 # 2026", "the summer of 2019"), "in the fall", "in three weeks". Read by :func:`find_expressions` (the LLM fact check)
 # only: the rule path's :func:`find_anchor` keeps :data:`EXPRESSION`, whose cost is per character of every message,
 # and would not anchor a habit ("we go camping in the summer") or a loose plan ("in a few weeks") anyway.
-_WRITTEN = (
-    rf"(?:{_CORE[3:-1]}"
+WRITTEN_EXPRESSION = _expression(
+    rf"(?:{_CORE_FORMS}"
     rf"|(?:in\s+)?(?:the\s+)?(?:{_SEASON_RX})\s+(?:of\s+)?(?:19|20)\d\d\b|in\s+the\s+(?:{_SEASON_RX})"
     rf"|in\s+{_NUMBER_RX}\s+{_UNIT_RX})"
-)
-WRITTEN_EXPRESSION = regex.compile(
-    rf"(?<![\p{{L}}\p{{N}}])(?:(?:from|between)\s+{_CORE}\s+(?:to|until|till|through|and)\s+{_CORE}"
-    rf"|(?:(?:since|from|until|till|as\s+of|starting)\s+)?{_WRITTEN})(?![\p{{L}}\p{{N}}])",
-    regex.IGNORECASE,
 )
 
 _YEAR = regex.compile(r"(?:in\s+)?((?:19|20)\d\d)")
@@ -263,13 +267,12 @@ def _period(e: str, ref: datetime, future: bool = False) -> tuple[datetime, date
     if m := _AGO.fullmatch(e):
         return _ago(m, today, tz)
     if m := _AHEAD.fullmatch(e):
-        n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[_SPACES.sub(" ", m.group(1))]
-        unit = m.group(2).rstrip("s")
+        n, unit = _count(m)
         if unit == "month":
             return _month(*_shift_months(today.year, today.month, n), tz)
         if unit == "year":
             return _year(today.year + n, tz)
-        return _day(today + timedelta(days=n * {"day": 1, "week": 7, "weekend": 7, "fortnight": 14}[unit]), tz)
+        return _day(today + timedelta(days=n * _UNIT_DAYS[unit]), tz)
     # Day-level expressions ("yesterday", "last Tuesday", "next Friday", "on Monday"): parsedatetime.
     naive = ref.replace(tzinfo=None)
     parsed, ctx = _calendar().parseDT(e, sourceTime=naive)
@@ -292,8 +295,7 @@ def _month_day(m: regex.Match[str], today: date, future: bool, tz: tzinfo) -> tu
 
 def _ago(m: regex.Match[str], today: date, tz: tzinfo) -> tuple[datetime, datetime]:
     """"3 days ago", "two weekends ago", "a few years ago": the day (or weekend) that far back."""
-    n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[_SPACES.sub(" ", m.group(1))]
-    unit = m.group(2).rstrip("s")
+    n, unit = _count(m)
     if unit == "month":
         y, mo = _shift_months(today.year, today.month, -n)
         return _day(date(y, mo, min(today.day, calendar.monthrange(y, mo)[1])), tz)
@@ -303,7 +305,18 @@ def _ago(m: regex.Match[str], today: date, tz: tzinfo) -> tuple[datetime, dateti
     if unit == "weekend":  # the Saturday and Sunday n weekends back
         saturday = today - timedelta(days=(today.weekday() - 5) % 7 or 7) - timedelta(weeks=n - 1)
         return _day(saturday, tz)[0], _day(saturday + timedelta(days=1), tz)[1]
-    return _day(today - timedelta(days=n * {"day": 1, "week": 7, "fortnight": 14}[unit]), tz)
+    return _day(today - timedelta(days=n * _UNIT_DAYS[unit]), tz)
+
+
+# Days in a unit of :data:`_UNIT_RX` counted by "3 weeks ago" / "in three weeks" (a month and a year go by the
+# calendar).
+_UNIT_DAYS = {"day": 1, "week": 7, "weekend": 7, "fortnight": 14}
+
+
+def _count(m: regex.Match[str]) -> tuple[int, str]:
+    """How many of which unit an :data:`_AGO` or :data:`_AHEAD` match counts ("two weekends" -> (2, "weekend"))."""
+    n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[_SPACES.sub(" ", m.group(1))]
+    return n, m.group(2).rstrip("s")
 
 
 def _weekday_name(m: regex.Match[str]) -> str:
