@@ -436,6 +436,33 @@ def _reporting_rx(subjects: tuple[str, ...]) -> Any:
                          regex.IGNORECASE)
 
 
+@dataclass(frozen=True)
+class _ReportingWords:
+    """data/fact_senses.yaml ``reporting``'s word lists, case-folded once (:func:`_unreported`)."""
+
+    pronoun: frozenset[str]
+    possessive: frozenset[str]
+    agree: Mapping[str, str]
+    gerunds: Mapping[str, str]
+    keep: frozenset[str]
+    adverbs: tuple[tuple[str, ...], ...]  # longest first
+    unclean: frozenset[str]
+
+
+@lru_cache(maxsize=1)
+def _reporting_words() -> _ReportingWords:
+    spec = _senses_spec().reporting
+    assert spec is not None  # read only once :func:`_reporting_rx` found a frame
+
+    def fold(words: list[str]) -> frozenset[str]:
+        return frozenset(w.casefold() for w in words)
+
+    return _ReportingWords(fold(spec.pronoun), fold(spec.possessive), {k.casefold(): v for k, v in spec.agree.items()},
+                           {k.casefold(): v for k, v in spec.gerunds.items()}, fold(spec.keep),
+                           tuple(sorted({tuple(a.casefold().split()) for a in spec.adverbs}, key=len, reverse=True)),
+                           fold(spec.unclean))
+
+
 _PRONOUN_HEAD = regex.compile(r"(?P<pronoun>\p{L}+)(?P<clitic>['’]\p{L}+)?(?=\s|$)")
 
 
@@ -447,8 +474,7 @@ def _unreported(content: str, subjects: tuple[str, ...]) -> str | None:
     m = rx.match(content) if rx is not None else None
     if m is None:
         return None
-    spec = _senses_spec().reporting
-    assert spec is not None
+    words_of = _reporting_words()
     subject = next(s for s in subjects if s.casefold() == m.group("subject").casefold())
     rest = m.group("rest")
     head = _PRONOUN_HEAD.match(rest)
@@ -456,22 +482,21 @@ def _unreported(content: str, subjects: tuple[str, ...]) -> str | None:
         return None
     word, clitic = head.group("pronoun").casefold(), head.group("clitic")
     after = rest[head.end():].strip()
-    if word in {w.casefold() for w in spec.possessive} and clitic is None:
+    if word in words_of.possessive and clitic is None:
         return f"{subject}'s {after}" if after else None
-    gerunds = {k.casefold(): v for k, v in spec.gerunds.items()}
+    gerunds = words_of.gerunds
     if word in gerunds and clitic is None and after:
         return f"{subject} {gerunds[word]} {after}"
-    if word not in {w.casefold() for w in spec.pronoun}:
+    if word not in words_of.pronoun:
         return None  # "User mentioned a dog", "User said he ...": not clean
-    agree = {k.casefold(): v for k, v in spec.agree.items()}
-    unclean = {w.casefold() for w in spec.unclean}
+    agree, unclean = words_of.agree, words_of.unclean
     if clitic is not None:
         verb = agree.get(clitic.casefold())
         if verb is None or clitic.casefold() in unclean:
             return None  # "they'd": had or would
         return f"{subject} {verb} {after}".rstrip()
     words = after.split(" ")
-    adverbs = sorted(({tuple(a.casefold().split()) for a in spec.adverbs}), key=len, reverse=True)
+    adverbs = words_of.adverbs
     i = 0
     while i < len(words):  # "they still have" -> "still has"
         for a in adverbs:
@@ -488,7 +513,7 @@ def _unreported(content: str, subjects: tuple[str, ...]) -> str | None:
         return None
     if low in agree:
         verb = agree[low]
-    elif low not in {w.casefold() for w in spec.keep} and not _past_form(low) and "'" not in low and "’" not in low:
+    elif low not in words_of.keep and not _past_form(low) and "'" not in low and "’" not in low:
         verb = third_person_verb(low)
     return " ".join([subject, *words[:i], verb, *words[i + 1:]])
 
