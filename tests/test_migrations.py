@@ -331,15 +331,20 @@ def test_0021_computes_the_same_scoped_tsvector_without_a_subquery_and_goes_back
                      "'t1', 'team', 'h')")
     db.upgrade(url, settings, "0024")
     assert _scoped_tsv(url) == (head_declared, head_values)
+    _scoped_gin_finds_one(url, "redi")
+
+
+def _scoped_gin_finds_one(url: str, key: str) -> None:
+    """Team t1's scoped key ``key`` ("redi", "redi 2.3") is read through fact_terms_scoped_gin and finds one row."""
     with psycopg.connect(db.conninfo(url)) as conn:
         conn.execute("SET enable_seqscan = off")
-        key = conn.execute("SELECT quote_literal('t' || md5('t1') || ' redi')").fetchone()[0]
+        literal = conn.execute("SELECT quote_literal('t' || md5('t1') || ' ' || %s)", (key,)).fetchone()[0]
         plan = "\n".join(r[0] for r in conn.execute(
             "EXPLAIN SELECT id FROM fact_terms WHERE factforge_scoped_tsv(tsv, visibility, team_id, agent_id) "
-            "@@ %s::tsquery", (key,)).fetchall())
+            "@@ %s::tsquery", (literal,)).fetchall())
         assert "fact_terms_scoped_gin" in plan
         assert conn.execute("SELECT count(*) FROM fact_terms WHERE factforge_scoped_tsv(tsv, visibility, team_id, "
-                            "agent_id) @@ %s::tsquery", (key,)).fetchone() == (1,)
+                            "agent_id) @@ %s::tsquery", (literal,)).fetchone() == (1,)
 
 
 def test_0025_keys_each_lexeme_by_its_impact_class_too_and_goes_back(fresh_cluster: str, tmp_path: Path) -> None:
@@ -369,15 +374,7 @@ def test_0025_keys_each_lexeme_by_its_impact_class_too_and_goes_back(fresh_clust
         assert len(added) == len([k for k in old_keys if " " in k])  # one class key per keyed lexeme
         classed += len(added)
     assert classed
-    with psycopg.connect(db.conninfo(url)) as conn:
-        conn.execute("SET enable_seqscan = off")
-        key = conn.execute("SELECT quote_literal('t' || md5('t1') || ' redi 2.3')").fetchone()[0]
-        plan = "\n".join(r[0] for r in conn.execute(
-            "EXPLAIN SELECT id FROM fact_terms WHERE factforge_scoped_tsv(tsv, visibility, team_id, agent_id) "
-            "@@ %s::tsquery", (key,)).fetchall())
-        assert "fact_terms_scoped_gin" in plan
-        assert conn.execute("SELECT count(*) FROM fact_terms WHERE factforge_scoped_tsv(tsv, visibility, team_id, "
-                            "agent_id) @@ %s::tsquery", (key,)).fetchone() == (1,)
+    _scoped_gin_finds_one(url, "redi 2.3")
     db.downgrade(url, "0024")
     assert _scoped_tsv(url) == (old_declared, old_values)
     db.upgrade(url, settings)
