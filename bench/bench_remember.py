@@ -1,13 +1,16 @@
 """End-to-end write path: Memory.remember() per turn against a fresh embedded PostgreSQL.
 
 Prints turns/s and p50/p95/p99 latency per call, with and without the local embedder, over a mix of
-turns from the bundled example chat and the dev persona chats. Usage: .venv/bin/python bench/bench_remember.py [N]
+turns from the bundled example chat and the dev persona chats (``../shared/data/dev/spc_valid.csv`` beside the
+checkout, or FACTFORGE_SHARED_DATA=<folder holding spc_valid.csv>; without it the run stops, so two checkouts never
+compare different corpora). Usage: .venv/bin/python bench/bench_remember.py [N]
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -24,15 +27,17 @@ def turns(n: int) -> list[dict[str, str]]:
         obj = json.loads(line)
         if "user" in obj:
             out.append({"user": obj["user"], "assistant": obj.get("assistant") or ""})
-    spc = ROOT.parent / "shared" / "data" / "dev" / "spc_valid.csv"
-    if spc.exists():
-        with spc.open() as fh:
-            for row in csv.DictReader(fh):
-                for line in row["Best Generated Conversation"].splitlines():
-                    if line.startswith("User 1:"):
-                        out.append({"user": line.split(":", 1)[1].strip(), "assistant": ""})
-                if len(out) >= n:
-                    break
+    folder = Path(os.environ.get("FACTFORGE_SHARED_DATA") or ROOT.parent / "shared" / "data" / "dev")
+    spc = folder / "spc_valid.csv"
+    if not spc.exists():
+        sys.exit(f"bench_remember: {spc} not found; put shared/ beside the checkout or set FACTFORGE_SHARED_DATA")
+    with spc.open() as fh:
+        for row in csv.DictReader(fh):
+            for line in row["Best Generated Conversation"].splitlines():
+                if line.startswith("User 1:"):
+                    out.append({"user": line.split(":", 1)[1].strip(), "assistant": ""})
+            if len(out) >= n:
+                break
     return (out * (n // max(len(out), 1) + 1))[:n]
 
 
