@@ -427,7 +427,7 @@ class Gatekeeper:
         listener = False  # talk to the listener or a general remark
         own = False  # a reaction or an agreement in the first person ("Me too!", "I love them too"), not thanks
         for sentence in sentences:
-            words = _social_words(self, sentence)
+            words = _social_words(self, sentence, alone=len(sentences) == 1)
             if social:
                 sentence_kinds = self._social_kinds(words)
                 if sentence_kinds is not None:
@@ -738,7 +738,7 @@ def _build_ascii_tokenizer(segment: Mapping[str, str]) -> re.Pattern[str]:
     )
 
 
-def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
+def _social_words(keeper: Gatekeeper, sentence: _Sentence, alone: bool = True) -> list[str]:
     """The words the social check reads: names addressed to the listener cut ("Thanks, Caroline!", "Hey
     John, ..."), and any other capitalised word outside the vocabulary replaced by :data:`NAME`, which no
     open tail may hold ("You look great in that dress from Zara" names something, so it is content).
@@ -746,7 +746,9 @@ def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
     A vocative is a capitalised word outside the gate's vocabulary that stands alone between clause
     marks - after a comma, at the sentence start or after a one-word social phrase ("hey", "thanks"),
     and before a comma or the sentence end. So "Caroline moved to Boston" keeps its name, and a bare
-    answer ("Yes, Boston.") keeps it too: with the name gone, only ``bare_answers`` would be left.
+    answer ("Yes, Boston.") keeps it too: with the name gone, only ``bare_answers`` would be left. A bare answer
+    keeps it in a message of one sentence only (``alone``): "Yeah, Maria! We can do it together!" opens with the
+    listener's name, while a lone name stays an answer wherever it stands ("Boston. It's lovely.").
     """
     words = sentence.words
     caps = sentence.capitals
@@ -769,7 +771,7 @@ def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
     # Commas left doubled or at an edge by the cut carry nothing.
     out = [w for i, w in enumerate(kept) if w != "," or (0 < i < len(kept) - 1 and kept[i - 1] != ",")]
     content = [w for w in out if w != ","]
-    if drop and (not content or (len(content) == 1 and keeper.words["bare_answers"].match_at(content, 0)[0])):
+    if drop and (not content or (alone and len(content) == 1 and keeper.words["bare_answers"].match_at(content, 0)[0])):
         return [NAME if i in names else w for i, w in enumerate(words)]
     return out
 
