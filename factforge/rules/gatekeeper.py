@@ -745,15 +745,19 @@ def _social_words(keeper: Gatekeeper, sentence: _Sentence, alone: bool = True) -
 
     A vocative is a capitalised word outside the gate's vocabulary that stands alone between clause
     marks - after a comma, at the sentence start or after a one-word social phrase ("hey", "thanks"),
-    and before a comma or the sentence end. So "Caroline moved to Boston" keeps its name, and a bare
+    and before a comma or the sentence end; or, the comma left out, at a clause's start before a word of
+    ``vocative_next`` ("Jon you've got this") or at its end after a social phrase of two words or more ("Same here
+    Caroline"). So "Caroline moved to Boston" keeps its name, and a bare
     answer ("Yes, Boston.") keeps it too: with the name gone, only ``bare_answers`` would be left. A bare answer
     keeps it in a message of one sentence only (``alone``): "Yeah, Maria! We can do it together!" opens with the
     listener's name, while a lone name stays an answer wherever it stands ("Boston. It's lovely.").
     """
     words = sentence.words
     caps = sentence.capitals
+    vocative_next = keeper.words["vocative_next"]
     # Most sentences hold only their capitalised first word, which is neither a vocative nor a name.
-    if not caps or (len(caps) == 1 and 0 in caps and (len(words) < 2 or words[1] != ",")):
+    if not caps or (len(caps) == 1 and 0 in caps and (len(words) < 2 or (words[1] != ","
+                                                                         and words[1] not in vocative_next.starts))):
         return words
     n = len(words)
     names = {i for i in sentence.capitals
@@ -761,9 +765,19 @@ def _social_words(keeper: Gatekeeper, sentence: _Sentence, alone: bool = True) -
     drop: set[int] = set()
     for i in names:
         if i + 1 < n and words[i + 1] != ",":
+            # Chat often leaves out the comma after a name: "Jon you've got this", "John that's awesome".
+            if (i == 0 or words[i - 1] == ",") and vocative_next.match_at(words, i + 1)[0]:
+                drop.add(i)
             continue
         prev = words[i - 1] if i else ","
         if prev == "," or keeper.social.phrases.get((prev,)) is not None:
+            drop.add(i)
+            continue
+        # ... or before it: "Same here Caroline", "Great news John" (a social phrase that is the whole clause before).
+        j = i
+        while j > 0 and words[j - 1] != ",":
+            j -= 1
+        if j < i - 1 and keeper.social.match_at(words, j)[0] == i - j:
             drop.add(i)
     # A sentence's first word is capitalised whatever it is, so it says nothing about a name.
     names.discard(0)
