@@ -427,7 +427,7 @@ class Gatekeeper:
         listener = False  # talk to the listener or a general remark
         own = False  # a reaction or an agreement in the first person ("Me too!", "I love them too"), not thanks
         for sentence in sentences:
-            words = _social_words(self, sentence)
+            words = _social_words(self, sentence, alone=len(sentences) == 1)
             if social:
                 sentence_kinds = self._social_kinds(words)
                 if sentence_kinds is not None:
@@ -738,20 +738,26 @@ def _build_ascii_tokenizer(segment: Mapping[str, str]) -> re.Pattern[str]:
     )
 
 
-def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
+def _social_words(keeper: Gatekeeper, sentence: _Sentence, alone: bool = True) -> list[str]:
     """The words the social check reads: names addressed to the listener cut ("Thanks, Caroline!", "Hey
     John, ..."), and any other capitalised word outside the vocabulary replaced by :data:`NAME`, which no
     open tail may hold ("You look great in that dress from Zara" names something, so it is content).
 
     A vocative is a capitalised word outside the gate's vocabulary that stands alone between clause
     marks - after a comma, at the sentence start or after a one-word social phrase ("hey", "thanks"),
-    and before a comma or the sentence end. So "Caroline moved to Boston" keeps its name, and a bare
-    answer ("Yes, Boston.") keeps it too: with the name gone, only ``bare_answers`` would be left.
+    and before a comma or the sentence end; or, the comma left out, at a clause's start before a word of
+    ``vocative_next`` ("Jon you've got this") or at its end after a social phrase of two words or more ("Same here
+    Caroline"). So "Caroline moved to Boston" keeps its name, and a bare
+    answer ("Yes, Boston.") keeps it too: with the name gone, only ``bare_answers`` would be left. A bare answer
+    keeps it in a message of one sentence only (``alone``): "Yeah, Maria! We can do it together!" opens with the
+    listener's name, while a lone name stays an answer wherever it stands ("Boston. It's lovely.").
     """
     words = sentence.words
     caps = sentence.capitals
+    vocative_next = keeper.words["vocative_next"]
     # Most sentences hold only their capitalised first word, which is neither a vocative nor a name.
-    if not caps or (len(caps) == 1 and 0 in caps and (len(words) < 2 or words[1] != ",")):
+    if not caps or (len(caps) == 1 and 0 in caps and (len(words) < 2 or (words[1] != ","
+                                                                         and words[1] not in vocative_next.starts))):
         return words
     n = len(words)
     names = {i for i in sentence.capitals
@@ -759,9 +765,19 @@ def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
     drop: set[int] = set()
     for i in names:
         if i + 1 < n and words[i + 1] != ",":
+            # Chat often leaves out the comma after a name: "Jon you've got this", "John that's awesome".
+            if (i == 0 or words[i - 1] == ",") and vocative_next.match_at(words, i + 1)[0]:
+                drop.add(i)
             continue
         prev = words[i - 1] if i else ","
         if prev == "," or keeper.social.phrases.get((prev,)) is not None:
+            drop.add(i)
+            continue
+        # ... or before it: "Same here Caroline", "Great news John" (a social phrase that is the whole clause before).
+        j = i
+        while j > 0 and words[j - 1] != ",":
+            j -= 1
+        if j < i - 1 and keeper.social.match_at(words, j)[0] == i - j:
             drop.add(i)
     # A sentence's first word is capitalised whatever it is, so it says nothing about a name.
     names.discard(0)
@@ -769,7 +785,7 @@ def _social_words(keeper: Gatekeeper, sentence: _Sentence) -> list[str]:
     # Commas left doubled or at an edge by the cut carry nothing.
     out = [w for i, w in enumerate(kept) if w != "," or (0 < i < len(kept) - 1 and kept[i - 1] != ",")]
     content = [w for w in out if w != ","]
-    if drop and (not content or (len(content) == 1 and keeper.words["bare_answers"].match_at(content, 0)[0])):
+    if drop and (not content or (alone and len(content) == 1 and keeper.words["bare_answers"].match_at(content, 0)[0])):
         return [NAME if i in names else w for i, w in enumerate(words)]
     return out
 

@@ -186,7 +186,7 @@ SOCIAL_KINDS: tuple[str, ...] = ("greeting", "thanks", "goodbye", "acknowledgeme
 REASONS: tuple[str, ...] = ("empty", "injection", *SOCIAL_KINDS, "question", "too_short")
 WORD_KINDS: tuple[str, ...] = ("wh_words", "aux_words", "subject_words", "first_person", "question_particles",
                                 "bare_answers", "open_tail_stop", "listener", "anchors", "anchor_endings",
-                                "generic_anchors", "views", "general_verbs")
+                                "generic_anchors", "views", "general_verbs", "vocative_next")
 SocialKind = Annotated[str, _one_of(SOCIAL_KINDS)]
 
 
