@@ -35,10 +35,12 @@ left, facts written blind and frozen before the validator changes of stop 38. ``
 bench/validate_blind7.py: a tenth set, everyday personal chat turns written for it (not drawn from the dev data), facts
 written blind and frozen before the validator changes of stop 39. ``--cases blind8`` runs bench/validate_blind8.py: an
 eleventh set, everyday and team chat turns written for it, with relative dates made absolute as the extraction prompt
-asks; its module's ``SAID_AT`` is passed to the validator as the turns' timestamp (no other set has one).
+asks; its module's ``SAID_AT`` is passed to the validator as the turns' timestamp. ``--cases blind9`` runs
+bench/validate_blind9.py: a twelfth set of the same two kinds with its own ``SAID_AT``, written blind and frozen before
+the validator changes of stop 41.
 Each set reports the cost per fact (validation only, warm).
 
-Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3|blind4|blind5|blind6|blind7|blind8|tune36|tune38|tune39|tune40|tune40b] [--verbose] [--json]
+Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3|blind4|blind5|blind6|blind7|blind8|blind9|tune36|tune38|tune39|tune40|tune40b] [--verbose] [--json]
 """
 
 from __future__ import annotations
@@ -150,6 +152,7 @@ SETS = {"heldout": ("validate_heldout", "HELDOUT"), "fresh": ("validate_fresh", 
         "blind3": ("validate_blind3", "BLIND3"), "blind4": ("validate_blind4", "BLIND4"),
         "blind5": ("validate_blind5", "BLIND5"), "blind6": ("validate_blind6", "BLIND6"),
         "blind7": ("validate_blind7", "BLIND7"), "blind8": ("validate_blind8", "BLIND8"),
+        "blind9": ("validate_blind9", "BLIND9"),
         "tune36": ("validate_tune36", "TUNE36"), "tune38": ("validate_tune38", "TUNE38"),
         "tune39": ("validate_tune39", "TUNE39"), "tune40": ("validate_tune40", "TUNE40"),
         "tune40b": ("validate_tune40b", "TUNE40B")}
