@@ -26,6 +26,10 @@ near copies of an earlier set's turn (a cat and a laptop, a greyhound, a mother 
 coffee, a dropped Python version, a service handed over, a p95 jump, ...) were replaced by turns on other subjects.
 
 Turns: 54; 330 true and 259 invented facts.
+
+Measured once on the unchanged validator (c71b1c4, before any stop 41 change): true facts pass 0.542 (179 of 330),
+invented facts pass 0.127 (33 of 259); rejected true facts: ungrounded 130, negation 16, too_short 2, trivial 2,
+other_subject 1. The failures were not read.
 """
 
 from __future__ import annotations
