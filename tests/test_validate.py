@@ -860,7 +860,6 @@ def test_a_degree_finished_is_still_had() -> None:
     ("Started therapy a couple months back, it's helping", "User started therapy about two months ago", True),
     ("I have two teenagers and a very old cat.", "User has two children", True),
     ("I have two teenagers and a very old cat.", "User has three children", False),
-    ("I started smoking in my teens.", "User has kids", False),
     ("I'm 29, single, and living with two roommates in Queens.", "User is not married", True),
     ("I'm 29, single, and living with two roommates in Queens.", "User is married", False),
 ])
