@@ -37,7 +37,9 @@ by its start), a first time that is not many times, who visits whom, where a cha
 fact told as something said, checked and stored without its frame ("User mentioned that they have a dog" -> "User has a
 dog", data/fact_senses.yaml ``reporting``), a role only studied or the first word of another role ("I study nursing",
 "a vet tech": no nurse, no veterinarian) and what ends only the thing it names ("I gave up my car", "since I finished
-grad school"). Each rejection
+grad school"). Stop 41 added British and everyday words as data (nan, postie, telly, mate, a hen do), numbers with
+a scale ("2 grand" is 2000, data/fact_checks.yaml ``scales``), not having as not owning, and a participle after "is" /
+"getting" read as no past for a date ("User is getting married in June 2027"). Each rejection
 names what was unsupported (``explain`` of :func:`validate_items`). A grounded fact whose category has no cue in
 its words ("User mostly reads fiction" as a preference) is kept as "other", its explanation saying so. The floor
 (words, a content word and a clause, not characters), the word lists and the cue words each category needs live in
