@@ -28,6 +28,8 @@ words, kinship, number and time restatements).
 short facts, jobs said by what one does, soft deaths, more / fewer, number restatements).
 ``--cases tune40b`` runs bench/validate_tune40b.py: stop 40b's tuning set (facts framed as something said, "User
 mentioned that they have a dog"; a field studied, a compound role or an ended state read as what the user is or has).
+``--cases tune41`` runs bench/validate_tune41.py: stop 41's tuning set, written after blind9 was frozen (everyday and
+team chat with a ``SAID_AT``: jobs by their nouns, deaths of pets, hedged wishes, shares and splits, part-time work).
 ``--cases blind5`` runs bench/validate_blind5.py: an eighth set, dev turns from LoCoMo sessions, persona chats and
 Switchboard stretches no earlier set used, facts written blind and frozen before the validator changes of stop 37.
 ``--cases blind6`` runs bench/validate_blind6.py: a ninth set drawn the same way from what blind5 and the earlier sets
@@ -35,10 +37,12 @@ left, facts written blind and frozen before the validator changes of stop 38. ``
 bench/validate_blind7.py: a tenth set, everyday personal chat turns written for it (not drawn from the dev data), facts
 written blind and frozen before the validator changes of stop 39. ``--cases blind8`` runs bench/validate_blind8.py: an
 eleventh set, everyday and team chat turns written for it, with relative dates made absolute as the extraction prompt
-asks; its module's ``SAID_AT`` is passed to the validator as the turns' timestamp (no other set has one).
+asks; its module's ``SAID_AT`` is passed to the validator as the turns' timestamp. ``--cases blind9`` runs
+bench/validate_blind9.py: a twelfth set of the same two kinds with its own ``SAID_AT``, written blind and frozen before
+the validator changes of stop 41.
 Each set reports the cost per fact (validation only, warm).
 
-Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3|blind4|blind5|blind6|blind7|blind8|tune36|tune38|tune39|tune40|tune40b] [--verbose] [--json]
+Usage: .venv/bin/python bench/eval_validate.py [--cases old|heldout|fresh|blind|blind2|blind3|blind4|blind5|blind6|blind7|blind8|blind9|tune36|tune38|tune39|tune40|tune40b|tune41] [--verbose] [--json]
 """
 
 from __future__ import annotations
@@ -150,9 +154,11 @@ SETS = {"heldout": ("validate_heldout", "HELDOUT"), "fresh": ("validate_fresh", 
         "blind3": ("validate_blind3", "BLIND3"), "blind4": ("validate_blind4", "BLIND4"),
         "blind5": ("validate_blind5", "BLIND5"), "blind6": ("validate_blind6", "BLIND6"),
         "blind7": ("validate_blind7", "BLIND7"), "blind8": ("validate_blind8", "BLIND8"),
+        "blind9": ("validate_blind9", "BLIND9"),
         "tune36": ("validate_tune36", "TUNE36"), "tune38": ("validate_tune38", "TUNE38"),
         "tune39": ("validate_tune39", "TUNE39"), "tune40": ("validate_tune40", "TUNE40"),
-        "tune40b": ("validate_tune40b", "TUNE40B")}
+        "tune40b": ("validate_tune40b", "TUNE40B"),
+        "tune41": ("validate_tune41", "TUNE41")}
 
 
 def main() -> None:

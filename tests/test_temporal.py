@@ -205,6 +205,7 @@ def test_weekends_weekdays_and_days_of_a_month_resolve_the_way_the_tense_reads(
         ("So glad. Last Friday I went to a council meeting", "the Friday before 15 June 2024"),
         ("I watch Last Week Tonight", None),  # a capital in mid-sentence is a title
         ("We went camping two weekends ago", "two weekends before 15 June 2024"),
+        ("Started therapy a couple months back", "April 2024"),  # "back" as "ago", "a couple" without "of" (stop 41)
         ("I joined a new group last Tues", "the Tuesday before 15 June 2024"),
         ("I sat in the sun all day", None),  # a short weekday name needs last/next/on before it
         ("On Friday I got the news. Next month I leave for Ireland", "the Friday before 15 June 2024; July 2024"),

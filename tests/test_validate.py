@@ -825,3 +825,57 @@ def test_a_role_studied_or_compounded_is_not_held(turn: str, content: str, kept:
 def test_a_degree_finished_is_still_had() -> None:
     assert _check("Since I finished my degree I've been job hunting nonstop.", "User has a degree")[0]
     assert not _check("I've been so much calmer since I finished grad school.", "User is a grad student")[0]
+
+
+# Stop 41: British and everyday words, numbers with a scale, a plan's date told with its year, not having said as not
+# owning, "so no ..." as a clause of its own, he / she as male / female; and what stays out.
+@pytest.mark.parametrize(("turn", "content", "kept"), [
+    ("my nan's 96 and still does the crossword every morning", "User's grandmother is 96", True),
+    ("my nan's 96 and still does the crossword every morning", "User does the crossword every morning", False),
+    ("I'm a postie, start at 5 so I'm in bed by 9", "User is a mail carrier", True),
+    ("I'm a postie, start at 5 so I'm in bed by 9", "User is a courier", False),
+    ("I don't really watch telly anymore, mostly youtube", "User doesn't watch much TV", True),
+    ("I don't really watch telly anymore, mostly youtube", "User no longer watches television", True),
+    ("I don't really watch telly anymore, mostly youtube", "User watches a lot of TV", False),
+    ("Me and my best mate Tom are doing a bike ride", "User has a best friend named Tom", True),
+    ("got 2 grand for the old car, honestly more than I thought", "User got 2,000 for the car", True),
+    ("got 2 grand for the old car, honestly more than I thought", "User got 20,000 for the car", False),
+    ("the van has 140k miles on it", "The van has 140,000 miles on it", True),
+    ("the van has 140k miles on it", "The van has 40,000 miles on it", False),
+    ("we hit the 10k/month limit on the API again", "The API limit is 10,000 a month", True),
+    ("we don't have a car, just the bikes", "User doesn't own a car", True),
+    ("we don't have a car, just the bikes", "User owns a car", False),
+    ("Our boiler died on Thursday so no hot water all weekend", "User's boiler broke", True),
+    ("Our boiler died on Thursday so no hot water all weekend", "User had no hot water", True),
+    ("Our boiler died on Thursday so no hot water all weekend", "User had no electricity", False),
+    ("Been gluten free since my coeliac diagnosis in 2022", "User has coeliac disease", True),
+    ("Been gluten free since my coeliac diagnosis in 2022", "User doesn't eat gluten", True),
+    ("Been gluten free since my coeliac diagnosis in 2022", "User doesn't eat dairy", False),
+    ("Off to Lisbon for my sister's hen do next weekend!", "User is going to their sister's hen party", True),
+    ("Off to Lisbon for my sister's hen do next weekend!", "User went to Lisbon", False),
+    ("yeah I play five-a-side every Wednesday with some lads from work", "User plays football", True),
+    ("yeah I play five-a-side every Wednesday with some lads from work", "User plays rugby", False),
+    ("My partner's a firefighter so he works 24 hour shifts", "User's partner is a man", True),
+    ("My partner's a firefighter so he works 24 hour shifts", "User's partner is a woman", False),
+    ("Started therapy a couple months back, it's helping", "User started therapy about two months ago", True),
+    ("I have two teenagers and a very old cat.", "User has two children", True),
+    ("I have two teenagers and a very old cat.", "User has three children", False),
+    ("I'm 29, single, and living with two roommates in Queens.", "User is not married", True),
+    ("I'm 29, single, and living with two roommates in Queens.", "User is married", False),
+])
+def test_everyday_words_and_scaled_numbers(turn: str, content: str, kept: bool) -> None:
+    passed, explain = _check(turn, content)
+    assert passed == kept, explain
+
+
+@pytest.mark.parametrize(("content", "kept"), [
+    ("User is getting married in June 2027", True),   # a plan's month is the coming one, "married" is no past
+    ("User is getting married in May 2027", False),
+    ("User got married in June 2027", False),          # told in the past: the last June only
+])
+def test_a_participle_after_be_or_get_is_no_past(content: str, kept: bool) -> None:
+    said_at = datetime(2026, 11, 9, 10, tzinfo=timezone.utc)
+    facts, _, _, _ = validate_items({"facts": [{"content": content, "category": "temporal", "confidence": 0.9}]},
+                                    "we're getting married in june!! small thing", settings=SETTINGS,
+                                    timestamp=said_at)
+    assert bool(facts) == kept

@@ -37,7 +37,9 @@ by its start), a first time that is not many times, who visits whom, where a cha
 fact told as something said, checked and stored without its frame ("User mentioned that they have a dog" -> "User has a
 dog", data/fact_senses.yaml ``reporting``), a role only studied or the first word of another role ("I study nursing",
 "a vet tech": no nurse, no veterinarian) and what ends only the thing it names ("I gave up my car", "since I finished
-grad school"). Each rejection
+grad school"). Stop 41 added British and everyday words as data (nan, postie, telly, mate, a hen do), numbers with
+a scale ("2 grand" is 2000, data/fact_checks.yaml ``scales``), not having as not owning, and a participle after "is" /
+"getting" read as no past for a date ("User is getting married in June 2027"). Each rejection
 names what was unsupported (``explain`` of :func:`validate_items`). A grounded fact whose category has no cue in
 its words ("User mostly reads fiction" as a preference) is kept as "other", its explanation saying so. The floor
 (words, a content word and a clause, not characters), the word lists and the cue words each category needs live in
@@ -175,6 +177,8 @@ class _FactChecks:
     cues: Mapping[str, tuple[frozenset[str], tuple[Any, ...]]]
     number_rx: Any = None  # digits or a number word of ``numbers``
     numbers: Mapping[str, int] = field(default_factory=dict)
+    scale_rx: Any = None  # a word of ``scales`` right after a number ("k", " grand"), anchored where the number ends
+    scales: Mapping[str, int] = field(default_factory=dict)
     positive: Any = None  # compiled regex of one polarity side, or None
     negative: Any = None
     related: Mapping[str, frozenset[str]] = field(default_factory=dict)  # stem -> stems that ground it
@@ -254,6 +258,10 @@ def _fact_checks() -> _FactChecks:
     words = "|".join(r"\s+".join(regex.escape(p) for p in w.split()) for w in sorted(numbers, key=len, reverse=True))
     number_rx = regex.compile(rf"(?<![\p{{L}}\p{{N}}.,])\d+(?:[.,]\d+)?(?![\p{{N}}])"
                               + (rf"|(?<![\p{{L}}])(?:{words})(?![\p{{L}}])" if words else ""), regex.IGNORECASE)
+    scales = {k.casefold(): v for k, v in spec.grounding.scales.items()}
+    # a scale word after a space, a scale letter also written on the number ("10k"); not before another letter
+    scale_rx = regex.compile(r"\s*(" + "|".join(regex.escape(k) for k in sorted(scales, key=len, reverse=True))
+                             + r")(?![\p{L}\p{N}])", regex.IGNORECASE) if scales else None
     polarity, negation = grounding.polarity, grounding.negation
     positive, negative = (_polarity(side) for side in (polarity.positive, polarity.negative))
     negated = negation.words + negation.implied if negation else []
@@ -262,7 +270,7 @@ def _fact_checks() -> _FactChecks:
     return _FactChecks(min_content.cjk_chars, min_content.min_words, min_content.content_words,
                        frozenset(w.casefold() for w in min_content.clause_words),
                        frozenset(w.casefold() for w in min_content.fragment_openers), cues, number_rx,
-                       numbers, positive, negative, {k: frozenset(v) for k, v in related.items()},
+                       numbers, scale_rx, scales, positive, negative, {k: frozenset(v) for k, v in related.items()},
                        grounding.min_share, grounding.cjk_min_share,
                        frozenset(w.casefold() for w in [*grounding.light, *single]),
                        _polarity([*polarity.positive, *polarity.praise]), _polarity(negated), _clause_rx(negation),
@@ -815,14 +823,28 @@ def _keys(word: str) -> frozenset[str]:
     return frozenset(keys)
 
 
-def _numbers(text: str, checks: _FactChecks) -> set[str]:
-    """The numbers ``text`` names, as digit strings ("three" and "3" are both "3")."""
+def _numbers(text: str, checks: _FactChecks, scaled_only: bool = False) -> set[str]:
+    """The numbers ``text`` names, as digit strings ("three" and "3" are both "3"); a number with a scale word of
+    data/fact_checks.yaml after it ("10k", "2 grand") also as the product, and with ``scaled_only`` (a fact's
+    numbers) only as that."""
     if checks.number_rx is None:
         return set()
     out = set()
     for m in checks.number_rx.finditer(text):
         word = " ".join(m.group().casefold().split())
-        out.add(str(checks.numbers[word]) if word in checks.numbers else word.replace(",", ""))
+        number = str(checks.numbers[word]) if word in checks.numbers else word.replace(",", "")
+        scale = checks.scale_rx.match(text, m.end()) if checks.scale_rx is not None else None
+        if scale is not None:
+            try:
+                scaled = float(number.replace(",", ".") if "." not in number else number) \
+                    * checks.scales[scale.group(1).casefold()]
+            except ValueError:
+                scaled = None
+            if scaled is not None:
+                out.add(str(int(scaled)) if scaled == int(scaled) else str(scaled))
+                if scaled_only:
+                    continue
+        out.add(number)
     return out
 
 
@@ -830,6 +852,7 @@ _NAME = regex.compile(r"(?<![\p{L}\p{N}'’])\p{Lu}[\p{L}\p{N}-]*")
 # A word of letters and digits ("p99", "v2", "t3.medium", "Q3"), and its letter / digit runs; the source must have it,
 # spaces between the runs allowed ("2 pm" for "2pm").
 _CODE = regex.compile(r"(?<![\p{L}\p{N}])(?=[\p{L}\p{N}.]*\p{L})(?=[\p{L}\p{N}.]*\p{N})[\p{L}\p{N}]+(?:\.[\p{L}\p{N}]+)*")
+_SCALED = regex.compile(r"\d+(?:\.\d+)?(\p{L}+)")  # a number with a scale letter written on it: "10k"
 _CODE_PARTS = regex.compile(r"\p{L}+|\p{N}+|\.")
 _CODE_SAID = r"(?<![\p{{L}}\p{{N}}]){}(?![\p{{L}}\p{{N}}])"
 _POSSESSIVE = regex.compile(r"['’]s$")
@@ -837,10 +860,13 @@ _POSSESSIVE = regex.compile(r"['’]s$")
 
 def _specifics_unsupported(content: str, source: _Source, checks: _FactChecks, subjects: set[str]) -> str | None:
     """What of the fact's numbers, names and liking the source does not say (None: all of it is said)."""
-    missing = sorted(_numbers(content, checks) - source.numbers(checks))
+    missing = sorted(_numbers(content, checks, scaled_only=True) - source.numbers(checks))
     if missing:
         return "number " + ", ".join(missing)
     for m in _CODE.finditer(content):  # "p50", "v2", "t3.medium": letters and digits, said as written
+        if checks.scale_rx is not None and _SCALED.fullmatch(m.group()) \
+                and checks.scale_rx.fullmatch(_SCALED.fullmatch(m.group()).group(1)):
+            continue  # "10k" is a number, checked above ("10,000" says it)
         if not regex.search(_CODE_SAID.format(r"\s*".join(regex.escape(p) for p in _CODE_PARTS.findall(m.group()))),
                             source.text, regex.IGNORECASE):
             return f"name {m.group()}"
@@ -1872,6 +1898,7 @@ def _confidence(value: Any) -> tuple[float, float]:
 
 
 # Words after which a word is a noun, not a verb ("the rent", "a listed owner").
+_NOT_PAST_BEFORE = frozenset({"is", "are", "am", "be", "being", "get", "gets", "getting", "will", "'ll", "’ll"})
 _NOUN_BEFORE = frozenset({"a", "an", "the", "my", "our", "your", "his", "her", "their", "its", "this", "that"})
 _FIRST_PERSON = frozenset({"i", "me", "my", "myself", "we", "us", "our", "i'm", "i've", "i'd", "i'll", "we're",
                            "we've", "i’m", "i’ve", "we’re"})
@@ -1939,8 +1966,11 @@ class _Source:
             rest = rest[:span.start] + " " + rest[span.end:]
         words = [w.casefold() for w in _WORD.findall(rest)]
         # (not a word after a determiner or a possessive: "User's rent increases", "a listed owner")
+        # (nor a participle after a present or future "be" / "get": "User is getting married in June 2027", "Android
+        # is expected on Wednesday" are ahead) (stop 41)
         past = any(_past_form(w) for i, w in enumerate(words)
-                   if i == 0 or words[i - 1] not in _NOUN_BEFORE and _POSSESSIVE.search(words[i - 1]) is None)
+                   if i == 0 or words[i - 1] not in _NOUN_BEFORE and words[i - 1] not in _NOT_PAST_BEFORE
+                   and _POSSESSIVE.search(words[i - 1]) is None)
         for span in reversed(spans):
             if any(start <= period[0] and period[1] <= end or period[0] <= start and end <= period[1]
                    for period in _readings(span.text, self.said_at) for start, end in self.periods(past)):

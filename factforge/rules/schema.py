@@ -574,6 +574,7 @@ class GroundingSpec(Spec):
     cjk_min_share: Annotated[float, AfterValidator(_share)] = 0.5  # of its CJK bigrams
     light: list[Text] = []  # words that carry no claim of their own ("named", "lives"): not checked
     numbers: dict[str, int] = {}  # number words -> whole numbers
+    scales: dict[str, int] = {}  # words after a number that multiply it ("10k", "2 grand") -> the factor
     polarity: PolaritySpec
     negation: NegationSpec | None = None
     related: list[list[str]] = []  # groups of words that ground each other

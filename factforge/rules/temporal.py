@@ -62,7 +62,7 @@ _CORE_FORMS = (
     rf"|(?:last|this|next|past)\s+(?:{_WEEKDAY_RX}|week|month|year|weekend|{_SEASON_RX})"
     rf"|(?:last|this|next|past|on)\s+{_SHORT_RX}"
     rf"|(?:on\s+)?{_WEEKDAY_RX}"
-    rf"|{_NUMBER_RX}\s+{_UNIT_RX}\s+ago"
+    rf"|{_NUMBER_RX}\s+{_UNIT_RX}\s+(?:ago|back)"
     rf"|(?:in\s+|early\s+|late\s+)?(?:{_MONTH_RX})(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?(?:,?\s+(?:19|20)\d\d)?\b"
     # an ISO date before a year, which is its first four digits ("since 2026-03-15" is no "since 2026")
     rf"|(?:on\s+)?\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]\d{{2}}:\d{{2}}(?::\d{{2}})?)?"
@@ -108,7 +108,8 @@ _SEASON = regex.compile(rf"(last|this|next|past)\s+({_SEASON_RX})")
 _SEASON_YEAR = regex.compile(rf"(?:in\s+)?(?:the\s+)?({_SEASON_RX})\s+(?:of\s+)?((?:19|20)\d\d)")
 _SEASON_BARE = regex.compile(rf"in\s+the\s+({_SEASON_RX})")
 _SEASON_START: dict[str, int] = _WORDS_DATA["season_start"]
-_AGO = regex.compile(rf"({_NUMBER_RX})\s+({_UNIT_RX})\s+ago")
+# ("two weeks back" as people say it too, stop 41)
+_AGO = regex.compile(rf"({_NUMBER_RX})\s+({_UNIT_RX})\s+(?:ago|back)")
 # "in three weeks": the day that far ahead (a month or year ahead: that month, that year) (stop 40)
 _AHEAD = regex.compile(rf"in\s+({_NUMBER_RX})\s+({_UNIT_RX})")
 _OPEN = regex.compile(r"(since|from|as\s+of|starting|until|till)\s+(.+)")
