@@ -280,6 +280,8 @@ class InjectionRule:
     @property
     def regex(self) -> regex.Pattern[str]:
         """The compiled regex (IGNORECASE and VERBOSE unless given compiled), compiled once."""
+        if self._compiled:
+            return self._compiled[0]
         return compiled_once(self._compiled, str(self.pattern), INJECTION_FLAGS, f"injection rule {self.id}")
 
     @property
