@@ -3,10 +3,11 @@
 Made for speed work on the engine (issue 14): record the output before a change, again after it, and compare
 the two files; any difference is a change of behaviour, not only of speed. The texts are every distinct message
 of bench_extract's mix (Switchboard, persona chat, injection set, team chat), the technical chat of eval_tech,
-every persona line of Synthetic-Persona-Chat, every string of the rule files (examples, counter-examples) and
-every LoCoMo turn and persona-chat line, extracted (LoCoMo's with its session's date: temporal resolution) and, as a turn, with the
-previous speaker's message as the assistant's words (confirmations and elliptical answers). Each line holds the
-whole result: the gate's verdict, the facts with their explanations, hints, entities and relationships.
+every persona line of Synthetic-Persona-Chat and every string of the rule files (examples, counter-examples); then
+every persona-chat line as a turn with the line before it as the assistant's words, and every LoCoMo turn, extracted
+with its session's date (temporal resolution) and, as a turn, with the previous speaker's message as the assistant's
+words (confirmations, elliptical answers, references). Each line holds the whole result: the gate's verdict, the facts
+with their explanations, hints, entities and relationships.
 
 Usage: .venv/bin/python bench/oracle_extract.py OUT.txt [--data DIR]
        .venv/bin/python bench/oracle_extract.py OUT.txt --compare BEFORE.txt

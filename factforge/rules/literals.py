@@ -68,8 +68,8 @@ def required(pattern: str, verbose: bool = True) -> tuple[frozenset[str], ...]:
 
 def _in_ascii(clause: set[str]) -> frozenset[str] | None:
     """A clause as it reads ASCII text: its strings that can occur there (a string with a character no ASCII
-    character matches, even case-insensitively, cannot: "现在" in "(?:now|现在)"), or None when it says nothing worth
-    checking (a string too short, one whose non-ASCII characters may match ASCII ones, none left)."""
+    character matches, even case-insensitively, cannot: "现在" in "now|现在"), or None when it says nothing
+    worth checking (a string too short, one whose non-ASCII characters may match ASCII ones, none left)."""
     kept = set()
     for s in clause:
         if s.isascii():
