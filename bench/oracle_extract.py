@@ -3,8 +3,11 @@
 Made for speed work on the engine (issue 14): record the output before a change, again after it, and compare
 the two files; any difference is a change of behaviour, not only of speed. The texts are every distinct message
 of bench_extract's mix (Switchboard, persona chat, injection set, team chat), the technical chat of eval_tech,
-and every LoCoMo turn, extracted with its session's date (temporal resolution) and, as a turn, with the
-previous speaker's message as the assistant's words (confirmations and elliptical answers).
+every persona line of Synthetic-Persona-Chat and every string of the rule files (examples, counter-examples); then
+every persona-chat line as a turn with the line before it as the assistant's words, and every LoCoMo turn, extracted
+with its session's date (temporal resolution) and, as a turn, with the previous speaker's message as the assistant's
+words (confirmations, elliptical answers, references). Each line holds the whole result: the gate's verdict, the facts
+with their explanations, hints, entities and relationships.
 
 Usage: .venv/bin/python bench/oracle_extract.py OUT.txt [--data DIR]
        .venv/bin/python bench/oracle_extract.py OUT.txt --compare BEFORE.txt
@@ -13,10 +16,13 @@ Usage: .venv/bin/python bench/oracle_extract.py OUT.txt [--data DIR]
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -24,6 +30,7 @@ from bench_extract import DATA, sources  # noqa: E402
 from eval_tech import GOLD, TRAPS  # noqa: E402
 
 from factforge.rules.extract import Extractor  # noqa: E402
+from factforge.rules.rulefile import default_patterns_dir  # noqa: E402
 from factforge.types import Extraction  # noqa: E402
 
 
@@ -51,17 +58,67 @@ def _locomo(data: Path) -> list[tuple[str, datetime | None, str | None]]:
     return out
 
 
+def _personas(data: Path) -> list[str]:
+    """Every persona line of Synthetic-Persona-Chat (both speakers' columns)."""
+    path = data / "spc_valid.csv"
+    if not path.exists():
+        return []
+    with path.open(encoding="utf-8") as fh:
+        return [line.strip() for row in csv.DictReader(fh) for column in ("user 1 personas", "user 2 personas")
+                for line in row[column].splitlines() if line.strip()]
+
+
+def _chat_turns(data: Path) -> list[tuple[str, str | None]]:
+    """(line, the line before it) of every Synthetic-Persona-Chat conversation."""
+    path = data / "spc_valid.csv"
+    if not path.exists():
+        return []
+    out: list[tuple[str, str | None]] = []
+    with path.open(encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            prior = None
+            for line in row["Best Generated Conversation"].splitlines():
+                if ":" in line:
+                    text = line.split(":", 1)[1].strip()
+                    if text:
+                        out.append((text, prior))
+                        prior = text
+    return out
+
+
+def _rule_strings() -> list[str]:
+    """Every string of the shipped rule files' examples and counter-examples (and their ``text`` fields)."""
+    out: list[str] = []
+
+    def walk(node: object, wanted: bool) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, wanted or key in ("examples", "counter_examples", "text"))
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, wanted)
+        elif isinstance(node, str) and wanted:
+            out.append(node)
+
+    for path in sorted(default_patterns_dir().glob("*.yaml")):
+        walk(yaml.safe_load(path.read_text(encoding="utf-8")), False)
+    return out
+
+
 def _line(kind: str, text: str, x: Extraction) -> str:
     return json.dumps([kind, text, repr(x)], ensure_ascii=False)
 
 
 def record(out: Path, data: Path) -> int:
     ex = Extractor()
-    texts = list(dict.fromkeys(sources(data) + [t for t, _ in GOLD] + TRAPS))
+    texts = list(dict.fromkeys(sources(data) + [t for t, _ in GOLD] + TRAPS + _personas(data) + _rule_strings()))
     n = 0
     with out.open("w", encoding="utf-8") as fh:
         for t in texts:
             fh.write(_line("msg", t, ex.extract(t, timestamp=NOW)) + "\n")
+            n += 1
+        for t, prior in _chat_turns(data):
+            fh.write(_line("chat_turn", t, ex.extract_turn(t, timestamp=NOW, prior_assistant=prior)) + "\n")
             n += 1
         for t, when, prior in _locomo(data):
             fh.write(_line("dated", t, ex.extract(t, timestamp=when)) + "\n")

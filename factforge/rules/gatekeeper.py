@@ -27,7 +27,7 @@ from typing import Any, cast
 
 import regex
 
-from .literals import Starts
+from .literals import Starts, clause_checks, meets, required
 from .normalise import Normaliser
 from .rulefile import (Problems, check_examples, compile_regex, compiled_once, default_patterns_dir, guard_budget,
                        keyword_automaton, own_time, remember, straight_quotes, verified_folder)
@@ -270,6 +270,7 @@ class InjectionRule:
     # Compiled at load when the folder's files are checked then; from verified files, on first use.
     _compiled: list[regex.Pattern[str]] = field(default_factory=list, repr=False, compare=False)
     _starts: list[Starts] = field(default_factory=list, repr=False, compare=False)
+    _requires: list[tuple[Any, ...]] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.pattern, regex.Pattern):
@@ -279,6 +280,8 @@ class InjectionRule:
     @property
     def regex(self) -> regex.Pattern[str]:
         """The compiled regex (IGNORECASE and VERBOSE unless given compiled), compiled once."""
+        if self._compiled:
+            return self._compiled[0]
         return compiled_once(self._compiled, str(self.pattern), INJECTION_FLAGS, f"injection rule {self.id}")
 
     @property
@@ -287,6 +290,17 @@ class InjectionRule:
         if not self._starts:
             self._starts.append(Starts(str(self.pattern), self.regex.flags))
         return self._starts[0]
+
+    @property
+    def requires(self) -> tuple[Any, ...]:
+        """The words the regex cannot match an ASCII text without (:func:`~.literals.required`, as checks of the
+        lower-cased text: :func:`~.literals.meets`), less those every keyword holds; worked out once."""
+        if not self._requires:
+            rx = self.regex
+            self._requires.append(clause_checks(
+                c for c in required(rx.pattern, bool(rx.flags & regex.VERBOSE))
+                if not all(any(w in k for w in c) for k in self.keywords)))
+        return self._requires[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,7 +380,7 @@ class Gatekeeper:
         start); how many were not compiled yet."""
         fresh = sum(not rule._compiled for rule in self.injection_rules)
         for rule in self.injection_rules:
-            _ = rule.regex, rule.starts
+            _ = rule.regex, rule.starts, rule.requires
         return fresh
 
     def is_injection(self, text: str) -> str | None:
@@ -380,8 +394,15 @@ class Gatekeeper:
             low = reading.lower()
             for _end, indices in self.automaton.iter(low):
                 candidates.update(indices)
+            if not candidates:
+                continue
+            ascii_text = reading.isascii()
             for index in sorted(candidates):
                 rule = self.injection_rules[index]
+                # In ASCII text a rule whose regex needs a word the text lacks cannot match ("great" without "now":
+                # praise, no hand-over); the regex's own verdict is still the only "yes".
+                if ascii_text and not meets(rule._requires[0] if rule._requires else rule.requires, low):
+                    continue
                 # In ASCII text the regex's superset says whether it can match at all, and from where; it answers
                 # only "no" or "search from here", so the guard still fails closed on the regex's own verdict.
                 starts = rule.starts

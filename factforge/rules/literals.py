@@ -3,9 +3,9 @@
 A rule's ``keywords`` decide whether its regex runs at all; but a long rule regex often needs more words than
 its keywords ("I was a ..." needs one of ~50 job names), and running it costs 10-200 us. :func:`required`
 reads a regex's syntax tree and returns what any text it matches holds: a tuple of clauses, each a set of
-lower-case strings of which at least one occurs in the lower-cased text. Only ASCII clauses are kept, and the
-library applies them to ASCII texts only, where lower-casing and the ``regex`` module's case-insensitive
-matching agree.
+lower-case strings of which at least one occurs in the lower-cased text. The library applies them to ASCII texts
+only, where lower-casing and the ``regex`` module's case-insensitive matching agree, so a clause keeps its ASCII
+strings: one that cannot occur in ASCII text is left out of it ("现在" in a clause of "now|现在").
 
 The tree is read with the stdlib's regex parser (the ``regex`` module exposes none). ``\\p{...}`` classes and
 group names are rewritten first (the stdlib has neither Unicode properties nor repeated group names); anything
@@ -27,7 +27,7 @@ import regex
 _sre_parse: Any = importlib.import_module("re._parser")
 _c: Any = importlib.import_module("re._constants")
 
-__all__ = ["Branches", "Starts", "branches", "clause_checks", "meets", "relaxed", "required"]
+__all__ = ["Branches", "Starts", "branches", "clause_checks", "meets", "relaxed", "relaxed_tails", "required"]
 
 # The most strings one exact set (the strings a piece of the regex can match in full) may hold.
 _MAX_SET = 64
@@ -60,9 +60,25 @@ def required(pattern: str, verbose: bool = True) -> tuple[frozenset[str], ...]:
     _, clauses = _sequence(list(tree))
     out: list[frozenset[str]] = []
     for clause in clauses:
-        if clause and all(len(s) >= _MIN_CHARS and s.isascii() for s in clause) and frozenset(clause) not in out:
-            out.append(frozenset(clause))
+        kept = _in_ascii(clause)
+        if kept and kept not in out:
+            out.append(kept)
     return tuple(out)
+
+
+def _in_ascii(clause: set[str]) -> frozenset[str] | None:
+    """A clause as it reads ASCII text: its strings that can occur there (a string with a character no ASCII
+    character matches, even case-insensitively, cannot: "现在" in "now|现在"), or None when it says nothing
+    worth checking (a string too short, one whose non-ASCII characters may match ASCII ones, none left)."""
+    kept = set()
+    for s in clause:
+        if s.isascii():
+            if len(s) < _MIN_CHARS:
+                return None
+            kept.add(s)
+        elif not any(not ch.isascii() and not _ascii_matches(regex.escape(ch), regex.IGNORECASE) for ch in s):
+            return None
+    return frozenset(kept) or None
 
 
 # Placeholders for ``\\p{...}`` classes while the stdlib reads a pattern for :func:`relaxed`: characters of the
@@ -117,6 +133,76 @@ def relaxed(pattern: str, flags: int = 0, lower: bool = False) -> tuple[str, boo
     of words makes it try every word at every position; a case-sensitive one skips a word on its first letter, about
     2.7 times faster over the bundled rules). A piece of a kept look-ahead that tells case apart (``(?-i:The)``) cannot
     be read in lower-cased text: that look-ahead is dropped, which only widens."""
+    parsed = _relax_tree(pattern, flags)
+    if parsed is None:
+        return None
+    tree, source = parsed
+    items, anchored = _unanchored_lead(tree)
+    try:
+        out, _ = _Relax(source, lower).sequence(items, bool(flags & regex.IGNORECASE))
+        # A superset that matches the empty text matches everywhere: it says nothing.
+        return None if re.match(out, "", 0 if lower else re.IGNORECASE) is not None else (out, anchored)
+    except (re.error, regex.error, KeyError, RecursionError, OverflowError):
+        return None
+
+
+def relaxed_tails(pattern: str, flags: int = 0, lower: bool = False) -> list[str]:
+    """Supersets, in ASCII text, of the later runs of ``pattern``: its top-level concatenation (its groups without
+    flags opened) is cut where :func:`relaxed` cuts it, and each run of pieces after such a cut (up to the next one)
+    is rewritten the same way. A match of ``pattern`` holds a match of each run, so a text where one of these finds
+    nothing holds no match either: "to me" must be followed by what ends a clause ("to meet" is no "to me"), whatever
+    the cut subject before it was. Runs that say little (ones matching an empty text, one character or a space) are
+    left out; ``flags`` and ``lower`` as for :func:`relaxed`."""
+    parsed = _relax_tree(pattern, flags)
+    if parsed is None:
+        return []
+    tree, source = parsed
+    flat = _opened(tree)
+    relax = _Relax(source, lower)
+    icase = bool(flags & regex.IGNORECASE)
+    out: list[str] = []
+    run: list[tuple[Any, Any]] = []
+    cuts = 0
+    try:
+        for op, av in flat:
+            piece, whole = relax.node(op, av, icase)
+            if piece is not None:
+                run.append((op, av))
+            if piece is None or not whole:
+                if cuts and run:
+                    out.append(_tail_source(relax, run, icase))
+                cuts += 1
+                run = []
+        if cuts and run:
+            out.append(_tail_source(relax, run, icase))
+        flag = 0 if lower else re.IGNORECASE
+        return [t for t in dict.fromkeys(out) if t and not any(
+            re.match(t, sample, flag) for sample in ("", " ", "a", "1", ".", "\n"))]
+    except (re.error, regex.error, KeyError, RecursionError, OverflowError):
+        return []
+
+
+def _tail_source(relax: _Relax, run: list[tuple[Any, Any]], icase: bool) -> str:
+    """A run of pieces as a superset's source, an opening unbounded repeat left out (see :func:`_unanchored_lead`)."""
+    items, _ = _unanchored_lead(run)
+    return relax.sequence(items, icase)[0]
+
+
+def _opened(items: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """A concatenation's pieces with its groups without flags opened (a group's pieces follow each other as its
+    neighbours do)."""
+    out: list[tuple[Any, Any]] = []
+    for op, av in items:
+        if op is _c.SUBPATTERN and not av[1] and not av[2]:
+            out += _opened(list(av[3]))
+        else:
+            out.append((op, av))
+    return out
+
+
+def _relax_tree(pattern: str, flags: int) -> tuple[list[tuple[Any, Any]], dict[str, str]] | None:
+    """``pattern`` read by the stdlib's parser for :func:`relaxed` (its ``\\p{...}`` classes as placeholders), with the
+    placeholders' classes; None when it cannot be read the same way the ``regex`` module reads it."""
     if flags & ~_RELAXABLE_FLAGS or any(token in pattern for token in _FOREIGN) or "\\\\p" in pattern.replace(
             "\\\\P", "\\\\p") or _PRIVATE_CHARS.search(pattern):
         return None
@@ -128,7 +214,6 @@ def relaxed(pattern: str, flags: int = 0, lower: bool = False) -> tuple[str, boo
     text = _GROUP_NAME.sub("(?:", _PROPERTY.sub(placeholder, pattern))
     if len(properties) > 0x1000 or _ODD_BRACE.search(text):
         return None
-    source = {ch: prop for prop, ch in properties.items()}
     try:
         tree = _sre_parse.parse(text, (re.IGNORECASE if flags & regex.IGNORECASE else 0)
                                 | (re.VERBOSE if flags & regex.VERBOSE else 0))
@@ -136,13 +221,7 @@ def relaxed(pattern: str, flags: int = 0, lower: bool = False) -> tuple[str, boo
         return None
     if tree.state.flags & (re.MULTILINE | re.DOTALL | re.ASCII | re.LOCALE):
         return None  # an inline global flag ("(?m)") that changes what "^", "." or a class means
-    items, anchored = _unanchored_lead(list(tree))
-    try:
-        out, _ = _Relax(source, lower).sequence(items, bool(flags & regex.IGNORECASE))
-        # A superset that matches the empty text matches everywhere: it says nothing.
-        return None if re.match(out, "", 0 if lower else re.IGNORECASE) is not None else (out, anchored)
-    except (re.error, regex.error, KeyError, RecursionError, OverflowError):
-        return None
+    return list(tree), {ch: prop for prop, ch in properties.items()}
 
 
 def _unanchored_lead(items: list[tuple[Any, Any]]) -> tuple[list[tuple[Any, Any]], bool]:
@@ -405,7 +484,7 @@ class Starts:
     at most :data:`STARTS_MAX_CHARS` (a longer one is left to the regex itself, with its budget), where its worst case
     (quadratic in a run of letters) stays a few milliseconds."""
 
-    __slots__ = ("anchored", "rx")
+    __slots__ = ("anchored", "rx", "tails")
 
     def __init__(self, pattern: str, flags: int = 0) -> None:
         # Written for the lower-cased text and read case-sensitively (``relaxed(lower=True)``): the same positions, found
@@ -416,15 +495,30 @@ class Starts:
             self.rx = re.compile(found[0]) if found else None
         except (re.error, RecursionError, OverflowError):
             self.rx = None
+        # The supersets of the regex's later runs (:func:`relaxed_tails`): where its superset matches (its opening), a
+        # text can still lack what it must go on with ("I'm" matched, "... named X" nowhere).
+        try:
+            self.tails: tuple[re.Pattern[str], ...] = tuple(
+                re.compile(t) for t in relaxed_tails(pattern, flags, lower=True)
+                if self.rx is None or t != self.rx.pattern)  # a regex that lost its opening run: its superset is one
+        except (re.error, RecursionError, OverflowError):
+            self.tails = ()
 
     def first(self, text: str, low: str | None = None) -> int:
-        """The position of ``text`` from which to search for the regex: -1 when it matches nowhere in it, 0 when that
-        is not known (no superset, a text longer than :data:`STARTS_MAX_CHARS`, or one that is not ASCII). ``low``:
-        ``text.lower()``, when the caller has it."""
-        if self.rx is None or len(text) > STARTS_MAX_CHARS or not text.isascii():
+        """The position of ``text`` from which to search for the regex: -1 when it matches nowhere in it (its superset,
+        or the superset of a later run of it, finds nothing), 0 when that is not known (no superset, a text longer than
+        :data:`STARTS_MAX_CHARS`, or one that is not ASCII). ``low``: ``text.lower()``, when the caller has it."""
+        if (self.rx is None and not self.tails) or len(text) > STARTS_MAX_CHARS or not text.isascii():
             return 0
-        found = self.rx.search(text.lower() if low is None else low)
-        return -1 if found is None else found.start() if self.anchored else 0
+        if low is None:
+            low = text.lower()
+        found = self.rx.search(low) if self.rx is not None else None
+        if found is None and self.rx is not None:
+            return -1
+        for tail in self.tails:
+            if tail.search(low) is None:
+                return -1
+        return found.start() if found is not None and self.anchored else 0
 
     def finditer(self, rx: regex.Pattern[str], text: str, pos: int, low: str | None = None,
                  timeout: float | None = None) -> list[regex.Match[str]]:

@@ -176,6 +176,8 @@ class Rule:
     @property
     def regex(self) -> regex.Pattern[str]:
         """The compiled regex (compiled once, on first use)."""
+        if self._compiled:  # asked per match: no name for an error message formatted once it compiled
+            return self._compiled[0]
         return compiled_once(self._compiled, self.pattern, self.flags, f"{self.source}: rule {self.id}")
 
     @property
