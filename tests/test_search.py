@@ -860,7 +860,18 @@ def test_a_busy_search_sends_one_statement_per_graph_for_both_kinds_and_finds_th
         monkeypatch.setattr(search_module._IN_FLIGHT, "count", 3)
         monkeypatch.setattr(psycopg.Connection, "execute", recording)
         busy = [search(m.store, q, agent_id="dev", team_id="t", embedder=embedder) for q in ("editor", "deploy day")]
+        raw = m.store.engine.raw_connection()  # the connection the busy searches used (the pool is last in, first out)
+        try:
+            bm25_plans = raw.driver_connection.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement LIKE 'WITH r0 AS MATERIALIZED%%'").fetchall()
+        finally:
+            raw.close()
     assert busy == alone and alone[0]
+    # BM25's top-n statements go after the vector statements, whose settings force generic plans: no statement of
+    # their own sets it, and they still run by their generic plans
+    assert not [s for s in sent if "plan_cache_mode" in s and "hnsw" not in s]
+    assert bm25_plans and all(g > 0 and c == 0 for g, c in bm25_plans), bm25_plans
     vectors = [s for s in sent if s.startswith("SELECT 0 AS part")]
     assert len(vectors) == 4 and all("FROM facts f" in s and "FROM turns f" in s for s in vectors)
     assert sorted(s.count(" AS part") for s in vectors) == [2, 2, 4, 4]  # the team's; the agent's and the global

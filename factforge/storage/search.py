@@ -822,14 +822,17 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
         pending = [_executor().submit(_vectors_on_own_connection, source, group, vector_where, qvector, n, ef_search,
                                       sized) for group in groups]
     iterative = _has_iterative_scan(conn, source) if here else False
+    # The vector statements on this connection go with BM25's top-n statements when there are any: every settings
+    # statement of a kind's own graphs (vector_statements) forces generic plans for the rest of its transaction,
+    # as the top-n statements need (bm25.send_ranks), so no statement of its own sets it (one statement a search).
+    vectors_later = bool(searched) and all(not kind.narrowed for kind in here)
+    read: dict[str, Callable[[], _Ranks]] = {}
     with conn.pipeline():  # (never empty: a search that reaches here has a kind, and each kind a path)
         # every kind's term statistics in one statement
         terms = (conn.execute(terms_sql_of([kind.terms_table for kind in searched]), {"q": query}, prepare=True)
                  if searched else None)
-        read = (_send_kinds_vectors(conn, here, vector_where, qvector, n, ef_search, iterative, sized)
-                if qvector is not None and here else {})
-    for name, found in read.items():
-        ranks[name, "vector"] = found()
+        if qvector is not None and here and not vectors_later:
+            read = _send_kinds_vectors(conn, here, vector_where, qvector, n, ef_search, iterative, sized)
     term_rows: list[list[Any]] = [[] for _ in searched]
     for row in terms.fetchall() if terms is not None else ():
         term_rows[row[0]].append(row[1:])
@@ -839,9 +842,14 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
                                                              kind.terms_table, text_ids=True)
     statements = {name: statement for name, statement in built.items() if statement is not None}
     scored = {}
-    if statements:  # (an empty pipeline would still wait for the server)
+    vectors_now = qvector is not None and bool(here) and vectors_later
+    if statements or vectors_now:  # (an empty pipeline would still wait for the server)
         with conn.pipeline():
-            scored = dict(zip(statements, send_ranks(conn, list(statements.values()))))
+            if vectors_now and qvector is not None:
+                read = _send_kinds_vectors(conn, here, vector_where, qvector, n, ef_search, iterative, sized)
+            scored = dict(zip(statements, send_ranks(conn, list(statements.values()), generic_set=vectors_now)))
+    for name, found in read.items():
+        ranks[name, "vector"] = found()
     for kind in searched:
         rows = scored[kind.name].fetchall() if kind.name in scored else []
         ranks[kind.name, "bm25"] = {rid: (rank, float(score)) for rank, (rid, score) in enumerate(rows, 1)}
