@@ -164,8 +164,7 @@ def test_a_busy_process_reads_both_kinds_neighbours_on_one_connection_and_finds_
         store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch, sent_sql: list[str], graphs: bool) -> None:
     """While no other search runs in the process, a hybrid search reads each kind's neighbours on a connection
     of its own (three in all); while others run, both kinds' on its own connection with BM25's first statements
-    (one in all), the settings of the agent's and the team's graphs sent once for both kinds: the same
-    statements, the same hits."""
+    (one in all), each settings statement sent once for both kinds: the same statements, the same hits."""
     from sqlalchemy import event
 
     from factforge.storage import search as search_module
@@ -191,11 +190,11 @@ def test_a_busy_process_reads_both_kinds_neighbours_on_one_connection_and_finds_
         monkeypatch.setattr(search_module._IN_FLIGHT, "count", 0)
         assert len(idle) == 20 and busy == idle
         assert (idle_connections, busy_connections) == (3, 1)
-        # the agent graph's settings (ef_search 120) and the team graph's (200) once each, then the global graph's
-        # of each table
+        # per kind, the agent graph's settings (ef_search 120, the global graph's too while it is small) and the
+        # team graph's (200)
         own = [s for s in idle_settings if "'120'" in s]
-        assert len(idle_settings) == 6 and len(own) == 2 and own[0] == own[1]
-        assert busy_settings == sorted(set(idle_settings)) and len(busy_settings) == 4
+        assert len(idle_settings) == 4 and len(own) == 2 and own[0] == own[1]
+        assert busy_settings == sorted(set(idle_settings)) and len(busy_settings) == 2
 
 
 @pytest.mark.parametrize("graphs", [False, True])
@@ -214,7 +213,8 @@ def test_the_vector_branches_state_their_own_part_of_the_scope_and_nothing_more(
                       max_distance=None)
         vectors = [s for s in sent if "<=>" in s]
         bm25 = [s for s in sent if "::tsquery" in s and "_corpus c" not in s]  # top-n, not the term statistics
-        assert len(vectors) == 6 and bm25  # per kind: the agent's, the team's and the global rows
+        # per kind: the agent's rows with the global ones (160 candidates each for k=40), the team's (200)
+        assert len(vectors) == 4 and sorted(s.count(" AS part") for s in vectors) == [1, 1, 2, 2] and bm25
         assert all("CASE f.visibility" not in s for s in vectors) and all("CASE f.visibility" in s for s in bm25)
         assert {h.agent_id for h in hits if h.visibility == "private"} == {"a1"}
         facts = search(store, "s", agent_id="a1", team_id="t1", mode="vector", k=200, kinds=["fact"],

@@ -598,8 +598,11 @@ def test_the_default_candidate_list_grows_with_the_global_graph(db_url: str) -> 
     """ef_search by default: for a team's graph 200 for a small global graph, one per 250 rows of the table's
     global graph from 50k on; for the global graph itself (built with a longer candidate list, migration 0024)
     120, one per 250 rows from 30k on; 1000 at most, whatever the private and team rows; never below the rows
-    asked for; an explicit value is kept (capped at 1000)."""
-    from factforge.storage.search import ef_search_sql
+    asked for; an explicit value is kept (capped at 1000). search() works the same numbers out from the sizes it
+    read a moment ago."""
+    import itertools
+
+    from factforge.storage.search import _SIZES_SQL, _ef_search_value, ef_search_sql
 
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
 
@@ -612,12 +615,19 @@ def test_the_default_candidate_list_grows_with_the_global_graph(db_url: str) -> 
         assert [ef("facts", 700, 10), ef("facts", 5000, 10), ef("facts", 40, 100)] == ["700", "1000", "100"]
         assert [ef("facts", 700, 10, "global"), ef("facts", 40, 100, "global")] == ["700", "100"]
         for rows, expected, walk in ((20_000, "200", "120"), (32_000, "200", "128"), (76_000, "304", "304"),
+                                     (76_125, "304", "304"), (76_375, "306", "306"),  # (304.5 and 305.5: to even)
                                      (150_000, "600", "600"), (2_000_000, "1000", "1000")):
             conn.execute("UPDATE pg_class SET reltuples = %s WHERE oid = 'facts_embedding_global_hnsw'::regclass",
                          (rows,))
             conn.execute("UPDATE pg_class SET reltuples = 10000000 WHERE oid = 'turns'::regclass")
             assert (ef("facts", None, 10), ef("turns", None, 10)) == (expected, "200"), rows
             assert (ef("facts", None, 10, "global"), ef("turns", None, 10, "global")) == (walk, "120"), rows
+            # as search() works them out from the sizes it read a moment ago (_global_sizes): the same numbers
+            f_team, f_global, t_team, t_global = conn.execute(_SIZES_SQL).fetchone()
+            sized = {"facts": {"team": f_team, "global": f_global}, "turns": {"team": t_team, "global": t_global}}
+            for table, graph, n in itertools.product(("facts", "turns"), ("team", "global"), (10, 40, 900)):
+                assert _ef_search_value(table, None, n, graph, sized[table]) == f"'{ef(table, None, n, graph)}'", (
+                    rows, table, graph, n)
         conn.rollback()  # the row counts were make-believe
         with pytest.raises(ValidationError):
             ef_search_sql("api_keys", None, 10)
@@ -745,9 +755,11 @@ def test_vector_statements_name_their_owners_as_literals_and_run_by_a_generic_pl
     finally:
         store.close()
     owners = {"f.agent_id = E'ag''ent\\\\ü'": "agent", "f.team_id = E't''1 \"x\"'": "team"}
-    # one statement per graph: the agent's, the team's, and the global one (which names no owner)
-    assert len(rows) == 3 and sorted(tuple(owners[o] for o in owners if o in s) for s, _g, _c in rows) == [
-        (), ("agent",), ("team",)], rows
+    # one statement per candidate list: the agent's rows with the global ones (which name no owner; 120 each while
+    # the global graph is small), the team's (200)
+    assert len(rows) == 2 and sorted(tuple(owners[o] for o in owners if o in s) for s, _g, _c in rows) == [
+        ("agent",), ("team",)], rows
+    assert [s.count(" AS part") for s, _g, _c in sorted(rows, key=lambda r: "f.team_id = E'" in r[0])] == [2, 1]
     assert all("$2" not in s for s, _g, _c in rows)  # the query vector is the one parameter
     assert all(g == 3 and c == 0 for _s, g, c in rows), [(g, c) for _s, g, c in rows]
     assert mode is not None and mode[0] == "auto"  # set for the statements' transaction only
@@ -820,9 +832,10 @@ def test_the_scoped_index_keys_each_lexeme_by_its_impact_class(db_url: str) -> N
 def test_a_busy_search_sends_one_statement_per_graph_for_both_kinds_and_finds_the_same(
         db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """While other searches run in the process, a hybrid search sends every statement on its own connection, and
-    the facts' and the episodes' statements of one graph kind (with the same HNSW settings) go as one statement:
-    the same hits, in the same order, with the same ranks and distances as a search run alone (each kind's
-    vectors then on a pooled connection of its own)."""
+    the statements with the same HNSW settings go as one statement after one settings statement: the agent's rows
+    and the global rows of facts and episodes (120 candidates each while the global graphs are small), the team's
+    of both (200): the same hits, in the same order, with the same ranks and distances as a search run alone (each
+    kind's vectors then on a pooled connection of its own)."""
     from factforge.memory import Memory
     from factforge.storage import search as search_module
 
@@ -847,10 +860,23 @@ def test_a_busy_search_sends_one_statement_per_graph_for_both_kinds_and_finds_th
         monkeypatch.setattr(search_module._IN_FLIGHT, "count", 3)
         monkeypatch.setattr(psycopg.Connection, "execute", recording)
         busy = [search(m.store, q, agent_id="dev", team_id="t", embedder=embedder) for q in ("editor", "deploy day")]
+        raw = m.store.engine.raw_connection()  # the connection the busy searches used (the pool is last in, first out)
+        try:
+            bm25_plans = raw.driver_connection.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement LIKE 'WITH r0 AS MATERIALIZED%%'").fetchall()
+        finally:
+            raw.close()
     assert busy == alone and alone[0]
-    together = [s for s in sent if s.startswith("SELECT 0 AS part") and " SELECT 1 AS part" in s]
-    assert len(together) == 4 and all("FROM facts f" in s and "FROM turns f" in s for s in together)  # agent, team
-    assert len([s for s in sent if s.startswith("SELECT 0 AS part")]) == 8  # and each kind's global graph
+    # BM25's top-n statements go after the vector statements, whose settings force generic plans: no statement of
+    # their own sets it, and they still run by their generic plans
+    assert not [s for s in sent if "plan_cache_mode" in s and "hnsw" not in s]
+    assert bm25_plans and all(g > 0 and c == 0 for g, c in bm25_plans), bm25_plans
+    vectors = [s for s in sent if s.startswith("SELECT 0 AS part")]
+    assert len(vectors) == 4 and all("FROM facts f" in s and "FROM turns f" in s for s in vectors)
+    assert sorted(s.count(" AS part") for s in vectors) == [2, 2, 4, 4]  # the team's; the agent's and the global
+    settings = [s for s in sent if s.startswith("SELECT set_config('hnsw.ef_search'")]
+    assert sorted(s.split("'")[3] for s in settings) == ["120", "120", "200", "200"]
 
 
 @pytest.mark.parametrize(("sql", "expected"), [

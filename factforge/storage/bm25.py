@@ -446,10 +446,11 @@ def bm25_ranks_sized(conn: Any, where: str, params: dict[str, Any], query: str, 
 _GENERIC = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
-def send_ranks(conn: Any, built: Sequence[tuple[str, dict[str, Any]]]) -> list[Any]:
+def send_ranks(conn: Any, built: Sequence[tuple[str, dict[str, Any]]], *, generic_set: bool = False) -> list[Any]:
     """Sends the top-n statements ``built`` (:func:`bm25_query_from`) on ``conn`` in the pipeline its caller holds
     open; returns their cursors. In autocommit (search's connections) the pipeline is one implicit transaction, and
     the plan setting ends with it; in a transaction it would outlive the statements, so it is not sent there.
+    ``generic_set``: the caller's pipeline has set it already (search's vector settings), so it is not sent again.
 
     Each statement goes with its placeholders already numbered (:func:`_numbered`, once per text), through a raw
     cursor: psycopg numbers the named placeholders of a statement itself, by a regex over its text, and remembers
@@ -458,7 +459,7 @@ def send_ranks(conn: Any, built: Sequence[tuple[str, dict[str, Any]]]) -> list[A
     CPU per statement, two statements a search."""
     import psycopg
 
-    if conn.autocommit:
+    if conn.autocommit and not generic_set:
         conn.execute(_GENERIC, prepare=True)
     cursors = []
     for sql, params in built:

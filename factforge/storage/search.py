@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -352,19 +353,55 @@ def ef_search_sql(table: str, ef_search: int | None, n: int, graph: str = "team"
 _EF_RULES = {"team": (EF_SEARCH_MIN, EF_SEARCH_ROWS), "global": (GLOBAL_EF_SEARCH_MIN, GLOBAL_EF_SEARCH_ROWS)}
 
 
-def _ef_search_value(table: str, ef_search: int | None, n: int, graph: str = "team") -> str:
+def _ef_search_value(table: str, ef_search: int | None, n: int, graph: str = "team",
+                     sized: Mapping[str, float] | None = None) -> str:
+    """``ef_search`` as the SQL text of a value: a literal, or the rule of ``graph`` by the table's global graph
+    (:data:`_EF_RULES`), read in the statement itself or, given ``sized`` (:func:`_global_sizes`: the rule's
+    ``greatest(least, rows / per)`` read a moment ago), worked out here, so that statements whose candidate lists
+    come out the same share one settings statement (:func:`_send_kinds_vectors`)."""
     if ef_search is not None:
         return f"'{int(min(max(ef_search, n), MAX_EF_SEARCH))}'"
     if table not in _PRIVATE_COVER:
         raise ValidationError(f"no vectors in table {table!r}")
+    if sized is not None:
+        # as PostgreSQL works out the statement below: greatest and least over real, then ::int rounds half to even
+        return f"'{round(min(MAX_EF_SEARCH, max(n, sized[graph])))}'"
     least, rows = _EF_RULES[graph]
-    return (f"least({MAX_EF_SEARCH}, greatest({int(n)}, {least}, "
-            f"(SELECT reltuples FROM pg_class WHERE oid = to_regclass('{table}_embedding_global_hnsw')) / "
-            f"{rows}))::int::text")
+    return (f"least({MAX_EF_SEARCH}, greatest({int(n)}, {least}, {_global_rows(table)} / {rows}))::int::text")
+
+
+def _global_rows(table: str) -> str:
+    """SQL: the number of rows of ``table``'s global graph that PostgreSQL last counted (NULL without one)."""
+    return f"(SELECT reltuples FROM pg_class WHERE oid = to_regclass('{table}_embedding_global_hnsw'))"
+
+
+# How long a process keeps what its global graphs' sizes make of the candidate lists (:func:`_global_sizes`).
+# pg_class.reltuples moves only when VACUUM, ANALYZE or an index build counts the rows again, so a reading some
+# seconds old is the value a statement would read, or the one before it (one candidate per 250 rows either way).
+GLOBAL_SIZES_S = 30.0
+_SIZES: dict[str, tuple[float, dict[str, dict[str, float]]]] = {}
+_SIZES_SQL = "SELECT " + ", ".join(
+    f"greatest({least}, {_global_rows(table)} / {rows})::float8"
+    for table in ("facts", "turns") for least, rows in (_EF_RULES["team"], _EF_RULES["global"]))
+
+
+def _global_sizes(conn: Any, source: Any) -> dict[str, dict[str, float]]:
+    """table -> graph rule ("team", "global") -> ``greatest(least, rows / per)`` of :data:`_EF_RULES` by the
+    table's global graph, read at most every :data:`GLOBAL_SIZES_S` seconds per database: one statement each
+    time instead of one settings statement per table on every search (see :func:`_ef_search_value`)."""
+    key = source if isinstance(source, str) else str(getattr(source, "url", id(source)))
+    now = time.monotonic()
+    cached = _SIZES.get(key)
+    if cached is not None and now - cached[0] < GLOBAL_SIZES_S:
+        return cached[1]
+    f_team, f_global, t_team, t_global = conn.execute(_SIZES_SQL, prepare=True).fetchone()
+    sizes = {"facts": {"team": f_team, "global": f_global}, "turns": {"team": t_team, "global": t_global}}
+    _SIZES[key] = (now, sizes)
+    return sizes
 
 
 def _settings_sql(table: str, ef_search: int | None, n: int, iterative: bool, generic: bool = False,
-                  graph: str = "team") -> str:
+                  graph: str = "team", sized: Mapping[str, float] | None = None) -> str:
     """One statement that sets a vector statement's HNSW settings for the rest of the transaction
     (:func:`ef_search_sql` for ``graph``, and pgvector >= 0.8's iterative scan in relaxed order). ``generic``: the
     statement runs by its generic plan from its first run (its owners are literals, so a generic plan walks the
@@ -372,7 +409,7 @@ def _settings_sql(table: str, ef_search: int | None, n: int, iterative: bool, ge
     ~0.5 ms a statement at 1M facts, with 60 graphs)."""
     relaxed = ", set_config('hnsw.iterative_scan', 'relaxed_order', true)" if iterative else ""
     plans = f", set_config('plan_cache_mode', '{'force_generic_plan' if generic else 'auto'}', true)"
-    return (f"SELECT set_config('hnsw.ef_search', {_ef_search_value(table, ef_search, n, graph)}, true)"
+    return (f"SELECT set_config('hnsw.ef_search', {_ef_search_value(table, ef_search, n, graph, sized)}, true)"
             f"{relaxed}{plans}")
 
 
@@ -400,7 +437,8 @@ _Ranks = dict[_Id, tuple[int, float]]
 
 
 def _send_kinds_vectors(conn: Any, kinds: Sequence[_Kind], vector_where: Mapping[str, str], vector: _QueryVector,
-                        n: int, ef_search: int | None, iterative: bool) -> dict[str, Callable[[], _Ranks]]:
+                        n: int, ef_search: int | None, iterative: bool,
+                        sized: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Callable[[], _Ranks]]:
     """Sends the vector statements of ``kinds`` on ``conn``, in the pipeline its caller holds open; returns, per
     kind, what reads its ranks once the pipeline is synced.
 
@@ -410,24 +448,31 @@ def _send_kinds_vectors(conn: Any, kinds: Sequence[_Kind], vector_where: Mapping
     binary), and runs by its generic plan (from its first run where its settings say so, :func:`_settings_sql`;
     else PostgreSQL's own choice after five runs). Sent as one simple-protocol message with the vector as a
     literal, the statements were planned anew on every search: 1.5-2 ms of a kind's 4-5 ms of PostgreSQL CPU at
-    ~1k rows (bench_api)."""
+    ~1k rows (bench_api).
+
+    ``sized`` (:func:`_global_sizes`, per table): the candidate lists are worked out here and the settings state
+    them as numbers, so that statements whose lists come out the same share one settings statement and go as one
+    statement (an agent without a graph and a small global graph: the agent's rows and the global rows of both
+    kinds, 120 candidates each; 4 settings and 4 vector statements of a search, 2 and 2 now)."""
     planned = []
     for kind in kinds:
         args = {**kind.params, "v": vector.value}
         owners = tuple((name, kind.params[name]) for name in _OWNER_PARAM.values() if name in kind.params)
-        for settings, query in _statements_of(kind.table, vector_where[kind.name], owners, vector.dim, n,
-                                              ef_search, iterative, not kind.narrowed):
-            planned.append((settings, kind.name, query, args))
+        rules = tuple(sorted(sized[kind.table].items())) if sized is not None else None
+        for place, (settings, query) in enumerate(_statements_of(kind.table, vector_where[kind.name], owners,
+                                                                 vector.dim, n, ef_search, iterative,
+                                                                 not kind.narrowed, rules)):
+            planned.append((settings, kind.name, query, args, place))
     planned.sort(key=lambda p: p[0])  # stable: the same settings side by side, each kind's statements in order
-    # (cursor, which of its statement's parts) per kind
-    found: dict[str, list[tuple[Any, int]]] = {kind.name: [] for kind in kinds}
+    # (the statement's place among its kind's, cursor, which of the cursor's statement's parts) per kind
+    found: dict[str, list[tuple[int, Any, int]]] = {kind.name: [] for kind in kinds}
     for settings, group in groupby(planned, key=lambda p: p[0]):
         conn.execute(settings, prepare=True)  # once per text: the same text reads the same values in one transaction
         for batch in _batches(list(group)):
-            cur = conn.execute(_together(tuple(query for _, _, query, _ in batch)),
-                               {key: value for *_, args in batch for key, value in args.items()}, prepare=True)
-            for part, (_, name, _, _) in enumerate(batch):
-                found[name].append((cur, part))
+            cur = conn.execute(_together(tuple(item[2] for item in batch)),
+                               {key: value for item in batch for key, value in item[3].items()}, prepare=True)
+            for part, (_, name, _, _, place) in enumerate(batch):
+                found[name].append((place, cur, part))
     fetched: dict[int, list[Any]] = {}
 
     def rows_of(cur: Any, part: int) -> list[tuple[Any, Any]]:
@@ -435,9 +480,11 @@ def _send_kinds_vectors(conn: Any, kinds: Sequence[_Kind], vector_where: Mapping
             fetched[id(cur)] = cur.fetchall()
         return [(fid, d) for p, fid, d in fetched[id(cur)] if p == part]
 
-    def reader(cursors: list[tuple[Any, int]]) -> Callable[[], _Ranks]:
+    def reader(cursors: list[tuple[int, Any, int]]) -> Callable[[], _Ranks]:
         def ranks() -> _Ranks:
-            rows = [row for cur, part in cursors for row in rows_of(cur, part)]
+            # each kind's statements' rows in the order of its statements, whichever went together: rows at the
+            # same distance keep their order in the stable sort below
+            rows = [row for _, cur, part in sorted(cursors, key=lambda c: c[0]) for row in rows_of(cur, part)]
             # relaxed_order may return neighbours slightly out of order: rank by the exact distance.
             return {fid: (rank, float(d)) for rank, (fid, d) in enumerate(sorted(rows, key=lambda r: r[1])[:n], 1)}
 
@@ -446,18 +493,22 @@ def _send_kinds_vectors(conn: Any, kinds: Sequence[_Kind], vector_where: Mapping
     return {name: reader(cursors) for name, cursors in found.items()}
 
 
-def _batches(group: list[tuple[str, str, str, dict[str, Any]]]) -> list[list[tuple[str, str, str, dict[str, Any]]]]:
-    """The statements of one settings group (settings, kind, statement, parameters), in batches sent as one
-    statement each: the kinds' statements of one graph kind (an agent's facts and episodes) together, as their
-    parameters agree (the same caller's; a parameter of the same name with two values keeps them apart). One
-    statement instead of two: one to bind, run and read (bench_api, 8 clients: 2 of a search's 16 statements)."""
-    batches: list[list[tuple[str, str, str, dict[str, Any]]]] = []
+_Planned = tuple[str, str, str, dict[str, Any], int]  # settings, kind, statement, parameters, place in its kind's
+
+
+def _batches(group: list[_Planned]) -> list[list[_Planned]]:
+    """The statements of one settings group (settings, kind, statement, parameters, place), in batches sent as one
+    statement each: the statements that need the same settings (an agent's facts and episodes, and the global
+    rows of both while their lists are as long) together, as their parameters agree (the same caller's; a
+    parameter of the same name with two values keeps them apart). One statement instead of several: one to bind,
+    run and read (bench_api, 8 clients: 2 of a search's 16 statements)."""
+    batches: list[list[_Planned]] = []
     for item in group:
         last = batches[-1] if batches else None
-        if (last is not None and all(name != item[1] for _, name, _, _ in last)
-                and all(args.get(key, value) == value for *_, args in last for key, value in item[3].items()
+        if (last is not None
+                and all(other[3].get(key, value) == value for other in last for key, value in item[3].items()
                         if key != "v")
-                and all(args["v"] is item[3]["v"] for *_, args in last)):
+                and all(other[3]["v"] is item[3]["v"] for other in last)):
             last.append(item)
         else:
             batches.append([item])
@@ -472,7 +523,8 @@ def _together(queries: tuple[str, ...]) -> str:
 
 
 def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, n: int, ef_search: int | None,
-                      iterative: bool = True, own_graph: bool = True) -> list[tuple[str, str]]:
+                      iterative: bool = True, own_graph: bool = True, sized: Mapping[str, float] | None = None
+                      ) -> list[tuple[str, str]]:
     """What one vector search of ``table`` runs, as (settings, statement) pairs, one statement per graph walked,
     each with the candidate list its graph needs: the agent's own rows (:func:`graph_sql`, its graph walked with
     :data:`~factforge.storage.graphs.AGENT_GRAPH_EF_SEARCH` candidates), its team's (:func:`graph_sql`,
@@ -483,7 +535,9 @@ def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, 
     global graph are walked on by the iterative scan, as the shared graph was, with :func:`ef_search_sql`'s
     list). The analyst's view (no agent, no team): one statement, every private and team row read exactly
     (:func:`vector_sql`), the global graph walked. ``n`` is written into the statements: a prepared statement's
-    generic plan then knows its limit, as a one-off plan did."""
+    generic plan then knows its limit, as a one-off plan did. ``sized``: the table's global graph's rules read a
+    moment ago (:func:`_global_sizes`), so the settings state their candidate lists as numbers (else each settings
+    statement reads the graph's size itself)."""
     from .graphs import AGENT_GRAPH_EF_SEARCH, TEAM_GRAPH_EF_SEARCH
 
     # the limit and the owners written into the statement text (see _settings_sql's ``generic``)
@@ -493,9 +547,9 @@ def vector_statements(table: str, where: str, params: dict[str, Any], dim: int, 
         return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group()) if m.group(1) else m.group(), statement)
 
     if not own_graph:
-        return [(_settings_sql(table, ef_search, n, iterative),
+        return [(_settings_sql(table, ef_search, n, iterative, sized=sized),
                  written(vector_sql(table, where, params, dim, graphs=("team",))))]
-    walk_global = _settings_sql(table, ef_search, n, iterative, generic=True, graph="global")
+    walk_global = _settings_sql(table, ef_search, n, iterative, generic=True, graph="global", sized=sized)
     if "v_agent" not in params and "v_team" not in params:  # the analyst's view
         return [(walk_global, written(vector_sql(table, where, params, dim)))]
     out = []
@@ -519,10 +573,13 @@ def global_sql(table: str, where: str, dim: int) -> str:
 
 @lru_cache(maxsize=512)
 def _statements_of(table: str, where: str, owners: tuple[tuple[str, Any], ...], dim: int, n: int,
-                   ef_search: int | None, iterative: bool, own_graph: bool) -> tuple[tuple[str, str], ...]:
-    """:func:`vector_statements` for the owner parameters ``owners`` ((name, value) of those given): the same
-    arguments make the same text, so a process makes each once, not on every search (90 us a hybrid search)."""
-    return tuple(vector_statements(table, where, dict(owners), dim, n, ef_search, iterative, own_graph))
+                   ef_search: int | None, iterative: bool, own_graph: bool,
+                   sized: tuple[tuple[str, float], ...] | None = None) -> tuple[tuple[str, str], ...]:
+    """:func:`vector_statements` for the owner parameters ``owners`` ((name, value) of those given) and ``sized``
+    (its items): the same arguments make the same text, so a process makes each once, not on every search (90 us
+    a hybrid search)."""
+    return tuple(vector_statements(table, where, dict(owners), dim, n, ef_search, iterative, own_graph,
+                                   dict(sized) if sized is not None else None))
 
 
 # psycopg's named placeholders, and its escaped percent sign (read as a whole, so that "%%(n)s" is no placeholder)
@@ -579,12 +636,13 @@ _IN_FLIGHT = _InFlight()
 
 
 def _vectors_on_own_connection(source: Any, kinds: Sequence[_Kind], vector_where: Mapping[str, str],
-                               vector: _QueryVector, n: int, ef_search: int | None) -> dict[str, _Ranks]:
+                               vector: _QueryVector, n: int, ef_search: int | None,
+                               sized: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, _Ranks]:
     """The vector ranks of ``kinds`` from another pooled connection: one pipeline, one round trip."""
     with _connection(source, need_vector=True) as conn:
         iterative = _has_iterative_scan(conn, source)
         with conn.pipeline():
-            read = _send_kinds_vectors(conn, kinds, vector_where, vector, n, ef_search, iterative)
+            read = _send_kinds_vectors(conn, kinds, vector_where, vector, n, ef_search, iterative, sized)
         return {name: ranks() for name, ranks in read.items()}
 
 
@@ -748,6 +806,8 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
     searched = [kind for kind in plan if mode != "vector"]
     here = list(plan) if qvector is not None else []
     pending = []
+    # the global graphs' sizes, read a moment ago (one statement every GLOBAL_SIZES_S seconds)
+    sized = _global_sizes(conn, source) if qvector is not None and ef_search is None else None
     if qvector is not None and not isinstance(source, str) and (mode == "hybrid" or len(plan) > 1) and running <= 1:
         # While no other search runs in this process: each kind's HNSW queries on a pooled connection of its own,
         # while this one does BM25 (hybrid), or the first kind's (vector); at 1M facts + 1M episodes each kind's
@@ -759,17 +819,20 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
         aside = plan if mode == "hybrid" else plan[1:]
         here = [kind for kind in here if kind not in aside]
         groups = [[kind] for kind in aside]
-        pending = [_executor().submit(_vectors_on_own_connection, source, group, vector_where, qvector, n, ef_search)
-                   for group in groups]
+        pending = [_executor().submit(_vectors_on_own_connection, source, group, vector_where, qvector, n, ef_search,
+                                      sized) for group in groups]
     iterative = _has_iterative_scan(conn, source) if here else False
+    # The vector statements on this connection go with BM25's top-n statements when there are any: every settings
+    # statement of a kind's own graphs (vector_statements) forces generic plans for the rest of its transaction,
+    # as the top-n statements need (bm25.send_ranks), so no statement of its own sets it (one statement a search).
+    vectors_later = bool(searched) and all(not kind.narrowed for kind in here)
+    read: dict[str, Callable[[], _Ranks]] = {}
     with conn.pipeline():  # (never empty: a search that reaches here has a kind, and each kind a path)
         # every kind's term statistics in one statement
         terms = (conn.execute(terms_sql_of([kind.terms_table for kind in searched]), {"q": query}, prepare=True)
                  if searched else None)
-        read = (_send_kinds_vectors(conn, here, vector_where, qvector, n, ef_search, iterative)
-                if qvector is not None and here else {})
-    for name, found in read.items():
-        ranks[name, "vector"] = found()
+        if qvector is not None and here and not vectors_later:
+            read = _send_kinds_vectors(conn, here, vector_where, qvector, n, ef_search, iterative, sized)
     term_rows: list[list[Any]] = [[] for _ in searched]
     for row in terms.fetchall() if terms is not None else ():
         term_rows[row[0]].append(row[1:])
@@ -779,9 +842,14 @@ def _rank_lists(conn: Any, source: Any, plan: Sequence[_Kind], vector_where: Map
                                                              kind.terms_table, text_ids=True)
     statements = {name: statement for name, statement in built.items() if statement is not None}
     scored = {}
-    if statements:  # (an empty pipeline would still wait for the server)
+    vectors_now = qvector is not None and bool(here) and vectors_later
+    if statements or vectors_now:  # (an empty pipeline would still wait for the server)
         with conn.pipeline():
-            scored = dict(zip(statements, send_ranks(conn, list(statements.values()))))
+            if vectors_now and qvector is not None:
+                read = _send_kinds_vectors(conn, here, vector_where, qvector, n, ef_search, iterative, sized)
+            scored = dict(zip(statements, send_ranks(conn, list(statements.values()), generic_set=vectors_now)))
+    for name, found in read.items():
+        ranks[name, "vector"] = found()
     for kind in searched:
         rows = scored[kind.name].fetchall() if kind.name in scored else []
         ranks[kind.name, "bm25"] = {rid: (rank, float(score)) for rank, (rid, score) in enumerate(rows, 1)}
