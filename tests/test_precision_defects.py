@@ -149,3 +149,31 @@ def test_list_item_takes_to_only_when_it_is_a_verb(text: str, good: str, bad: st
     out = contents(text)
     assert good in out
     assert bad not in out
+
+
+# A clause inside a when/if/once/until ... subordinate of a future or hypothetical main clause is no present fact;
+# the main clause still is, and so is a statement in a clause of its own.
+@pytest.mark.parametrize(
+    ("text", "bad"),
+    [
+        ("I'll definitely try surfing when I'm in Hawaii", "User is in Hawaii"),
+        ("I'm gonna start running again once I live in Denver.", "User lives in Denver"),
+        ("I'd love to go back to painting after I'm retired.", "User is retired"),
+        ("We will celebrate when I'm in my thirties!", "User is in their thirties"),
+    ],
+)
+def test_future_subordinate_clause_gives_no_fact(text: str, bad: str) -> None:
+    assert bad not in contents(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "good"),
+    [
+        ("I'll tell you later, but I'm in Hawaii until Sunday.", "User is in Hawaii"),
+        ("I'm in the army and I'll be home when my leave starts.", "User is in the army"),
+        ("I'll definitely try surfing when I'm in Hawaii. I live in Denver.", "User lives in Denver"),
+        ("I love hiking when the weather is nice.", "User loves hiking"),
+    ],
+)
+def test_fact_beside_a_future_subordinate_stays(text: str, good: str) -> None:
+    assert good in contents(text)
