@@ -177,3 +177,23 @@ def test_future_subordinate_clause_gives_no_fact(text: str, bad: str) -> None:
 )
 def test_fact_beside_a_future_subordinate_stays(text: str, good: str) -> None:
     assert good in contents(text)
+
+
+# Everyday sign-offs are courtesy only: wishing the listener a good night or weekend says nothing of the speaker.
+@pytest.mark.parametrize(
+    "text",
+    ["Thanks so much! Have a great night, talk soon!", "Take care, talk to you later!", "Have a good one!",
+     "Bye! Have a great night!", "Enjoy the rest of your weekend, take care!", "Hope you have a lovely Friday night!",
+     "Okay, gotta run. Have a good evening!", "Good night, sleep tight!"],
+)
+def test_sign_off_is_dropped(text: str) -> None:
+    assert not EX.extract_turn(text).gate.passed
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["We have a great week planned.", "Have a great day, I just got promoted!", "I had a great night out with my sister!",
+     "I sleep well at night."],
+)
+def test_sign_off_shape_keeps_a_statement(text: str) -> None:
+    assert EX.extract_turn(text).gate.passed
