@@ -197,3 +197,25 @@ def test_sign_off_is_dropped(text: str) -> None:
 )
 def test_sign_off_shape_keeps_a_statement(text: str) -> None:
     assert EX.extract_turn(text).gate.passed
+
+
+# A first-person "to me"/"for me" evaluation of a named thing is the speaker's own view, not a comment on the
+# listener's thing; after a word that points back ("That sounds good to me") it is still a reaction.
+@pytest.mark.parametrize(
+    ("text", "good"),
+    [
+        ("This necklace is really special to me.", "This necklace is really special to User"),
+        ("This bracelet means a lot to me.", "This bracelet means a lot to User"),
+    ],
+)
+def test_to_me_evaluation_of_a_thing_is_a_fact(text: str, good: str) -> None:
+    assert good in contents(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["That sounds good to me.", "That's so special to me.", "Your support means a lot to me.",
+     "You're a great friend to me.", "That makes sense to me.", "Great for me."],
+)
+def test_to_me_after_a_pointer_stays_a_reaction(text: str) -> None:
+    assert EX.extract_turn(text).gate.reason == "reaction"
