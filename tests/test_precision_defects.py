@@ -219,3 +219,28 @@ def test_to_me_evaluation_of_a_thing_is_a_fact(text: str, good: str) -> None:
 )
 def test_to_me_after_a_pointer_stays_a_reaction(text: str) -> None:
     assert EX.extract_turn(text).gate.reason == "reaction"
+
+
+# "this/that ... called X" names its thing as "a ... called X" does; without a name it points back at the chat.
+@pytest.mark.parametrize(
+    ("text", "good"),
+    [
+        ("I'm obsessed with this new game called Hades", "User likes this new game called Hades"),
+        ("I love this band called Muse.", "User loves this band called Muse"),
+        ("I'm obsessed with a new game called Hades", "User likes a new game called Hades"),
+    ],
+)
+def test_demonstrative_thing_with_a_name_is_a_fact(text: str, good: str) -> None:
+    assert good in contents(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "bad"),
+    [
+        ("I'm obsessed with this new game.", "User likes this new game"),
+        ("I love that you called me.", "User loves that you called me"),
+        ("I love this place called home.", "User loves this place called home"),
+    ],
+)
+def test_demonstrative_thing_without_a_name_is_no_fact(text: str, bad: str) -> None:
+    assert bad not in contents(text)
