@@ -149,3 +149,98 @@ def test_list_item_takes_to_only_when_it_is_a_verb(text: str, good: str, bad: st
     out = contents(text)
     assert good in out
     assert bad not in out
+
+
+# A clause inside a when/if/once/until ... subordinate of a future or hypothetical main clause is no present fact;
+# the main clause still is, and so is a statement in a clause of its own.
+@pytest.mark.parametrize(
+    ("text", "bad"),
+    [
+        ("I'll definitely try surfing when I'm in Hawaii", "User is in Hawaii"),
+        ("I'm gonna start running again once I live in Denver.", "User lives in Denver"),
+        ("I'd love to go back to painting after I'm retired.", "User is retired"),
+        ("We will celebrate when I'm in my thirties!", "User is in their thirties"),
+    ],
+)
+def test_future_subordinate_clause_gives_no_fact(text: str, bad: str) -> None:
+    assert bad not in contents(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "good"),
+    [
+        ("I'll tell you later, but I'm in Hawaii until Sunday.", "User is in Hawaii"),
+        ("I'm in the army and I'll be home when my leave starts.", "User is in the army"),
+        ("I'll definitely try surfing when I'm in Hawaii. I live in Denver.", "User lives in Denver"),
+        ("I love hiking when the weather is nice.", "User loves hiking"),
+    ],
+)
+def test_fact_beside_a_future_subordinate_stays(text: str, good: str) -> None:
+    assert good in contents(text)
+
+
+# Everyday sign-offs are courtesy only: wishing the listener a good night or weekend says nothing of the speaker.
+@pytest.mark.parametrize(
+    "text",
+    ["Thanks so much! Have a great night, talk soon!", "Take care, talk to you later!", "Have a good one!",
+     "Bye! Have a great night!", "Enjoy the rest of your weekend, take care!", "Hope you have a lovely Friday night!",
+     "Okay, gotta run. Have a good evening!", "Good night, sleep tight!"],
+)
+def test_sign_off_is_dropped(text: str) -> None:
+    assert not EX.extract_turn(text).gate.passed
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["We have a great week planned.", "Have a great day, I just got promoted!", "I had a great night out with my sister!",
+     "I sleep well at night."],
+)
+def test_sign_off_shape_keeps_a_statement(text: str) -> None:
+    assert EX.extract_turn(text).gate.passed
+
+
+# A first-person "to me"/"for me" evaluation of a named thing is the speaker's own view, not a comment on the
+# listener's thing; after a word that points back ("That sounds good to me") it is still a reaction.
+@pytest.mark.parametrize(
+    ("text", "good"),
+    [
+        ("This necklace is really special to me.", "This necklace is really special to User"),
+        ("This bracelet means a lot to me.", "This bracelet means a lot to User"),
+    ],
+)
+def test_to_me_evaluation_of_a_thing_is_a_fact(text: str, good: str) -> None:
+    assert good in contents(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["That sounds good to me.", "That's so special to me.", "Your support means a lot to me.",
+     "You're a great friend to me.", "That makes sense to me.", "Great for me."],
+)
+def test_to_me_after_a_pointer_stays_a_reaction(text: str) -> None:
+    assert EX.extract_turn(text).gate.reason == "reaction"
+
+
+# "this/that ... called X" names its thing as "a ... called X" does; without a name it points back at the chat.
+@pytest.mark.parametrize(
+    ("text", "good"),
+    [
+        ("I'm obsessed with this new game called Hades", "User likes this new game called Hades"),
+        ("I love this band called Muse.", "User loves this band called Muse"),
+        ("I'm obsessed with a new game called Hades", "User likes a new game called Hades"),
+    ],
+)
+def test_demonstrative_thing_with_a_name_is_a_fact(text: str, good: str) -> None:
+    assert good in contents(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "bad"),
+    [
+        ("I'm obsessed with this new game.", "User likes this new game"),
+        ("I love that you called me.", "User loves that you called me"),
+        ("I love this place called home.", "User loves this place called home"),
+    ],
+)
+def test_demonstrative_thing_without_a_name_is_no_fact(text: str, bad: str) -> None:
+    assert bad not in contents(text)
