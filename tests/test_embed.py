@@ -146,6 +146,9 @@ def test_backfill_then_reset_to_another_dimension(db_url: str, tmp_path: Path) -
             # the column was made anew: its vectors stay in their rows all the same (migration 0022)
             assert conn.execute("SELECT attstorage FROM pg_attribute WHERE attname = 'embedding' "
                                 "AND attrelid IN ('facts'::regclass, 'turns'::regclass)").fetchall() == [("m",), ("m",)]
+            # the private vectors' insert trigger names the column (migration 0028): made again for the new type
+            assert conn.execute("SELECT count(*) FROM pg_trigger WHERE tgname IN "
+                                "('facts_private_vectors_ins', 'turns_private_vectors_ins')").fetchone() == (2,)
             # 768 numbers do not fit a btree entry beside the agent: the agent's index holds the agent only
             assert "INCLUDE" not in conn.execute("SELECT indexdef FROM pg_indexes "
                                                  "WHERE indexname = 'facts_private_agent_idx'").fetchone()[0]

@@ -487,3 +487,39 @@ def test_0027_copies_the_private_vectors_and_goes_back(fresh_cluster: str, tmp_p
     with psycopg.connect(db.conninfo(url)) as conn:  # no trigger left behind to write into a table that is gone
         conn.execute("UPDATE facts SET embedding = NULL")
         conn.execute("DELETE FROM turns")
+
+
+def test_0028_private_rows_inserted_without_a_vector_fire_no_trigger(fresh_cluster: str, tmp_path: Path) -> None:
+    """After 0028 the insert trigger's WHEN names the vector: a private fact inserted with one is copied, one
+    without fires nothing (and is copied when the embed worker gives it a vector); the downgrade restores 0027's."""
+    url, settings = _new_database(fresh_cluster, "ffprivwhen", tmp_path)
+    db.upgrade(url, settings, "0027")
+
+    def when() -> list[str]:
+        with psycopg.connect(db.conninfo(url)) as conn:
+            return sorted(conn.execute("SELECT pg_get_triggerdef(oid) FROM pg_trigger "
+                                       "WHERE tgname LIKE '%private_vectors_ins'").fetchone())
+
+    assert "embedding IS NOT NULL" not in when()[0]
+    db.upgrade(url, settings)
+    assert "(new.embedding IS NOT NULL)" in when()[0]
+    vec = str([0.5] * settings.embed_dim)
+    with psycopg.connect(db.conninfo(url)) as conn:
+        for content, embedding in (("a", vec), ("b", None)):
+            conn.execute("INSERT INTO facts (content, category, confidence, extraction_method, agent_id, team_id, "
+                         "visibility, content_hash, embedding) VALUES (%s, 'other', 0.9, 'pattern', 'ag', 't', "
+                         "'private', %s, %s::vector)", (content, content, embedding))
+        conn.execute("INSERT INTO turns (key, agent_id, team_id, user_message, visibility) "
+                     "VALUES ('k1', 'ag', 't', 'we use kafka', 'private')")
+        ids = {c: str(i) for c, i in conn.execute("SELECT content, id FROM facts").fetchall()}
+    vec_text = "[" + ",".join(["0.5"] * settings.embed_dim) + "]"
+    assert _private_copy(url, "facts") == {(ids["a"], "ag", vec_text)}
+    assert _private_copy(url, "turns") == set()
+    with psycopg.connect(db.conninfo(url)) as conn:
+        conn.execute("UPDATE facts SET embedding = %s::vector WHERE content = 'b'", (vec,))
+        conn.execute("UPDATE turns SET embedding = %s::vector", (vec,))
+        turn = str(conn.execute("SELECT id FROM turns").fetchone()[0])
+    assert _private_copy(url, "facts") == {(ids["a"], "ag", vec_text), (ids["b"], "ag", vec_text)}
+    assert _private_copy(url, "turns") == {(turn, "ag", vec_text)}
+    db.downgrade(url, "0027")
+    assert "embedding IS NOT NULL" not in when()[0]

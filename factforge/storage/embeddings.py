@@ -68,6 +68,17 @@ def _store_vectors(conn: Any, pairs: Sequence[tuple[UUID, Sequence[float]]], mod
     conn.exec_driver_sql(f"UPDATE {table} SET embedding = %(v)s, embedding_model = %(m)s WHERE id = %(id)s", rows)
 
 
+def private_insert_trigger_ddl(table: str) -> str:
+    """The trigger that copies a private row inserted with a vector into ``table``'s narrow copy of the private
+    vectors (migrations 0027, 0028). Its WHEN names the vector: a row inserted without one (every turn and most facts
+    with ``FACTFORGE_EMBED_IN=worker``) fires nothing, where an AFTER ROW trigger that fires costs its event and a
+    PL/pgSQL call whatever the function then does (~70 us of backend CPU an insert). Naming the column keeps its type
+    from changing: :func:`reset_embedding_column` drops the trigger around its ALTER and makes it again."""
+    side = f"{table}_private_vectors"
+    return (f"CREATE TRIGGER {side}_ins AFTER INSERT ON {table} FOR EACH ROW "
+            f"WHEN (NEW.visibility = 'private' AND NEW.embedding IS NOT NULL) EXECUTE FUNCTION {side}_sync()")
+
+
 def reset_embedding_column(store: Store, dim: int, model: str) -> int:
     """Make the vector column ``dim``-dimensional and drop vectors of other models; returns how many."""
     with store._tx() as conn:
@@ -81,8 +92,11 @@ def reset_embedding_column(store: Store, dim: int, model: str) -> int:
                 # it may hold the vectors (private_index_ddl); agents' and teams' graphs are of the old dimension
                 conn.exec_driver_sql(f"DROP INDEX IF EXISTS {table}_private_agent_idx")
                 drop_graphs(conn.exec_driver_sql, table)
+                # the insert trigger names the column (private_insert_trigger_ddl), which keeps its type
+                conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {table}_private_vectors_ins ON {table}")
                 conn.exec_driver_sql(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dim)}) "
                                      "USING NULL")
+                conn.exec_driver_sql(private_insert_trigger_ddl(table))
                 # (a rewrite fires no trigger: the narrow copy of the private vectors, migration 0027, goes too)
                 conn.exec_driver_sql(f"TRUNCATE {table}_private_vectors")
                 conn.exec_driver_sql(vector_storage_ddl(table))  # the new type's storage was pgvector's

@@ -277,7 +277,9 @@ def supersession_sql(decision: Supersession, vector: Any) -> tuple[str, dict[str
     clauses: list[str] = []
     params: dict[str, Any] = {}
     if decision.relations:
-        clauses.append("f.relation = ANY(%(r_relations)s)")
+        # through an InitPlan, as search._ids: given the array itself, PostgreSQL costs each run's own plan by it,
+        # finds it cheaper than the generic plan's guess and plans the prepared UPDATE anew on every run
+        clauses.append("f.relation = ANY(CAST((SELECT %(r_relations)s::text[]) AS text[]))")
         params["r_relations"] = list(decision.relations)
     for i, (name, value) in enumerate(decision.equal):
         key = f"r_same{i}"
