@@ -100,8 +100,9 @@ LIST_DEFINE = "list_next"
 # in another clause does not block; a slot value that only points back at the conversation ("try that
 # too"); rendered content that is not grammatical English ("User dont know").
 CLAUSE_DEFINE = "clause_break"
-# A future or hypothetical main clause and a when/once/until ... after it: what its subordinate clause says is no present
-# fact ("I'll try surfing when I'm in Hawaii"); a match after it in the same clause is dropped, as after a blocker.
+# A future or hypothetical main clause and a when/once/until ... after it: what its subordinate clause says is no
+# present fact ("I'll try surfing when I'm in Hawaii"); a match after it in the same clause is dropped, as after a
+# blocker.
 FUTURE_SUBORDINATE_DEFINE = "future_subordinate"
 DANGLING_DEFINE = "dangling_ref"
 DANGLING_INSIDE_DEFINE = "dangling_inside"
@@ -411,7 +412,8 @@ class PatternLibrary:
             return []
         if rule.blockers is not None and self._blocked(rule.blockers, m.string, start, m.start(), end):
             return []
-        if self.future_subordinate is not None and self._blocked(self.future_subordinate, m.string, start, m.start(), end):
+        future = self.future_subordinate
+        if future is not None and self._blocked(future, m.string, start, m.start(), end):
             return []
         # A rule without its own time slot is dated by a time expression anywhere in its sentence. In an
         # event (category temporal) a relative one is cut out of the slots so the stored text does not go
@@ -1023,8 +1025,9 @@ def _build(patterns_dir: Path) -> PatternLibrary:
     extra = {name: compile_regex(_expand(defines[name], defines, name, problems), name, problems,
                                  regex.IGNORECASE | regex.VERBOSE | (regex.REVERSE if name in END_DEFINES else 0))
              if name in defines else None
-             for name in (CLAUSE_DEFINE, FUTURE_SUBORDINATE_DEFINE, DANGLING_DEFINE, DANGLING_INSIDE_DEFINE, DANGLING_START_DEFINE, BROKEN_DEFINE,
-                          BROKEN_END_DEFINE, BROKEN_START_DEFINE, TEAM_DEFINE, TEAM_NAME_DEFINE)}
+             for name in (CLAUSE_DEFINE, FUTURE_SUBORDINATE_DEFINE, DANGLING_DEFINE, DANGLING_INSIDE_DEFINE,
+                          DANGLING_START_DEFINE, BROKEN_DEFINE, BROKEN_END_DEFINE, BROKEN_START_DEFINE, TEAM_DEFINE,
+                          TEAM_NAME_DEFINE)}
     # Team context by name needs the folder's entity gazetteer (a folder of fact rules alone has none).
     technology = EntityRecognizer.from_dir(patterns_dir).canonical \
         if extra[TEAM_NAME_DEFINE] is not None and (patterns_dir / ENTITIES_FILE).exists() else None
